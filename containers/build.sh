@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds one training image offline-friendly: makes the local base image when it is the
+# default and missing, and hands the build an extra CA bundle (build stage only).
+# Usage: containers/build.sh STACK [VARIANT]      e.g. containers/build.sh tensorflow cpu
+# Env:   BASE_IMAGE (default scalebench/debian-base:bookworm), IMAGE_TAG (default cpu),
+#        SCALEBENCH_EXTRA_CA (default: the host's /etc/ssl/certs/ca-certificates.crt)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+stack="${1:?usage: build.sh STACK [VARIANT]}"
+variant="${2:-cpu}"
+base="${BASE_IMAGE:-scalebench/debian-base:bookworm}"
+image="scalebench/${stack}:${IMAGE_TAG:-$variant}"
+[ -f "$here/$stack/Dockerfile" ] || { echo "build.sh: no Dockerfile at $here/$stack/Dockerfile" >&2; exit 1; }
+if [ "$base" = "scalebench/debian-base:bookworm" ]; then "$here/base/make-base-image.sh" "$base"; fi
+mkdir -p "$here/.build-ca"
+ca="${SCALEBENCH_EXTRA_CA:-/etc/ssl/certs/ca-certificates.crt}"
+if [ -f "$ca" ]; then cmp -s "$ca" "$here/.build-ca/ca.crt" || cp "$ca" "$here/.build-ca/ca.crt"; else : >"$here/.build-ca/ca.crt"; fi
+echo "building $image from $base ($variant)"
+DOCKER_BUILDKIT=0 docker build -q -f "$here/$stack/Dockerfile" \
+  --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" -t "$image" "$here" >/dev/null
+docker image inspect -f "$image {{.Id}} {{.Size}} bytes" "$image"

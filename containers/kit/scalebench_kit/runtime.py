@@ -1,0 +1,125 @@
+"""What every trainer needs besides its framework: cell spec in, timing, result out."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .contract import CELL_SPEC_FILE, CONTRACT_VERSION, EVENTS_FILE, load_cell_spec, write_result
+from .events import EventLog
+
+RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
+
+
+def system_fingerprint(framework: str, framework_version: str, **extra: Any) -> dict:
+    return {
+        "framework": framework,
+        "framework_version": framework_version,
+        "python": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count() or 1,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        **extra,
+    }
+
+
+class StepTimer:
+    """Per-step wall clock: the first `warmup_steps` steps are warm-up, the rest steady training."""
+
+    def __init__(self, warmup_steps: int):
+        self.warmup_steps = warmup_steps
+        self.step_times: list[float] = []
+        self._t = None
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def step_done(self) -> None:
+        now = time.perf_counter()
+        self.step_times.append(now - self._t)
+        self._t = now
+
+    @property
+    def warmup_s(self) -> float:
+        return float(sum(self.step_times[: self.warmup_steps]))
+
+    @property
+    def train_s(self) -> float:
+        return float(sum(self.step_times[self.warmup_steps:]))
+
+    @property
+    def timed_steps(self) -> int:
+        return max(len(self.step_times) - self.warmup_steps, 0)
+
+
+class Cell:
+    """The running cell: reads cell.json from the results folder, logs events, writes metrics.json."""
+
+    def __init__(self, results_dir: str | Path | None = None):
+        self.t0 = time.perf_counter()
+        self.results_dir = Path(results_dir or os.environ.get(RESULTS_DIR_ENV, "/results"))
+        self.spec = load_cell_spec(self.results_dir / CELL_SPEC_FILE)
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.events = EventLog(self.results_dir / EVENTS_FILE, rank=self.rank)
+        self.events.log("run_start", self.spec["cell"]["key"], label=self.spec["cell"]["label"])
+
+    @property
+    def training(self) -> dict:
+        return self.spec["training"]
+
+    @property
+    def devices(self) -> dict:
+        return self.spec["devices"]
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def finish(self, *, system: dict, world_size: int, device_names: list[str], setup_s: float,
+               timer: StepTimer, epoch_s: list[float], eval_s: float, loss_curve: list[float],
+               metrics: dict, model: dict | None = None, samples_per_step: int | None = None) -> Path | None:
+        """Write the result contract (rank 0 only); returns the metrics.json path."""
+        if self.rank != 0:
+            return None
+        images = (samples_per_step or self.training["global_batch"]) * timer.timed_steps
+        doc = {
+            "contract_version": CONTRACT_VERSION,
+            "cell": self.spec["cell"],
+            "devices": {**self.devices, "world_size": world_size, "names": device_names},
+            "training": self.training,
+            "data": self.spec["data"],
+            "model": {**self.spec["model"], **(model or {})},
+            "provenance": self.spec["provenance"],
+            "system": system,
+            "timing": {
+                "setup_s": round(setup_s, 4),
+                "warmup_s": round(timer.warmup_s, 4),
+                "train_s": round(timer.train_s, 4),
+                "eval_s": round(eval_s, 4),
+                "total_s": round(self.elapsed(), 4),
+                "epoch_s": [round(t, 4) for t in epoch_s],
+                "steps": len(timer.step_times),
+                "timed_steps": timer.timed_steps,
+                "warmup_steps": timer.warmup_steps,
+                "images_per_s": round(images / timer.train_s, 3) if timer.train_s > 0 else 0.0,
+            },
+            "loss_curve": [float(v) for v in loss_curve],
+            "metrics": metrics,
+        }
+        path = write_result(self.results_dir, doc)
+        self.events.log("run_stop", "success", total_s=doc["timing"]["total_s"])
+        return path
+
+
+def main_guard(fn) -> None:
+    """Run a trainer's main(); on error log it as an event and exit non-zero with the message."""
+    try:
+        fn()
+    except Exception as exc:  # the orchestrator classifies failures from the exit code + output
+        print(f"scalebench: trainer failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise

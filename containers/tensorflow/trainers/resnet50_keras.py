@@ -1,0 +1,114 @@
+"""ResNet50 + Keras + CIFAR-10 under tf.distribute.MirroredStrategy.
+
+One script for 1..N devices: N GPUs on GPU hosts (the leased ones, all that are visible), N
+logical CPU devices on CPU hosts, so the same replica/all-reduce path runs in tests.
+Scaling and LR policy come from cell.json: global batch = per-device batch x replicas (weak)
+or fixed (strong); lr = base_lr x global_batch / reference_batch (linear rule).
+Warm-up steps are timed apart from steady training; evaluation is timed on its own.
+"""
+from __future__ import annotations
+
+import time
+
+from scalebench_kit import cifar10
+from scalebench_kit.metrics import macro_precision_recall
+from scalebench_kit.runtime import Cell, StepTimer, main_guard, system_fingerprint
+
+
+def make_strategy(tf, devices: dict):
+    n = devices["count"]
+    if devices["kind"] == "cpu":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+        names = [d.name for d in tf.config.list_logical_devices("CPU")][:n]
+    else:
+        gpus = tf.config.list_physical_devices("GPU")
+        if len(gpus) != n:
+            raise RuntimeError(f"cell asked for {n} GPUs (ids {devices['ids']}) but the container sees {len(gpus)}")
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+    return tf.distribute.MirroredStrategy(devices=names), names
+
+
+def main() -> None:
+    cell = Cell()
+    cell.events.log("init_start")
+    import tensorflow as tf
+    import keras
+    import numpy as np
+
+    spec, train = cell.spec, cell.training
+    keras.utils.set_random_seed(spec["cell"]["seed"])
+    strategy, device_names = make_strategy(tf, cell.devices)
+    replicas = strategy.num_replicas_in_sync
+    global_batch = train["global_batch"]
+    if global_batch != train["per_device_batch"] * replicas:
+        raise RuntimeError(f"global batch {global_batch} != per-device batch {train['per_device_batch']} x {replicas} replicas")
+
+    data = spec["data"]
+    x_train, y_train = cifar10.read_split(data["path"], "train", data.get("train_limit"))
+    x_test, y_test = cifar10.read_split(data["path"], "test", data.get("test_limit"))
+    mean, std = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
+    prep = lambda x: ((x.astype("float32") - mean) / std).astype("float32")  # noqa: E731
+    steps_per_epoch = len(x_train) // global_batch
+    if steps_per_epoch < 1:
+        raise RuntimeError(f"train split has {len(x_train)} images, fewer than one global batch of {global_batch}")
+    if train.get("max_steps_per_epoch"):
+        steps_per_epoch = min(steps_per_epoch, train["max_steps_per_epoch"])
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    ds = (tf.data.Dataset.from_tensor_slices((prep(x_train), y_train))
+          .shuffle(len(x_train), seed=spec["cell"]["seed"], reshuffle_each_iteration=True)
+          .batch(global_batch, drop_remainder=True).repeat().prefetch(2).with_options(options))
+    cell.events.log("data_ready", len(x_train), test_images=len(x_test))
+
+    with strategy.scope():
+        model = keras.applications.ResNet50(weights=None, input_shape=x_train.shape[1:], classes=10)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=train["lr"], momentum=0.9),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    params = int(model.count_params())
+    cell.events.log("model_ready", params, replicas=replicas, strategy=type(strategy).__name__)
+    setup_s = cell.elapsed()
+    cell.events.log("init_stop", setup_s)
+
+    timer = StepTimer(train["warmup_steps"])
+    epoch_s: list[float] = []
+    loss_curve: list[float] = []
+
+    class Timing(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t_epoch = time.perf_counter()
+            cell.events.log("epoch_start", epoch + 1)
+            timer.start()
+
+        def on_train_batch_end(self, batch, logs=None):
+            timer.step_done()
+            if len(timer.step_times) == timer.warmup_steps:
+                cell.events.log("warmup_stop", timer.warmup_s)
+
+        def on_epoch_end(self, epoch, logs=None):
+            epoch_s.append(time.perf_counter() - self.t_epoch)
+            loss_curve.append(float(logs["loss"]))
+            cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
+
+    model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, callbacks=[Timing()], verbose=2)
+    cell.events.log("train_stop", timer.train_s)
+
+    cell.events.log("eval_start")
+    t_eval = time.perf_counter()
+    probs = model.predict(prep(x_test), batch_size=global_batch, verbose=0)
+    metrics = macro_precision_recall(y_test, np.argmax(probs, axis=1), num_classes=10)
+    eval_s = time.perf_counter() - t_eval
+    cell.events.log("eval_stop", eval_s, **metrics)
+
+    system = system_fingerprint("tensorflow", tf.__version__, keras=keras.__version__,
+                                cuda=tf.sysconfig.get_build_info().get("cuda_version"),
+                                cudnn=tf.sysconfig.get_build_info().get("cudnn_version"))
+    cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
+                epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
+                model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})
+
+
+if __name__ == "__main__":
+    main_guard(main)

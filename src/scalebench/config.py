@@ -1,0 +1,286 @@
+"""Benchmark and fleet configs: YAML files validated into typed objects.
+
+Unknown keys are errors. A bad file fails with the file name, the field path, the bad value
+and what was expected. Profiles may change sizes only; the code path stays the same.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from . import paths
+
+PROFILES = ("smoke", "nightly", "full")
+PosInt = Annotated[int, Field(gt=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """A config file that does not validate; the message names file, field, value, expectation."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_bounds(bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    for name, (lo, hi) in bounds.items():
+        if lo > hi:
+            raise ValueError(f"bounds for {name!r}: lower {lo} is above upper {hi}")
+    return bounds
+
+
+class Host(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    kind: Literal["cpu", "gpu"]
+    queue: str
+    device_ids: Annotated[list[str], Field(min_length=1)]
+    threads_per_device: PosInt = 1
+    data_root: str | None = None
+    topology: dict[str, dict[str, str]] | None = None
+
+    @property
+    def pool(self) -> str:
+        return f"scalebench_{self.name}"
+
+    @field_validator("device_ids")
+    @classmethod
+    def _unique(cls, ids: list[str]) -> list[str]:
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"device ids must be unique, got {ids}")
+        return ids
+
+
+class Fleet(Strict):
+    night_budget_minutes: PosFloat = 480
+    hosts: Annotated[list[Host], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        names = [h.name for h in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host names must be unique, got {names}")
+        return self
+
+    @property
+    def max_devices(self) -> int:
+        return max(len(h.device_ids) for h in self.hosts)
+
+    def hosts_of(self, kind: str) -> list[Host]:
+        return [h for h in self.hosts if h.kind == kind]
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"no host {name!r} in the fleet (hosts: {[h.name for h in self.hosts]})")
+
+
+class LrPolicy(Strict):
+    rule: Literal["linear", "sqrt", "constant"]
+    base_lr: PosFloat
+    reference_batch: PosInt
+
+    def lr_for(self, global_batch: int) -> float:
+        ratio = global_batch / self.reference_batch
+        return self.base_lr * {"linear": ratio, "sqrt": ratio ** 0.5, "constant": 1.0}[self.rule]
+
+
+class Dataset(Strict):
+    name: str
+    format: str
+    path: str
+
+
+class Estimate(Strict):
+    """Night-time estimate for one cell on a GPU host: set-up + steps x step time + eval."""
+    setup_s: Annotated[float, Field(ge=0)]
+    eval_s: Annotated[float, Field(ge=0)]
+    step_s: dict[PosInt, PosFloat]
+
+
+class Sizes(Strict):
+    """What a profile may change: sizes only (data, resolution, steps, batch, bounds, time limit)."""
+    per_gpu_batch: PosInt | None = None
+    global_batch: PosInt | None = None
+    epochs: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    train_images: PosInt | None = None
+    test_images: PosInt | None = None
+    image_size: PosInt | None = None
+    warmup_steps: Annotated[int, Field(ge=0)] | None = None
+    max_steps_per_epoch: PosInt | None = None
+    synthetic_data: bool | None = None
+    cell_timeout_minutes: PosFloat | None = None
+    bounds: dict[str, tuple[float, float]] | None = None
+
+    _b = field_validator("bounds")(lambda cls, v: v if v is None else _check_bounds(v))
+
+
+class Benchmark(Strict):
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+    title: str
+    task: Literal["classification", "segmentation", "detection", "instance-segmentation"]
+    framework: Literal["keras", "pytorch", "tf-detection", "mmdetection"]
+    launcher: Literal["tf-distribute", "torchrun", "mmengine"]
+    model: dict[str, str | int]
+    images: dict[Literal["cpu", "gpu"], str]
+    entrypoint: Annotated[list[str], Field(min_length=1)]
+    dataset: Dataset
+    per_gpu_batch: PosInt
+    global_batch: PosInt | None = None
+    epochs: Annotated[list[PosInt], Field(min_length=1)]
+    gpu_counts: Annotated[list[PosInt], Field(min_length=1)]
+    metrics: Annotated[list[Literal["precision", "recall", "iou", "accuracy", "map50"]], Field(min_length=1)]
+    bounds: dict[str, tuple[float, float]]
+    scaling_mode: Literal["weak", "strong"]
+    lr_policy: LrPolicy
+    warmup_steps: Annotated[int, Field(ge=0)]
+    schedule: str | None
+    cell_timeout_minutes: PosFloat
+    estimate: Estimate
+    profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
+
+    _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        for m in self.metrics:
+            if m not in self.bounds:
+                raise ValueError(f"metric {m!r} has no entry in bounds (expected bounds.{m}: [low, high])")
+        if self.scaling_mode == "strong" and self.global_batch is None:
+            raise ValueError("scaling_mode 'strong' needs global_batch (the fixed global batch)")
+        if len(set(self.gpu_counts)) != len(self.gpu_counts):
+            raise ValueError(f"gpu_counts must not repeat, got {self.gpu_counts}")
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"scalebench_{self.id}"
+
+    def resolved(self, profile: str) -> "Resolved":
+        if profile not in PROFILES:
+            raise ConfigError(f"{self.id}: unknown profile {profile!r}; expected one of {list(PROFILES)}")
+        base = {
+            "per_gpu_batch": self.per_gpu_batch, "global_batch": self.global_batch, "epochs": self.epochs,
+            "train_images": None, "test_images": None, "image_size": None, "warmup_steps": self.warmup_steps,
+            "max_steps_per_epoch": None, "synthetic_data": False, "cell_timeout_minutes": self.cell_timeout_minutes,
+            "bounds": self.bounds,
+        }
+        over = self.profiles.get(profile)
+        if over is not None:
+            base.update(over.model_dump(exclude_none=True))
+        return Resolved(benchmark=self, profile=profile, **base)
+
+
+class Resolved(BaseModel):
+    """A benchmark with one profile's sizes applied."""
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    benchmark: Benchmark
+    profile: str
+    per_gpu_batch: int
+    global_batch: int | None
+    epochs: list[int]
+    train_images: int | None
+    test_images: int | None
+    image_size: int | None
+    warmup_steps: int
+    max_steps_per_epoch: int | None
+    synthetic_data: bool
+    cell_timeout_minutes: float
+    bounds: dict[str, tuple[float, float]]
+
+    def batches(self, gpus: int) -> tuple[int, int]:
+        """(per-device batch, global batch) at `gpus` devices under the scaling mode."""
+        if self.benchmark.scaling_mode == "weak":
+            return self.per_gpu_batch, self.per_gpu_batch * gpus
+        glob = self.global_batch
+        if glob % gpus:
+            raise ConfigError(f"{self.benchmark.id} ({self.profile}): strong scaling with global_batch {glob} "
+                              f"does not divide over {gpus} GPUs; choose a global batch divisible by every GPU count")
+        return glob // gpus, glob
+
+    def summary(self) -> dict:
+        out = self.model_dump(exclude={"benchmark"})
+        out["benchmark"] = self.benchmark.id
+        return out
+
+
+def _format_errors(source: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the schema; check its spelling)"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        got = "" if err["type"] == "missing" else f" (got {err['input']!r})"
+        lines.append(f"{source}: field '{where}': {msg}{got}")
+    return "\n".join(lines)
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
+    return doc
+
+
+def load_fleet(path: Path | str | None = None) -> Fleet:
+    path = Path(path or paths.fleet_file())
+    try:
+        return Fleet.model_validate(_load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+
+
+def load_benchmark(path: Path | str, fleet: Fleet) -> Benchmark:
+    path = Path(path)
+    try:
+        bench = Benchmark.model_validate(_load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+    if bench.id != path.stem:
+        raise ConfigError(f"{path}: field 'id': {bench.id!r} must equal the file name {path.stem!r}")
+    too_big = [n for n in bench.gpu_counts if n > fleet.max_devices]
+    if too_big:
+        raise ConfigError(f"{path}: field 'gpu_counts': {too_big} above the largest host in the fleet "
+                          f"({fleet.max_devices} devices); expected counts <= {fleet.max_devices}")
+    for profile in PROFILES:
+        res = bench.resolved(profile)
+        for n in bench.gpu_counts:
+            try:
+                res.batches(n)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: field 'global_batch': {exc}") from None
+    return bench
+
+
+class Configs:
+    """All benchmark configs plus the fleet, loaded and cross-checked once."""
+
+    def __init__(self, config_dir: Path | str | None = None, fleet_path: Path | str | None = None):
+        self.config_dir = Path(config_dir or paths.config_dir())
+        self.fleet = load_fleet(fleet_path)
+
+    @cached_property
+    def benchmarks(self) -> dict[str, Benchmark]:
+        files = sorted((self.config_dir / "benchmarks").glob("*.yaml"))
+        if not files:
+            raise ConfigError(f"{self.config_dir / 'benchmarks'}: no benchmark configs (*.yaml) found")
+        return {b.id: b for b in (load_benchmark(f, self.fleet) for f in files)}
+
+    def benchmark(self, bench_id: str) -> Benchmark:
+        try:
+            return self.benchmarks[bench_id]
+        except KeyError:
+            raise ConfigError(f"unknown benchmark {bench_id!r}; known: {sorted(self.benchmarks)}") from None
