@@ -65,7 +65,7 @@ def main() -> None:
 
     with strategy.scope():
         model = keras.applications.ResNet50(weights=None, input_shape=x_train.shape[1:], classes=10)
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate=train["lr"], momentum=0.9),
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=train["lr"], momentum=0.9, clipnorm=1.0),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     params = int(model.count_params())
     cell.events.log("model_ready", params, replicas=replicas, strategy=type(strategy).__name__)

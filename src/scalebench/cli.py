@@ -1,0 +1,107 @@
+"""`scalebench` command line: configs, cells, results, report, data."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import PROFILES, ConfigError, Configs
+
+
+def _gpus(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}")
+
+
+def cmd_configs(args, configs: Configs) -> dict:
+    return {"fleet": configs.fleet.model_dump(),
+            "benchmarks": {bid: {**b.model_dump(), "resolved": {p: b.resolved(p).summary() for p in PROFILES}}
+                           for bid, b in configs.benchmarks.items()}}
+
+
+def cmd_cells(args, configs: Configs) -> dict:
+    from . import cells as cellmod
+
+    ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
+    plans = {}
+    for bid in ids:
+        b = configs.benchmark(bid)
+        plans[bid] = (b, cellmod.plan(b, configs.fleet, profile=args.profile, run_id=args.run_id, gpu_counts=args.gpus,
+                                      repeats=args.repeats, seed=args.seed))
+    out = {"cells": [c for _, cs in plans.values() for c in cs]}
+    out["estimate"] = cellmod.night_estimate(plans, args.profile, configs.fleet.night_budget_minutes)
+    return out
+
+
+def cmd_results(args, configs: Configs):
+    from .store import Store
+
+    cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id)
+    if args.json:
+        return cells
+    lines = [f"{c['benchmark']:28} {c['run_id'][:32]:32} {c['label']:30} {c['status']:8} "
+             f"{(c['figure'] or {}).get('train_s') or '':>8}" for c in cells]
+    return "\n".join(lines) or "no stored cells"
+
+
+def cmd_report(args, configs: Configs) -> str:
+    from .report import write_report
+    from .store import Store
+
+    path = write_report(Store().cells(), args.out, night=args.night)
+    return f"report written: {path} (and report.html, speedup.png beside it)"
+
+
+def cmd_data(args, configs: Configs) -> dict:
+    from .cells import host_for
+    from .datasets import prepare
+
+    b = configs.benchmark(args.benchmark)
+    return prepare(b, args.profile, host_for(b, args.profile, configs.fleet, b.gpu_counts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scalebench", description=__doc__)
+    parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("configs", help="validate and print the resolved configs as JSON")
+    p = sub.add_parser("cells", help="the cell matrix as JSON, with the night-time estimate")
+    p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
+    p.add_argument("--profile", default="smoke", choices=PROFILES)
+    p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,2 (default: the config's)")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-id", default="preview")
+    p = sub.add_parser("results", help="stored cells")
+    p.add_argument("--benchmark")
+    p.add_argument("--run-id")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
+    p.add_argument("--out", help="output folder (default .state/reports/<night>)")
+    p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
+    p = sub.add_parser("data", help="check a benchmark's dataset (smoke: make its synthetic data)")
+    p.add_argument("benchmark")
+    p.add_argument("--profile", default="smoke", choices=PROFILES)
+    args = parser.parse_args(argv)
+    try:
+        configs = Configs(fleet_path=args.fleet)
+        result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
+                  "data": cmd_data}[args.cmd](args, configs)
+    except ConfigError as exc:
+        print(f"scalebench: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from .datasets import DatasetError
+
+        if isinstance(exc, DatasetError):
+            print(f"scalebench: {exc}", file=sys.stderr)
+            return 2
+        raise
+    print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

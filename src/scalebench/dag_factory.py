@@ -1,0 +1,160 @@
+"""One Airflow DAG per benchmark config, plus the routing that pools and queues need.
+
+Chain: plan_cells -> check_dataset -> train_<host>_<n>gpu (mapped, one per host x GPU count)
+-> validate_<host>_<n>gpu (mapped) -> record (emits the benchmark's results Asset).
+Nothing heavy is imported here: GX, pandas and matplotlib load inside the tasks.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, Asset, Param, TaskGroup, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
+from airflow.task.trigger_rule import TriggerRule
+
+from . import cells as cellmod
+from . import runs
+from .config import PROFILES, Benchmark, Configs, Fleet
+from .operators import CellDockerOperator
+
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def results_asset(bench_id: str) -> Asset:
+    return Asset(name=f"scalebench_results_{bench_id}", uri=f"scalebench://results/{bench_id}")
+
+
+def default_profile(fleet: Fleet) -> str:
+    """Scheduled runs use 'nightly' where the fleet has GPUs; a CPU-only fleet runs 'smoke'."""
+    return "nightly" if fleet.hosts_of("gpu") else "smoke"
+
+
+def params_for(bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
+    servable = [n for n in range(1, fleet.max_devices + 1)]
+    defaults = [n for n in bench.gpu_counts if n <= fleet.max_devices]
+    return {
+        "gpu_counts": Param(defaults, type="array", items={"type": "integer", "enum": servable}, minItems=1,
+                            uniqueItems=True, examples=servable, title="GPU counts",
+                            description=f"Which GPU counts to run (this fleet serves 1-{fleet.max_devices})."),
+        "epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
+                        title="Epochs", description="Epoch list; empty means the profile's own list."),
+        "repeats": Param(1, type="integer", minimum=1, maximum=10, title="Repeats",
+                         description="Repeats per (GPU count, epochs); each repeat uses seed + repeat - 1."),
+        "profile": Param(default_profile(fleet), type="string", enum=list(PROFILES), title="Profile",
+                         description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
+                                     "full: the study's epochs on the full dataset."),
+        "seed": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Seed"),
+    }
+
+
+def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
+    asset = results_asset(bench.id)
+    with DAG(
+        dag_id=bench.dag_id,
+        description=bench.title,
+        schedule=bench.schedule,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        params=params_for(bench, fleet),
+        tags=["scalebench", bench.framework, bench.task],
+        doc_md=f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
+               f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
+               f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).",
+    ) as dag:
+
+        @task
+        def plan_cells(**context) -> list[dict]:
+            p, run = context["params"], context["dag_run"]
+            configs = Configs()
+            b = configs.benchmark(bench.id)
+            planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
+                                   gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
+                                   seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower())
+            unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
+            if unknown:
+                raise AirflowFailException(f"plan produced cells for {sorted(unknown)} that this DAG lacks; "
+                                           "the fleet changed since the DAG was parsed")
+            print(f"planned {len(planned)} cells: " + ", ".join(c["label"] for c in planned))
+            return planned
+
+        @task
+        def select_cells(planned: list[dict], group: str) -> list[dict]:
+            """This group's slice of the plan (mapping needs a plain list)."""
+            return cellmod.group_by_task(planned).get(group, [])
+
+        @task
+        def check_dataset(**context) -> dict:
+            from .datasets import DatasetError, prepare
+
+            p = context["params"]
+            configs = Configs()
+            b = configs.benchmark(bench.id)
+            host = cellmod.host_for(b, p["profile"], configs.fleet, p["gpu_counts"])
+            try:
+                return prepare(b, p["profile"], host)
+            except DatasetError as exc:
+                raise AirflowFailException(str(exc)) from None
+
+        @task(map_index_template="{{ cell_label }}")
+        def validate_cell(summary: dict) -> dict:
+            from scalebench_kit.contract import RESULT_FILE, read_json, write_json_atomic
+
+            from .validation import validate_result
+
+            cell = summary["cell"]
+            get_current_context()["cell_label"] = cell["label"]
+            b = Configs().benchmark(bench.id)
+            out = runs.attempt_dir(cell, summary["attempt"])
+            verdict = validate_result(cell, read_json(out / RESULT_FILE), b.metrics, b.resolved(cell["profile"]).bounds)
+            message = verdict.message(cell)
+            write_json_atomic(out / runs.VALIDATION_FILE,
+                              {"success": verdict.success, "failures": verdict.failures, "message": message})
+            if not verdict.success:
+                raise AirflowFailException(message)
+            print(message)
+            return {"cell_key": cell["key"], "valid": True}
+
+        @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
+        def record(planned: list[dict], **context) -> dict:
+            from .recording import record_run
+            from .store import Store
+
+            run_id = context["dag_run"].run_id
+            counts = record_run(Store(), bench.dag_id, run_id, planned)
+            print(f"recorded run {run_id}: {counts}")
+            return counts
+
+        group_ids = [cellmod.group_id(h.name, n) for h in fleet.hosts for n in bench.gpu_counts
+                     if n <= len(h.device_ids)]
+        plan = plan_cells()
+        checked = check_dataset()
+        plan >> checked
+        recorded = record(plan)
+        for host in fleet.hosts:
+            for n in bench.gpu_counts:
+                if n > len(host.device_ids):
+                    continue
+                gid = cellmod.group_id(host.name, n)
+                with TaskGroup(group_id=gid, tooltip=f"{n} GPU cells on {host.name}"):
+                    mine = select_cells.override(task_id="cells")(plan, gid)
+                    train = CellDockerOperator.partial(
+                        task_id="train",
+                        benchmark_id=bench.id,
+                        host_name=host.name,
+                        image=bench.images[host.kind],
+                        queue=host.queue,
+                        pool=host.pool,
+                        pool_slots=n,
+                        execution_timeout=dt.timedelta(minutes=bench.cell_timeout_minutes),
+                        map_index_template="{{ task.cell['label'] }}",
+                    ).expand(cell=mine)
+                    checked >> train
+                    validated = validate_cell.override(task_id="validate").expand(summary=train.output)
+                validated >> recorded
+    return dag
+
+
+def build_all(configs: Configs | None = None) -> dict[str, DAG]:
+    configs = configs or Configs()
+    return {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in configs.benchmarks.values()}

@@ -1,0 +1,13 @@
+"""Alembic environment for the results store (run programmatically by scalebench.store.migrate)."""
+from alembic import context
+from sqlalchemy import engine_from_config, pool
+
+from scalebench.store import Base
+
+config = context.config
+connectable = engine_from_config(config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.",
+                                 poolclass=pool.NullPool)
+with connectable.connect() as connection:
+    context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()

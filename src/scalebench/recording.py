@@ -1,0 +1,47 @@
+"""The record step: every attempt folder of a run goes into the results store (idempotent)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalebench_kit.contract import CELL_SPEC_FILE, RESULT_FILE, ContractError, load_result, read_json
+
+from . import runs
+from .store import Store
+
+
+def attempt_record(attempt_dir: Path) -> tuple[str, dict]:
+    """(status, fields) for one attempt folder, from what it holds on disk."""
+    failure = attempt_dir / runs.FAILURE_FILE
+    validation = attempt_dir / runs.VALIDATION_FILE
+    if failure.exists():
+        doc = read_json(failure)
+        return "failed", {"reason": doc.get("reason"), "message": doc.get("message"), "exit_code": doc.get("exit_code")}
+    if not (attempt_dir / RESULT_FILE).exists():
+        return "failed", {"reason": "contract_missing_or_invalid", "message": f"{attempt_dir}: no {RESULT_FILE}"}
+    try:
+        contract = load_result(attempt_dir / RESULT_FILE)
+    except ContractError as exc:
+        return "invalid", {"reason": "contract_missing_or_invalid", "message": str(exc)}
+    if not validation.exists():
+        return "invalid", {"reason": "not_validated", "message": f"{attempt_dir}: not validated", "contract": contract}
+    verdict = read_json(validation)
+    if not verdict.get("success"):
+        return "invalid", {"reason": "validation_failed", "message": verdict.get("message"), "contract": contract}
+    return "valid", {"contract": contract}
+
+
+def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dict:
+    """Record every attempt of the planned cells; a planned cell with no attempt is reported missing."""
+    counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
+    for cell in cells:
+        attempts = sorted(runs.attempt_dir(cell, 1).parent.glob("attempt-*"),
+                          key=lambda p: int(p.name.split("-")[1]))
+        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists()]
+        if not attempts:
+            counts["missing"] += 1
+            continue
+        for a in attempts:
+            status, fields = attempt_record(a)
+            store.record_attempt(cell, int(a.name.split("-")[1]), status, **fields)
+            counts[status] += 1
+    return counts

@@ -1,0 +1,152 @@
+"""Results store: every attempt of every cell, in any SQLAlchemy database (SQLite by default).
+
+Schema changes go through Alembic migrations (scalebench/migrations). A cell's figure is its
+latest valid attempt; failed or invalid attempts are kept for the record but never hide it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, create_engine,
+                        select)
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from . import paths
+
+STATUSES = ("valid", "invalid", "failed")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class CellRow(Base):
+    __tablename__ = "cells"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250), index=True)
+    run_type: Mapped[str] = mapped_column(String(32))
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    host: Mapped[str] = mapped_column(String(100))
+    gpus: Mapped[int] = mapped_column(Integer)
+    epochs: Mapped[int] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[str] = mapped_column(String(16))
+    seed: Mapped[int] = mapped_column(Integer)
+    scaling_mode: Mapped[str] = mapped_column(String(16))
+    per_device_batch: Mapped[int] = mapped_column(Integer)
+    global_batch: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")
+
+
+class AttemptRow(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("cell_id", "attempt", name="uq_attempt_per_cell"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    images_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    contract: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    cell: Mapped[CellRow] = relationship(back_populates="attempts")
+
+
+CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
+               "seed", "scaling_mode", "per_device_batch", "global_batch", "label")
+
+
+def migrate(url: str) -> None:
+    """Bring the database at `url` to the newest schema (Alembic upgrade head)."""
+    from alembic import command
+    from alembic.config import Config
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url)
+    command.upgrade(cfg, "head")
+
+
+class Store:
+    def __init__(self, url: str | None = None, *, migrate_schema: bool = True):
+        self.url = url or paths.store_url()
+        if migrate_schema:
+            migrate(self.url)
+        self.engine = create_engine(self.url)
+
+    def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
+                       exit_code: int | None = None, message: str | None = None, contract: dict | None = None) -> str:
+        """Insert or update one attempt; returns 'inserted', 'updated' or 'kept'.
+
+        Recording the same attempt again updates it in place (one row), except that a valid
+        attempt is never replaced by a failed or invalid one.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        now = dt.datetime.now(dt.timezone.utc)
+        timing = (contract or {}).get("timing", {})
+        values: dict[str, Any] = {
+            "status": status, "reason": reason, "exit_code": exit_code, "message": message,
+            "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),
+            "metrics": (contract or {}).get("metrics"), "contract": contract,
+            "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "recorded_at": now,
+        }
+        with Session(self.engine) as s, s.begin():
+            row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
+            if row is None:
+                row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, created_at=now)
+                s.add(row)
+                s.flush()
+            att = s.scalar(select(AttemptRow).where(AttemptRow.cell_id == row.id, AttemptRow.attempt == attempt))
+            if att is None:
+                s.add(AttemptRow(cell_id=row.id, attempt=attempt, **values))
+                return "inserted"
+            if att.status == "valid" and status != "valid":
+                return "kept"
+            for k, v in values.items():
+                setattr(att, k, v)
+            return "updated"
+
+    def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[dict]:
+        """Every stored cell with its attempts and its figure (the latest valid attempt, or None)."""
+        q = select(CellRow).order_by(CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs, CellRow.repeat)
+        if benchmark:
+            q = q.where(CellRow.benchmark == benchmark)
+        if run_id:
+            q = q.where(CellRow.run_id == run_id)
+        out = []
+        with Session(self.engine) as s:
+            for row in s.scalars(q):
+                attempts = [{
+                    "attempt": a.attempt, "status": a.status, "reason": a.reason, "exit_code": a.exit_code,
+                    "message": a.message, "train_s": a.train_s, "images_per_s": a.images_per_s,
+                    "metrics": a.metrics, "image_digest": a.image_digest, "recorded_at": a.recorded_at.isoformat(),
+                } for a in row.attempts]
+                valid = [a for a in attempts if a["status"] == "valid"]
+                cell = {f: getattr(row, f) for f in CELL_FIELDS}
+                cell["created_at"] = row.created_at.isoformat()
+                cell["attempts"] = attempts
+                cell["figure"] = valid[-1] if valid else None
+                cell["status"] = "valid" if valid else (attempts[-1]["status"] if attempts else "missing")
+                out.append(cell)
+        return out
+
+    def contract(self, key: str) -> dict | None:
+        """The contract of a cell's figure (latest valid attempt)."""
+        with Session(self.engine) as s:
+            q = (select(AttemptRow.contract).join(CellRow).where(CellRow.key == key, AttemptRow.status == "valid")
+                 .order_by(AttemptRow.attempt.desc()))
+            return s.scalars(q).first()
