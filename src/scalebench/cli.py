@@ -62,6 +62,17 @@ def cmd_data(args, configs: Configs) -> dict:
     return prepare(b, args.profile, host_for(b, args.profile, configs.fleet, b.gpu_counts))
 
 
+def cmd_pools(args, configs: Configs) -> dict:
+    """One Airflow pool per host, sized to its devices (pool_slots of a cell = its GPU count)."""
+    wanted = {h.pool: len(h.device_ids) for h in configs.fleet.hosts}
+    if args.apply:
+        from airflow.models.pool import Pool
+
+        for h in configs.fleet.hosts:
+            Pool.create_or_update_pool(h.pool, len(h.device_ids), f"scalebench host {h.name} ({h.kind})", False)
+    return {"pools": wanted, "applied": bool(args.apply)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scalebench", description=__doc__)
     parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
@@ -84,11 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("data", help="check a benchmark's dataset (smoke: make its synthetic data)")
     p.add_argument("benchmark")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
+    p = sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)")
+    p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
-                  "data": cmd_data}[args.cmd](args, configs)
+                  "data": cmd_data, "pools": cmd_pools}[args.cmd](args, configs)
     except ConfigError as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2

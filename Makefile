@@ -1,0 +1,62 @@
+# scalebench: `make demo` runs one benchmark end to end; `make test` runs the test suite.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STATE := $(CURDIR)/.state
+export SCALEBENCH_HOME ?= $(STATE)
+export AIRFLOW_HOME ?= $(STATE)/airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__EXECUTOR := LocalExecutor
+export AIRFLOW__CORE__PARALLELISM := 4
+export GX_ANALYTICS_ENABLED := false
+DEMO_CONF := {"gpu_counts": [1, 2], "repeats": 2, "profile": "smoke", "seed": 0}
+
+.PHONY: help venv docker images airflow-db demo test lock clean
+help:
+	@echo "make demo   - run ResNet50+Keras (smoke, 1 and 2 devices, 2 repeats) in Airflow and write the report"
+	@echo "make test   - run the whole test suite (sets up what it needs)"
+	@echo "make images - build the CPU training images (offline base, layer cache)"
+
+$(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip wheel "setuptools<81"
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e containers/kit -e .
+	touch $@
+
+venv: $(BIN)/.installed
+
+docker:
+	containers/ensure-docker.sh
+
+images: docker
+	containers/build.sh tensorflow cpu
+
+airflow-db: venv
+	@mkdir -p $(AIRFLOW_HOME)
+	$(BIN)/airflow db migrate > $(STATE)/airflow-migrate.log 2>&1 || { tail -20 $(STATE)/airflow-migrate.log; exit 1; }
+	$(BIN)/scalebench pools --apply
+
+demo: venv images airflow-db
+	@start=$$(date +%s); \
+	$(BIN)/scalebench data resnet50_keras_cifar10 --profile smoke > /dev/null && \
+	$(BIN)/airflow dags test scalebench_resnet50_keras_cifar10 -c '$(DEMO_CONF)' > $(STATE)/demo-dag.log 2>&1 \
+	  || { grep -E "ERROR|failed|Error" $(STATE)/demo-dag.log | tail -20; echo "demo DAG run failed; full log: $(STATE)/demo-dag.log"; exit 1; }; \
+	grep -E "DagRun Finished" $(STATE)/demo-dag.log | sed 's/.*\(state=[a-z]*\).*/DAG run: \1/'; \
+	$(BIN)/scalebench report && $(BIN)/scalebench results --benchmark resnet50_keras_cifar10 | tail -4; \
+	echo "demo took $$(( $$(date +%s) - start )) s (DAG log: $(STATE)/demo-dag.log)"
+
+test: venv images airflow-db
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lock:
+	rm -rf /tmp/scalebench-lock && $(PYTHON) -m venv /tmp/scalebench-lock
+	/tmp/scalebench-lock/bin/pip install -q -r requirements.in
+	(echo "# Resolved from requirements.in with Python 3.11 on Debian 12 x86_64 (make lock). Installed by make."; \
+	 /tmp/scalebench-lock/bin/pip freeze --exclude-editable) > requirements.lock
+
+clean:
+	rm -rf $(STATE)

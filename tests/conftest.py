@@ -1,0 +1,77 @@
+import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "include" / "configs"
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path, monkeypatch):
+    """Each test gets its own runtime folder (results, store, synthetic data)."""
+    home = tmp_path / "state"
+    monkeypatch.setenv("SCALEBENCH_HOME", str(home))
+    monkeypatch.delenv("SCALEBENCH_STORE_URL", raising=False)
+    monkeypatch.delenv("SCALEBENCH_FLEET", raising=False)
+    return home
+
+
+@pytest.fixture
+def config_tree(tmp_path):
+    """A writable copy of include/configs to break on purpose."""
+    dst = tmp_path / "configs"
+    shutil.copytree(CONFIGS, dst)
+    return dst
+
+
+def docker_ready(image: str = "scalebench/tensorflow:cpu") -> bool:
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
+
+
+requires_docker = pytest.mark.skipif(
+    not docker_ready() and os.environ.get("CI") != "true",
+    reason="needs a Docker engine and scalebench/tensorflow:cpu (make images)",
+)
+
+
+def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
+    from scalebench.cells import cell_key, cell_label
+
+    ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
+             "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke"}
+    cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-e{epochs}-r{repeat}",
+            "label": cell_label(gpus, epochs, repeat), "run_type": "manual", "seed": repeat - 1,
+            "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}
+    cell.update(over)
+    return cell
+
+
+def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1):
+    """A result document that satisfies the contract for `cell`."""
+    n = cell["gpus"]
+    return copy.deepcopy({
+        "contract_version": 1,
+        "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
+                                      "repeat", "profile", "seed", "label")} | {"attempt": attempt},
+        "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n, "world_size": n,
+                    "names": [f"/cpu:{i}" for i in range(n)]},
+        "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
+                     "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+        "data": {"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:abc",
+                 "train_limit": 384, "test_limit": 128, "image_size": None},
+        "model": {"name": "resnet50_keras_cifar10", "parameters": 23608202},
+        "provenance": {"image": "scalebench/tensorflow:cpu", "image_digest": "sha256:def", "git_revision": "abc"},
+        "system": {"framework": "tensorflow", "framework_version": "2.20.0", "python": "3.11.2", "hostname": "x",
+                   "cpu_count": 2},
+        "timing": {"setup_s": 4.0, "warmup_s": 3.0, "train_s": train_s, "eval_s": 1.0, "total_s": train_s + 9,
+                   "epoch_s": [train_s / cell["epochs"]] * cell["epochs"], "steps": 30, "images_per_s": 50.0},
+        "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
+        "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5},
+    })

@@ -1,0 +1,100 @@
+import re
+
+import pytest
+import yaml
+
+from scalebench.config import ConfigError, Configs
+
+STUDY = {  # id: (per-GPU batch, epochs, metrics)
+    "resnet50_keras_cifar10": (800, [40, 50, 60, 70], ["precision", "recall"]),
+    "unet_torch_voc2007": (30, [70, 80, 90, 100], ["iou"]),
+    "frcnn_tf_voc2007": (5, [5, 10, 15, 20], ["precision", "recall", "iou"]),
+    "frcnn_mmdet_voc2007": (16, [5, 10, 15, 20], ["precision", "recall", "iou"]),
+    "maskrcnn_mmdet_voc2012": (10, [5, 10, 15, 20], ["iou"]),
+    "msrcnn_mmdet_voc2012": (5, [5, 10, 15, 20], ["iou"]),
+}
+
+
+def test_the_six_study_configs_load_with_the_study_values():
+    configs = Configs()
+    assert set(configs.benchmarks) == set(STUDY)
+    for bid, (batch, epochs, metrics) in STUDY.items():
+        b = configs.benchmark(bid)
+        assert (b.per_gpu_batch, b.epochs, b.metrics, b.gpu_counts) == (batch, epochs, metrics, [1, 2, 3, 4])
+        assert b.scaling_mode == "weak"
+        full = b.resolved("full")
+        assert full.batches(4) == (batch, batch * 4)
+
+
+def test_profiles_change_sizes_but_never_the_code_path():
+    b = Configs().benchmark("resnet50_keras_cifar10")
+    smoke, full = b.resolved("smoke"), b.resolved("full")
+    assert smoke.per_gpu_batch < full.per_gpu_batch and smoke.synthetic_data and not full.synthetic_data
+    # entrypoint, model and launcher are not profile fields at all
+    assert {"entrypoint", "model", "launcher", "images"}.isdisjoint(type(b.profiles["smoke"]).model_fields)
+
+
+def _edit(tree, bench_id, fn):
+    path = tree / "benchmarks" / f"{bench_id}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    fn(doc)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: d.pop("per_gpu_batch"), "per_gpu_batch", "required field missing"),
+    (lambda d: d.update(per_gpu_batch="lots"), "per_gpu_batch", "valid integer"),
+    (lambda d: d.update(epoch=[1]), "epoch", "unknown key"),
+    (lambda d: d.update(epochs=[]), "epochs", "at least 1 item"),
+    (lambda d: d["profiles"]["smoke"].update(entrypoint=["python", "x.py"]), "profiles.smoke.entrypoint", "unknown key"),
+    (lambda d: d.update(bounds={"precision": [0.9, 0.1], "recall": [0, 1]}), "bounds", "lower 0.9 is above upper 0.1"),
+])
+def test_bad_benchmark_file_names_file_field_and_expectation(config_tree, edit, field, expected):
+    path = _edit(config_tree, "resnet50_keras_cifar10", edit)
+    with pytest.raises(ConfigError) as err:
+        Configs(config_tree, config_tree / "fleet.yaml").benchmarks
+    msg = str(err.value)
+    assert str(path) in msg and f"'{field}" in msg and expected in msg, msg
+
+
+def test_gpu_count_above_the_fleet_is_rejected(config_tree):
+    path = _edit(config_tree, "unet_torch_voc2007", lambda d: d.update(gpu_counts=[1, 2, 8]))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: field 'gpu_counts': [8] above the largest host")):
+        Configs(config_tree, config_tree / "fleet.yaml").benchmarks
+
+
+def test_strong_scaling_needs_a_global_batch_that_divides(config_tree):
+    _edit(config_tree, "unet_torch_voc2007", lambda d: d.update(scaling_mode="strong", global_batch=50))
+    with pytest.raises(ConfigError, match="global_batch 50 does not divide over 3 GPUs"):
+        Configs(config_tree, config_tree / "fleet.yaml").benchmarks
+    _edit(config_tree, "unet_torch_voc2007", lambda d: d.update(global_batch=120))
+    res = Configs(config_tree, config_tree / "fleet.yaml").benchmark("unet_torch_voc2007").resolved("full")
+    assert [res.batches(n) for n in (1, 2, 3, 4)] == [(120, 120), (60, 120), (40, 120), (30, 120)]
+
+
+def test_bad_fleet_file(config_tree):
+    fleet = config_tree / "fleet.yaml"
+    fleet.write_text("hosts:\n  - {name: local, kind: tpu, queue: default, device_ids: ['0']}\n")
+    with pytest.raises(ConfigError, match=r"fleet.yaml: field 'hosts.0.kind': Input should be 'cpu' or 'gpu' \(got 'tpu'\)"):
+        Configs(config_tree, fleet)
+
+
+def test_cli_configs_prints_all_six(capsys):
+    from scalebench.cli import main
+
+    assert main(["configs"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert {b: (v["per_gpu_batch"], v["epochs"]) for b, v in out["benchmarks"].items()} == \
+        {b: (s[0], s[1]) for b, s in STUDY.items()}
+
+
+def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monkeypatch):
+    from scalebench.cli import main
+
+    _edit(config_tree, "resnet50_keras_cifar10", lambda d: d.update(epochs=[]))
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
+    assert main(["configs"]) == 2
+    assert "field 'epochs'" in capsys.readouterr().err
