@@ -1,0 +1,47 @@
+import pytest
+from docker.types import DeviceRequest
+
+from scalebench.config import Configs
+from scalebench.container import settings
+from tests.conftest import CONFIGS, sample_cell
+
+
+@pytest.fixture(scope="module")
+def gpu_configs():
+    return Configs(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
+
+
+def test_gpu_host_requests_exactly_the_leased_ids(gpu_configs):
+    bench, host = gpu_configs.benchmark("resnet50_keras_cifar10"), gpu_configs.fleet.host("gpu-node-1")
+    s = settings(bench, host, sample_cell(gpus=2), ["2", "3"], "/data/scalebench/cifar10", "/results/x")
+    assert s.device_requests == [DeviceRequest(device_ids=["2", "3"], capabilities=[["gpu"]])]
+    assert s.image == "scalebench/tensorflow:gpu"
+    assert s.environment["NVIDIA_VISIBLE_DEVICES"] == "2,3"
+    assert s.environment["OMP_NUM_THREADS"] == "8"  # 4 threads per device x 2 devices in one TF process
+    assert s.shm_size >= 1024**3
+    data, results = s.mounts
+    assert (data["Target"], data["Source"], data["ReadOnly"]) == ("/data", "/data/scalebench/cifar10", True)
+    assert (results["Target"], results["ReadOnly"]) == ("/results", False)
+    assert s.labels["org.scalebench.devices"] == "2,3"
+
+
+def test_cpu_host_sends_no_device_request_and_emulates_slots():
+    configs = Configs()
+    bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
+    s = settings(bench, host, sample_cell(gpus=2), ["0", "1"], "/d", "/r")
+    assert s.device_requests is None and "NVIDIA_VISIBLE_DEVICES" not in s.environment
+    assert s.environment["SCALEBENCH_NUM_DEVICES"] == "2" and s.environment["SCALEBENCH_DEVICE_KIND"] == "cpu"
+    assert s.command == ["python", "-m", "trainers.resnet50_keras"]
+
+
+def test_torchrun_gets_one_process_per_device(gpu_configs):
+    bench, host = gpu_configs.benchmark("unet_torch_voc2007"), gpu_configs.fleet.host("gpu-node-1")
+    s = settings(bench, host, sample_cell(gpus=3, per_device_batch=30), ["0", "1", "2"], "/d", "/r")
+    assert "--nproc-per-node=3" in s.command and s.environment["OMP_NUM_THREADS"] == "4"
+
+
+def test_device_count_must_match_the_cell():
+    configs = Configs()
+    bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
+    with pytest.raises(ValueError, match=r"needs 2 devices, got ids \['0'\]"):
+        settings(bench, host, sample_cell(gpus=2), ["0"], "/d", "/r")

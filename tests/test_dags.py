@@ -1,0 +1,70 @@
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from airflow.sdk.exceptions import ParamValidationError
+
+from scalebench.config import Configs
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
+    assert dagbag.import_errors == {}
+    expected = {f"scalebench_{b}" for b in Configs().benchmarks} | {"scalebench_nightly_report"}
+    assert set(dagbag.dags) == expected
+    assert len(expected) == 7
+
+
+def test_task_chain_routing_and_names(dagbag):
+    dag = dagbag.dags["scalebench_resnet50_keras_cifar10"]
+    assert dag.schedule == "0 1 * * *" or str(dag.timetable.summary) == "0 1 * * *"
+    assert dag.get_task("check_dataset").upstream_task_ids == {"plan_cells"}
+    for n in (1, 2, 3, 4):
+        train = dag.get_task(f"local_{n}gpu.train")
+        assert (train.partial_kwargs["pool"], train.partial_kwargs["pool_slots"], train.partial_kwargs["queue"]) == \
+            ("scalebench_local", n, "default")
+        assert "check_dataset" in train.upstream_task_ids
+        assert dag.get_task(f"local_{n}gpu.validate").upstream_task_ids == {f"local_{n}gpu.train"}
+        assert f"local_{n}gpu.validate" in dag.get_task("record").upstream_task_ids
+    assert dag.get_task("record").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"gpu_counts": [5]}, "5 is not one of [1, 2, 3, 4]"),
+    ({"gpu_counts": []}, "should be non-empty"),
+    ({"epochs": ["1; rm -rf /"]}, "'1; rm -rf /' is not of type 'integer'"),
+    ({"repeats": 11}, "11 is greater than the maximum of 10"),
+    ({"profile": "huge"}, "'huge' is not one of ['smoke', 'nightly', 'full']"),
+])
+def test_params_reject_bad_trigger_input(dagbag, bad, why):
+    params = copy.deepcopy(dagbag.dags["scalebench_resnet50_keras_cifar10"].params)
+    with pytest.raises(ParamValidationError) as err:
+        params.update(bad)  # ParamsDict validates on assignment, as a trigger does
+        params.validate()
+    assert why in str(err.value)
+
+
+def test_default_profile_follows_the_fleet(dagbag):
+    params = dagbag.dags["scalebench_unet_torch_voc2007"].params
+    assert params["profile"] == "smoke" and params["gpu_counts"] == [1, 2, 3, 4]
+
+
+def test_parsing_dags_imports_nothing_heavy():
+    code = ("import runpy, sys; runpy.run_path('dags/scalebench_benchmarks.py'); "
+            "runpy.run_path('dags/scalebench_nightly_report.py'); "
+            "print([m for m in ('pandas', 'great_expectations', 'matplotlib', 'tensorflow', 'torch', 'scalebench.store', 'alembic') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')) == []

@@ -1,0 +1,91 @@
+"""The real thing: `airflow dags test` of the real DAG, cells in the real Keras image on Docker."""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, requires_docker
+
+BIN = Path(sys.executable).parent
+DAG_ID = "scalebench_resnet50_keras_cifar10"
+
+
+def airflow_env(home: Path) -> dict:
+    return {**os.environ, "SCALEBENCH_HOME": str(home), "AIRFLOW_HOME": str(home / "airflow"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "GX_ANALYTICS_ENABLED": "false"}
+
+
+def run(cmd, env, timeout=900):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return out.returncode, out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("e2e")
+    env = airflow_env(home)
+    rc, log = run([BIN / "airflow", "db", "migrate"], env, 300)
+    assert rc == 0, log[-3000:]
+    rc, log = run([BIN / "scalebench", "pools", "--apply"], env, 120)
+    assert rc == 0, log[-3000:]
+    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}
+    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env)
+    (home / "dags-test.log").write_text(log)
+    assert rc == 0 and "state=success" in log, log[-5000:]
+    return home, env, log
+
+
+@requires_docker
+@pytest.mark.slow
+def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
+    home, env, _ = smoke_run
+    contracts = sorted((home / "results" / DAG_ID).glob("*/g*/attempt-1/metrics.json"))
+    assert [p.parent.parent.name for p in contracts] == ["g1-e3-r1", "g2-e3-r1"]
+    for path in contracts:
+        doc = json.loads(path.read_text())
+        n = doc["cell"]["gpus"]
+        assert doc["devices"]["world_size"] == n == doc["devices"]["count"]
+        assert doc["training"]["global_batch"] == doc["training"]["per_device_batch"] * n
+        assert doc["model"]["architecture"] == "ResNet50" and doc["model"]["strategy"] == "MirroredStrategy"
+        assert 23.5e6 < doc["model"]["parameters"] < 23.7e6  # real ResNet50, 10 classes
+        assert doc["loss_curve"][-1] < doc["loss_curve"][0], doc["loss_curve"]  # it learns
+        assert doc["provenance"]["image_digest"].startswith("sha256:")
+        assert doc["data"]["fingerprint"].startswith("sha256:")
+        assert doc["provenance"]["resolved_config"]["profile"] == "smoke"
+        assert doc["timing"]["warmup_s"] > 0 and doc["timing"]["train_s"] > 0 and len(doc["timing"]["epoch_s"]) == 3
+        events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
+        assert events[0] == "run_start" and events[-1] == "run_stop" and events.count("epoch_stop") == 3
+        assert json.loads((path.parent / "validation.json").read_text())["success"]
+
+
+@requires_docker
+@pytest.mark.slow
+def test_the_run_is_recorded_named_and_reported(smoke_run):
+    home, env, _ = smoke_run
+    rc, out = run([BIN / "scalebench", "results", "--json"], env, 120)
+    assert rc == 0, out
+    cells = json.loads(out[out.index("["):])
+    assert [(c["gpus"], c["status"]) for c in cells] == [(1, "valid"), (2, "valid")]
+    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+        names = dict(db.execute("select task_id, rendered_map_index from task_instance where task_id like '%.train' "
+                                "and map_index = 0").fetchall())
+    assert names == {"local_1gpu.train": "1 GPU · 3 epochs · repeat 1", "local_2gpu.train": "2 GPUs · 3 epochs · repeat 1"}
+    rc, out = run([BIN / "scalebench", "report", "--out", str(home / "report")], env, 120)
+    assert rc == 0, out
+    text = (home / "report" / "report.md").read_text()
+    assert "| resnet50_keras_cifar10 | smoke | weak | 100.0% |" in text
+
+
+@requires_docker
+def test_bad_trigger_input_is_refused_before_anything_runs(tmp_path):
+    env = airflow_env(tmp_path)
+    rc, log = run([BIN / "airflow", "db", "migrate"], env, 300)
+    assert rc == 0, log[-2000:]
+    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps({"gpu_counts": [5]})], env, 300)
+    assert rc != 0 and "Invalid input for param gpu_counts: 5 is not one of [1, 2, 3, 4]" in log, log[-3000:]
+    assert not (tmp_path / "results").exists()
