@@ -45,7 +45,9 @@ demo: venv images airflow-db
 	$(BIN)/scalebench data resnet50_keras_cifar10 --profile smoke > /dev/null && \
 	$(BIN)/airflow dags test scalebench_resnet50_keras_cifar10 -c '$(DEMO_CONF)' > $(STATE)/demo-dag.log 2>&1 \
 	  || { grep -E "ERROR|failed|Error" $(STATE)/demo-dag.log | tail -20; echo "demo DAG run failed; full log: $(STATE)/demo-dag.log"; exit 1; }; \
-	grep -E "DagRun Finished" $(STATE)/demo-dag.log | sed 's/.*\(state=[a-z]*\).*/DAG run: \1/'; \
+	grep -q "DagRun Finished.*state=success" $(STATE)/demo-dag.log \
+	  || { grep -E "DagRun Finished|cells have no valid result" $(STATE)/demo-dag.log | tail -3; echo "demo DAG run did not succeed; full log: $(STATE)/demo-dag.log"; exit 1; }; \
+	echo "DAG run scalebench_resnet50_keras_cifar10: success"; \
 	$(BIN)/scalebench report && $(BIN)/scalebench results --benchmark resnet50_keras_cifar10 | tail -4; \
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG log: $(STATE)/demo-dag.log)"
 

@@ -36,7 +36,7 @@ def smoke_run(tmp_path_factory):
     conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}
     rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env)
     (home / "dags-test.log").write_text(log)
-    assert rc == 0 and "state=success" in log, log[-5000:]
+    assert rc == 0 and "state=success" in log and "all 2 cells valid" in log, log[-5000:]
     return home, env, log
 
 

@@ -28,7 +28,9 @@ def test_record_run_reads_every_attempt_folder_and_is_idempotent():
     store = Store()
     planned = [ok, retried, invalid, missing]
     counts = record_run(store, ok["dag_id"], ok["run_id"], planned)
-    assert counts == {"valid": 2, "invalid": 1, "failed": 1, "missing": 1}
+    assert {k: v for k, v in counts.items() if k != "not_valid"} == {"valid": 2, "invalid": 1, "failed": 1, "missing": 1}
+    assert counts["not_valid"] == ["3 GPUs · 3 epochs · repeat 1: invalid (validation_failed)",
+                                   "4 GPUs · 3 epochs · repeat 1: missing (no attempt ran)"]
     assert record_run(store, ok["dag_id"], ok["run_id"], planned) == counts
     stored = {c["gpus"]: c for c in store.cells()}
     assert sorted(stored) == [1, 2, 3]

@@ -1,7 +1,7 @@
 """One Airflow DAG per benchmark config, plus the routing that pools and queues need.
 
-Chain: plan_cells -> check_dataset -> train_<host>_<n>gpu (mapped, one per host x GPU count)
--> validate_<host>_<n>gpu (mapped) -> record (emits the benchmark's results Asset).
+Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped), validate (mapped)},
+one task group per host x GPU count -> record (emits the benchmark's results Asset) -> check_cells.
 Nothing heavy is imported here: GX, pandas and matplotlib load inside the tasks.
 """
 from __future__ import annotations
@@ -125,12 +125,21 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             print(f"recorded run {run_id}: {counts}")
             return counts
 
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def check_cells(counts: dict) -> None:
+            """The run's verdict: failed if any planned cell has no valid attempt (leaves decide a run's state)."""
+            if counts["not_valid"]:
+                raise AirflowFailException(f"{len(counts['not_valid'])} of {len(counts['not_valid']) + counts['valid']} "
+                                           "cells have no valid result: " + "; ".join(counts["not_valid"]))
+            print(f"all {counts['valid']} cells valid")
+
         group_ids = [cellmod.group_id(h.name, n) for h in fleet.hosts for n in bench.gpu_counts
                      if n <= len(h.device_ids)]
         plan = plan_cells()
         checked = check_dataset()
         plan >> checked
         recorded = record(plan)
+        check_cells(recorded)
         for host in fleet.hosts:
             for n in bench.gpu_counts:
                 if n > len(host.device_ids):

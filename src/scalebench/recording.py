@@ -31,17 +31,24 @@ def attempt_record(attempt_dir: Path) -> tuple[str, dict]:
 
 
 def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dict:
-    """Record every attempt of the planned cells; a planned cell with no attempt is reported missing."""
+    """Record every attempt of the planned cells; counts by status, and the cells with no valid attempt."""
     counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
+    not_valid = []
     for cell in cells:
         attempts = sorted(runs.attempt_dir(cell, 1).parent.glob("attempt-*"),
                           key=lambda p: int(p.name.split("-")[1]))
         attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists()]
         if not attempts:
             counts["missing"] += 1
+            not_valid.append(f"{cell['label']}: missing (no attempt ran)")
             continue
+        statuses = []
         for a in attempts:
             status, fields = attempt_record(a)
             store.record_attempt(cell, int(a.name.split("-")[1]), status, **fields)
             counts[status] += 1
-    return counts
+            statuses.append((status, fields.get("reason")))
+        if "valid" not in [s for s, _ in statuses]:
+            status, reason = statuses[-1]
+            not_valid.append(f"{cell['label']}: {status} ({reason})")
+    return {**counts, "not_valid": not_valid}
