@@ -22,6 +22,12 @@ def cell_label(gpus: int, epochs: int, repeat: int) -> str:
     return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''} · repeat {repeat}"
 
 
+def timing_policy(profile: str) -> str:
+    """exclusive: a timed cell has its host to itself (co-scheduled jobs distort timings);
+    packed: cells share a host's free devices (smoke runs, where time is not the point)."""
+    return "packed" if profile == "smoke" else "exclusive"
+
+
 def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]) -> Host:
     """All cells of one run go to one host, so their times compare like with like.
 

@@ -141,6 +141,8 @@ class Benchmark(Strict):
     warmup_steps: Annotated[int, Field(ge=0)]
     schedule: str | None
     cell_timeout_minutes: PosFloat
+    retries: Annotated[int, Field(ge=0, le=10)] = 2  # for transient failures only (engine, NCCL, pre-flight)
+    retry_delay_s: Annotated[float, Field(ge=0)] = 60
     estimate: Estimate
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 

@@ -139,6 +139,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
         checked = check_dataset()
         plan >> checked
         recorded = record(plan)
+        max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
         check_cells(recorded)
         for host in fleet.hosts:
             for n in bench.gpu_counts:
@@ -155,7 +156,11 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                         queue=host.queue,
                         pool=host.pool,
                         pool_slots=n,
-                        execution_timeout=dt.timedelta(minutes=bench.cell_timeout_minutes),
+                        # the profile's own timeout is enforced inside the task; this is the backstop
+                        execution_timeout=dt.timedelta(minutes=max_timeout + 5),
+                        retries=bench.retries,
+                        retry_delay=dt.timedelta(seconds=bench.retry_delay_s),
+                        retry_exponential_backoff=2.0,
                         map_index_template="{{ task.cell['label'] }}",
                     ).expand(cell=mine)
                     checked >> train

@@ -6,6 +6,7 @@ from pathlib import Path
 from scalebench_kit.contract import CELL_SPEC_FILE, RESULT_FILE, ContractError, load_result, read_json
 
 from . import runs
+from .runs import PLACEMENT_FILE
 from .store import Store
 
 
@@ -45,6 +46,8 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
         statuses = []
         for a in attempts:
             status, fields = attempt_record(a)
+            if (a / PLACEMENT_FILE).exists():
+                fields["placement"] = read_json(a / PLACEMENT_FILE)
             store.record_attempt(cell, int(a.name.split("-")[1]), status, **fields)
             counts[status] += 1
             statuses.append((status, fields.get("reason")))

@@ -10,6 +10,7 @@ from . import paths
 
 FAILURE_FILE = "failure.json"
 VALIDATION_FILE = "validation.json"
+PLACEMENT_FILE = "placement.json"  # written by the operator: device ids, timing policy, co-tenants
 
 
 def safe(name: str) -> str:

@@ -9,8 +9,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, create_engine,
-                        select)
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint,
+                        create_engine, select)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from . import paths
@@ -59,8 +59,43 @@ class AttemptRow(Base):
     metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     contract: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
+
+
+class LeaseHostRow(Base):
+    """One row per host; updating it serialises lease decisions for that host."""
+    __tablename__ = "lease_hosts"
+    host: Mapped[str] = mapped_column(String(100), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class DeviceLeaseRow(Base):
+    __tablename__ = "device_leases"
+    __table_args__ = (UniqueConstraint("host", "device_id", name="uq_one_lease_per_device"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lease_id: Mapped[str] = mapped_column(String(64), index=True)
+    host: Mapped[str] = mapped_column(String(100))
+    device_id: Mapped[str] = mapped_column(String(32))
+    cell_key: Mapped[str] = mapped_column(String(64))
+    holder_host: Mapped[str] = mapped_column(String(255))
+    holder_pid: Mapped[int] = mapped_column(Integer)
+    exclusive: Mapped[bool] = mapped_column(Boolean)
+    acquired_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+
+
+class LeaseEventRow(Base):
+    __tablename__ = "lease_events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    lease_id: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(100))
+    devices: Mapped[str] = mapped_column(String(255))
+    cell_key: Mapped[str] = mapped_column(String(64))
+    event: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    at: Mapped[float] = mapped_column(Float)
 
 
 CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
@@ -88,7 +123,8 @@ class Store:
         self.engine = create_engine(self.url)
 
     def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
-                       exit_code: int | None = None, message: str | None = None, contract: dict | None = None) -> str:
+                       exit_code: int | None = None, message: str | None = None, contract: dict | None = None,
+                       placement: dict | None = None) -> str:
         """Insert or update one attempt; returns 'inserted', 'updated' or 'kept'.
 
         Recording the same attempt again updates it in place (one row), except that a valid
@@ -102,7 +138,8 @@ class Store:
             "status": status, "reason": reason, "exit_code": exit_code, "message": message,
             "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),
             "metrics": (contract or {}).get("metrics"), "contract": contract,
-            "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "recorded_at": now,
+            "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "placement": placement,
+            "recorded_at": now,
         }
         with Session(self.engine) as s, s.begin():
             row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
@@ -133,7 +170,8 @@ class Store:
                 attempts = [{
                     "attempt": a.attempt, "status": a.status, "reason": a.reason, "exit_code": a.exit_code,
                     "message": a.message, "train_s": a.train_s, "images_per_s": a.images_per_s,
-                    "metrics": a.metrics, "image_digest": a.image_digest, "recorded_at": a.recorded_at.isoformat(),
+                    "metrics": a.metrics, "image_digest": a.image_digest, "placement": a.placement,
+                    "recorded_at": a.recorded_at.isoformat(),
                 } for a in row.attempts]
                 valid = [a for a in attempts if a["status"] == "valid"]
                 cell = {f: getattr(row, f) for f in CELL_FIELDS}

@@ -1,0 +1,153 @@
+import multiprocessing as mp
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from scalebench.config import Host
+from scalebench.leases import LeaseManager, LeaseTimeout
+from scalebench.topology import choose
+
+HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])
+
+
+def _url(tmp_path):
+    return f"sqlite:///{tmp_path / 'leases.db'}"
+
+
+def _worker(url, seed, rounds, out_path):
+    rng = random.Random(seed)
+    mgr = LeaseManager(url, migrate_schema=False, stop_containers=lambda lease_id: [])
+    lines = []
+    for r in range(rounds):
+        n = rng.randint(1, 4)
+        lease = mgr.acquire(HOST, n, f"cell-{seed}-{r}", timeout_s=120, poll_s=0.01)
+        start = time.time()
+        time.sleep(rng.uniform(0.0, 0.02))
+        lines.append(f"{start} {time.time()} {','.join(lease.device_ids)}\n")
+        lease.release()
+    with open(out_path, "a") as fh:
+        fh.writelines(lines)
+
+
+def test_concurrent_leases_never_overlap_and_are_all_released(tmp_path):
+    url = _url(tmp_path)
+    mgr = LeaseManager(url)
+    out = tmp_path / "intervals.txt"
+    procs = [mp.get_context("fork").Process(target=_worker, args=(url, s, 12, out)) for s in range(8)]
+    t0 = time.time()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    elapsed = time.time() - t0
+    intervals = [(float(a), float(b), set(d.split(","))) for a, b, d in (line.split() for line in out.read_text().splitlines())]
+    assert len(intervals) == 8 * 12
+    for i, (a1, b1, d1) in enumerate(intervals):
+        for a2, b2, d2 in intervals[i + 1:]:
+            if a1 < b2 and a2 < b1:
+                assert not d1 & d2, f"overlap: {d1} and {d2}"
+    assert mgr.holders() == []
+    kinds = [e.event for e in mgr.events()]
+    assert kinds.count("acquired") == kinds.count("released") == 96
+    print(f"\n{len(intervals)} leases by 8 processes in {elapsed:.1f}s: {len(intervals) / elapsed:.1f} leases/s")
+
+
+def _hold_then_wait(url, ready):
+    mgr = LeaseManager(url, migrate_schema=False, stop_containers=lambda lease_id: [])
+    mgr.acquire(HOST, 2, "victim", timeout_s=10)
+    ready.set()
+    time.sleep(600)
+
+
+def test_a_sigkilled_holders_lease_is_reclaimed_and_logged(tmp_path):
+    url = _url(tmp_path)
+    stopped = []
+    mgr = LeaseManager(url, ttl_s=3600, stop_containers=lambda lease_id: stopped.append(lease_id) or ["c0ffee"])
+    ready = mp.get_context("fork").Event()
+    p = mp.get_context("fork").Process(target=_hold_then_wait, args=(url, ready))
+    p.start()
+    assert ready.wait(30)
+    victim = mgr.holders("gpu-a")
+    assert sorted(r.device_id for r in victim) == ["0", "1"]
+    os.kill(p.pid, signal.SIGKILL)
+    p.join()
+    t = time.monotonic()
+    lease = mgr.acquire(HOST, 4, "next", timeout_s=10)
+    reclaim_s = time.monotonic() - t
+    assert lease.device_ids == ["0", "1", "2", "3"]
+    assert stopped == [victim[0].lease_id]
+    [ev] = [e for e in mgr.events() if e.event == "reclaimed"]
+    assert ev.cell_key == "victim" and f"holder pid {p.pid}" in ev.detail and "c0ffee" in ev.detail
+    lease.release()
+    print(f"\nreclaim of a SIGKILLed holder took {reclaim_s * 1000:.0f} ms")
+
+
+def test_expired_heartbeat_is_reclaimed(tmp_path):
+    mgr = LeaseManager(_url(tmp_path), ttl_s=0.3, stop_containers=lambda lease_id: [])
+    first = mgr.acquire(HOST, 4, "stale")  # this pid lives: only the heartbeat age can free it
+    with pytest.raises(LeaseTimeout, match="no 1 free devices on gpu-a for cell fresh"):
+        LeaseManager(_url(tmp_path), ttl_s=3600, migrate_schema=False).acquire(HOST, 1, "fresh", timeout_s=0.2, poll_s=0.05)
+    time.sleep(0.4)
+    second = mgr.acquire(HOST, 1, "fresh", timeout_s=2)
+    assert second.device_ids == ["0"] and "heartbeat" in [e for e in mgr.events() if e.event == "reclaimed"][0].detail
+    first.release()  # releasing a reclaimed lease is harmless and logged
+    assert [e.detail for e in mgr.events() if e.event == "released"] == ["was already reclaimed"]
+
+
+def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(tmp_path):
+    mgr = LeaseManager(_url(tmp_path), ttl_s=1.0, stop_containers=lambda lease_id: [])
+    a = mgr.acquire(HOST, 1, "a")
+    a.start_heartbeat(0.1)
+    b = mgr.acquire(HOST, 1, "b")
+    assert b.co_tenants == {"a"}
+    time.sleep(1.5)
+    c = mgr.acquire(HOST, 1, "c")  # deciding reclaims stale leases: b (no heartbeat), not a
+    assert [e.cell_key for e in mgr.events() if e.event == "reclaimed"] == ["b"]
+    assert {r.cell_key for r in mgr.holders()} == {"a", "c"}
+    assert "b" in a.co_tenants
+    for lease in (a, b, c):
+        lease.release()
+
+
+def test_exclusive_lease_waits_for_an_empty_host_and_blocks_others(tmp_path):
+    mgr = LeaseManager(_url(tmp_path), stop_containers=lambda lease_id: [])
+    packed = mgr.acquire(HOST, 1, "packed")
+    with pytest.raises(LeaseTimeout):
+        mgr.acquire(HOST, 2, "timed", exclusive=True, timeout_s=0.2, poll_s=0.05)
+    packed.release()
+    timed = mgr.acquire(HOST, 2, "timed", exclusive=True, timeout_s=1)
+    with pytest.raises(LeaseTimeout):
+        mgr.acquire(HOST, 1, "other", timeout_s=0.2, poll_s=0.05)  # 2 ids are free, but the host is taken
+    timed.release()
+
+
+ISLANDS = {  # 8 GPUs, two NVLink islands {0-3} and {4-7}, SYS between them
+    str(a): {str(b): ("NV12" if (a < 4) == (b < 4) else "SYS") for b in range(8) if b != a} for a in range(8)}
+
+
+@pytest.mark.parametrize("free, n, expected", [
+    (["0", "1", "2", "3", "4", "5", "6", "7"], 2, ["0", "1"]),
+    (["0", "4", "5", "6"], 2, ["4", "5"]),          # stays inside an island rather than take 0
+    (["2", "3", "4", "5"], 4, ["2", "3", "4", "5"]),
+    (["3", "4", "6"], 2, ["4", "6"]),
+    (["1", "2"], 3, None),
+])
+def test_topology_keeps_a_cell_inside_an_nvlink_island(free, n, expected):
+    assert choose(free, n, ISLANDS, [str(i) for i in range(8)]) == expected
+
+
+def test_without_topology_contiguous_ids_win():
+    order = [str(i) for i in range(8)]
+    assert choose(["0", "2", "3", "5", "6", "7"], 3, None, order) == ["5", "6", "7"]
+    assert choose(["0", "2", "3", "5"], 2, None, order) == ["2", "3"]
+
+
+def test_more_nvlinks_beat_fewer_and_pcie_ranks():
+    topo = {"0": {"1": "NV2", "2": "NV4", "3": "PIX"}, "1": {"2": "PHB", "3": "SYS"}, "2": {"3": "NODE"}}
+    order = ["0", "1", "2", "3"]
+    assert choose(order, 2, topo, order) == ["0", "2"]
+    assert choose(["1", "2", "3"], 2, topo, order) == ["1", "2"]  # PHB beats NODE and SYS
