@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "include" / "configs"
@@ -75,3 +76,46 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1):
         "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
         "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5},
     })
+
+
+class FakeTI:
+    def __init__(self, dataset, try_number=1):
+        self.try_number, self.dataset, self.pushed = try_number, dataset, {}
+
+    def xcom_pull(self, task_ids=None, map_indexes=None, key="return_value"):
+        return self.dataset if task_ids == "check_dataset" else None
+
+    def xcom_push(self, key, value):
+        self.pushed[key] = value
+
+
+def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, **op_kwargs):
+    """A benchmark 'probe' whose entrypoint is a shell snippet, written to a copy of the configs
+    (point SCALEBENCH_CONFIG_DIR at the returned tree), its CellDockerOperator, a context with a
+    fake task instance, and its cell."""
+    from scalebench.operators import CellDockerOperator
+
+    tree = tmp_path / "configs"
+    (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
+    (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
+    doc.update(id="probe", entrypoint=["sh", "-c", script])
+    doc["profiles"]["smoke"]["cell_timeout_minutes"] = timeout_minutes
+    (tree / "benchmarks" / "probe.yaml").write_text(yaml.safe_dump(doc))
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    dataset = {"root": str(data), "format": "cifar10-python", "name": "cifar10", "fingerprint": "sha256:0"}
+    cell = sample_cell(gpus=1, benchmark="probe", dag_id="scalebench_probe")
+    op = CellDockerOperator(task_id="probe", cell=cell, benchmark_id="probe", host_name="local",
+                            image="scalebench/tensorflow:cpu", **op_kwargs)
+    return op, {"ti": FakeTI(dataset)}, cell, tree
+
+
+@pytest.fixture
+def probe(tmp_path, monkeypatch):
+    def make(script, **kw):
+        op, ctx, cell, tree = make_probe(tmp_path, script, **kw)
+        monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+        return op, ctx, cell
+
+    return make

@@ -4,48 +4,12 @@ import time
 
 import docker
 import pytest
-import yaml
 
 from scalebench.failures import classify
 from scalebench.operators import CellDockerOperator, CellFailed, CellFailedPermanently
-from tests.conftest import CONFIGS, requires_docker, sample_cell
+from tests.conftest import requires_docker
 
 IMAGE = "scalebench/tensorflow:cpu"
-
-
-class FakeTI:
-    def __init__(self, dataset, try_number=1):
-        self.try_number, self.dataset, self.pushed = try_number, dataset, {}
-
-    def xcom_pull(self, task_ids=None, map_indexes=None, key="return_value"):
-        return self.dataset if task_ids == "check_dataset" else None
-
-    def xcom_push(self, key, value):
-        self.pushed[key] = value
-
-
-@pytest.fixture
-def probe(tmp_path, monkeypatch):
-    """A benchmark 'probe' whose entrypoint is a shell snippet, in a copy of the configs."""
-
-    def make(script: str, timeout_minutes: float = 2.0, **op_kwargs):
-        tree = tmp_path / "configs"
-        (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
-        (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
-        doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
-        doc.update(id="probe", entrypoint=["sh", "-c", script])
-        doc["profiles"]["smoke"]["cell_timeout_minutes"] = timeout_minutes
-        (tree / "benchmarks" / "probe.yaml").write_text(yaml.safe_dump(doc))
-        monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
-        data = tmp_path / "data"
-        data.mkdir(exist_ok=True)
-        dataset = {"root": str(data), "format": "cifar10-python", "name": "cifar10", "fingerprint": "sha256:0"}
-        cell = sample_cell(gpus=1, benchmark="probe", dag_id="scalebench_probe")
-        op = CellDockerOperator(task_id="probe", cell=cell, benchmark_id="probe", host_name="local", image=IMAGE,
-                                **op_kwargs)
-        return op, {"ti": FakeTI(dataset)}, cell
-
-    return make
 
 
 def _run(op, ctx):
@@ -87,7 +51,7 @@ def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail
     assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
     assert exc.failure.reason == "communication_error" and exc.failure.transient
     assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: communication_error, "
-                               "exit code 1 (will retry)")
+                               "exit code 1 (transient)")
     failure = json.loads((op_attempt_dir(cell) / "failure.json").read_text())
     assert len(failure["output_tail"]) == 50  # stdout and stderr interleave freely; the error is in the tail
     assert any(line.startswith("RuntimeError: NCCL error") for line in failure["output_tail"])
@@ -126,3 +90,42 @@ def op_attempt_dir(cell):
 ])
 def test_classify(lines, kw, reason):
     assert classify(1, lines, **kw).reason == reason
+
+
+@requires_docker
+def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go_again(tmp_path, isolated_state):
+    """SIGKILL the task process of a running cell: the next lease on its devices stops the
+    orphaned container and reclaims the lease (holder pid gone) before handing them out."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from scalebench.config import Configs
+    from scalebench.leases import LEASE_LABEL, LeaseManager
+    from tests.conftest import ROOT
+
+    env = {**os.environ, "SCALEBENCH_HOME": str(isolated_state), "PYTHONPATH": str(ROOT)}
+    task = subprocess.Popen([sys.executable, "-m", "tests.orphan_task", str(tmp_path)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = docker.from_env()
+    deadline = time.monotonic() + 120
+    running = []
+    while not running and time.monotonic() < deadline:
+        running = client.containers.list(filters={"label": LEASE_LABEL})
+        time.sleep(0.5)
+    assert running, "the probe container never started"
+    lease_id = running[0].labels[LEASE_LABEL]
+    task.send_signal(signal.SIGKILL)
+    task.wait(30)
+    assert client.containers.get(running[0].id).status == "running"  # an orphan now
+    mgr = LeaseManager(ttl_s=3600)
+    t = time.monotonic()
+    lease = mgr.acquire(Configs().fleet.host("local"), 4, "next-cell", timeout_s=60)
+    reclaim_s = time.monotonic() - t
+    assert lease.device_ids == ["0", "1", "2", "3"]
+    assert client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"}) == []
+    [ev] = [e for e in mgr.events() if e.event == "reclaimed"]
+    assert ev.lease_id == lease_id and f"holder pid {task.pid}" in ev.detail and running[0].short_id in ev.detail
+    lease.release()
+    print(f"\norphan drill: container stopped and lease reclaimed in {reclaim_s:.2f}s")

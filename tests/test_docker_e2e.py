@@ -89,3 +89,45 @@ def test_bad_trigger_input_is_refused_before_anything_runs(tmp_path):
     rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps({"gpu_counts": [5]})], env, 300)
     assert rc != 0 and "Invalid input for param gpu_counts: 5 is not one of [1, 2, 3, 4]" in log, log[-3000:]
     assert not (tmp_path / "results").exists()
+
+
+@requires_docker
+@pytest.mark.slow
+def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
+    """1 GPU trains for real; the 2-GPU cell dies with an NCCL-like error. The rest of the DAG
+    runs, the run ends failed (check_cells), and the report lists the cell with its class."""
+    import yaml
+
+    from tests.conftest import CONFIGS
+
+    tree = tmp_path / "configs"
+    (tree / "benchmarks").mkdir(parents=True)
+    (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
+    doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m trainers.resnet50_keras; "
+                                                   "echo 'NCCL error: unhandled system error' >&2; exit 1"])
+    (tree / "benchmarks" / "flaky.yaml").write_text(yaml.safe_dump(doc))
+    home = tmp_path / "state"
+    env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(tree)}
+    rc, log = run([BIN / "airflow", "db", "migrate"], env, 300)
+    assert rc == 0, log[-2000:]
+    rc, log = run([BIN / "airflow", "dags", "test", "scalebench_flaky", "-c",
+                   json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+    (tmp_path / "dags-test.log").write_text(log)
+    assert "state=failed" in log, log[-4000:]
+    reason = ("cell g2-e3-r1 (2 GPUs · 3 epochs · repeat 1) attempt 1 failed: communication_error, exit code 1 "
+              "(transient): collective communication failed (NCCL error: unhandled system error)")
+    assert reason in log
+    # the reason line comes right after the folded container output, then the output tail
+    after = log[log.index("::endgroup::", log.index("NCCL error: unhandled system error")):]
+    assert after.index(reason) < after.index("last 1 lines of the container output")
+    assert "1 of 2 cells have no valid result: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in log
+    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+        states = dict(db.execute("select task_id || ':' || map_index, state from task_instance").fetchall())
+    assert states["local_1gpu.train:0"] == states["local_1gpu.validate:0"] == states["record:-1"] == "success"
+    assert states["local_2gpu.train:0"] == states["check_cells:-1"] == "failed"
+    rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
+    assert rc == 0, out
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "- flaky: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in text
+    assert "| flaky | smoke | weak | 100.0% |" in text

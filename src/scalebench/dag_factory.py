@@ -14,7 +14,7 @@ from airflow.task.trigger_rule import TriggerRule
 
 from . import cells as cellmod
 from . import runs
-from .config import PROFILES, Benchmark, Configs, Fleet
+from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -68,9 +68,12 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             p, run = context["params"], context["dag_run"]
             configs = Configs()
             b = configs.benchmark(bench.id)
-            planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
-                                   gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
-                                   seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower())
+            try:
+                planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
+                                       gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
+                                       seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower())
+            except ConfigError as exc:  # e.g. more GPUs than any host has: refuse now, never queue forever
+                raise AirflowFailException(str(exc)) from None
             unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
             if unknown:
                 raise AirflowFailException(f"plan produced cells for {sorted(unknown)} that this DAG lacks; "

@@ -40,7 +40,7 @@ class Failure:
     def line(self, cell: dict, attempt: int) -> str:
         code = "none" if self.exit_code is None else str(self.exit_code)
         return (f"cell {cell['cell_id']} ({cell['label']}) attempt {attempt} failed: {self.reason}, exit code {code}"
-                f"{' (will retry)' if self.transient else ''}: {self.detail}")
+                f"{' (transient)' if self.transient else ''}: {self.detail}")
 
 
 def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = False, timed_out: bool = False,

@@ -56,6 +56,7 @@ class CellDockerOperator(DockerOperator):
         self.benchmark_id = benchmark_id
         self.host_name = host_name
         self._lease = None
+        self._ti = None
         self._timed_out = threading.Event()
 
     # -- pieces -----------------------------------------------------------------------------
@@ -137,6 +138,10 @@ class CellDockerOperator(DockerOperator):
             write_json_atomic(out / runs.FAILURE_FILE, {"reason": failure.reason, "exit_code": failure.exit_code,
                                                         "transient": failure.transient, "message": line,
                                                         "output_tail": logs[-OUTPUT_TAIL_LINES:]})
+        ti = getattr(self, "_ti", None)
+        if ti is not None:  # the UI's XCom tab shows why, even though the task failed
+            ti.xcom_push(key="cell_summary", value={"cell": cell, "attempt": attempt, "reason": failure.reason,
+                                                    "exit_code": failure.exit_code, "message": line})
         self.log.error("%s", line)
         if logs:
             self.log.error("last %d lines of the container output:\n%s", min(len(logs), OUTPUT_TAIL_LINES),
@@ -147,6 +152,7 @@ class CellDockerOperator(DockerOperator):
     # -- the cell ---------------------------------------------------------------------------
     def execute(self, context) -> dict:
         cell, ti = self.cell, context["ti"]
+        self._ti = ti
         attempt = ti.try_number
         configs = Configs()
         bench, host = configs.benchmark(self.benchmark_id), configs.fleet.host(self.host_name)
