@@ -1,6 +1,9 @@
 """The real thing: `airflow dags test` of the real DAG, cells in the real Keras image on Docker."""
+import contextlib
 import json
 import os
+import signal
+import time
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +21,51 @@ def airflow_env(home: Path) -> dict:
     return {**os.environ, "SCALEBENCH_HOME": str(home), "AIRFLOW_HOME": str(home / "airflow"),
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "GX_ANALYTICS_ENABLED": "false"}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api_get(port, user, password, path):
+    import httpx
+
+    base = f"http://127.0.0.1:{port}"
+    token = httpx.post(f"{base}/auth/token", json={"username": user, "password": password}).json()["access_token"]
+    r = httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+@contextlib.contextmanager
+def api_server(env, port):
+    """A real Airflow api-server on this Airflow home; stopped with its whole process group."""
+    import httpx
+
+    proc = subprocess.Popen([BIN / "airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            raise RuntimeError("api-server did not answer within 120 s")
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def run(cmd, env, timeout=900):
@@ -108,12 +156,19 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
                                                    "echo 'NCCL error: unhandled system error' >&2; exit 1"])
     (tree / "benchmarks" / "flaky.yaml").write_text(yaml.safe_dump(doc))
     home = tmp_path / "state"
-    env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(tree)}
+    (tmp_path / "passwords.json").write_text(json.dumps({"ops": "s3cret"}))
+    port = free_port()
+    env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(tree),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "ops:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+           "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://ops:s3cret@127.0.0.1:{port}"}
     rc, log = run([BIN / "airflow", "db", "migrate"], env, 300)
     assert rc == 0, log[-2000:]
-    rc, log = run([BIN / "airflow", "dags", "test", "scalebench_flaky", "-c",
-                   json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
-    (tmp_path / "dags-test.log").write_text(log)
+    with api_server(env, port):
+        rc, log = run([BIN / "airflow", "dags", "test", "scalebench_flaky", "-c",
+                       json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+        (tmp_path / "dags-test.log").write_text(log)
+        ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_flaky/dagRuns/~/taskInstances")
     assert "state=failed" in log, log[-4000:]
     reason = ("cell g2-e3-r1 (2 GPUs · 3 epochs · repeat 1) attempt 1 failed: communication_error, exit code 1 "
               "(transient): collective communication failed (NCCL error: unhandled system error)")
@@ -121,6 +176,11 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     # the reason line comes right after the folded container output, then the output tail
     after = log[log.index("::endgroup::", log.index("NCCL error: unhandled system error")):]
     assert after.index(reason) < after.index("last 1 lines of the container output")
+    failed = sorted((t["task_id"], t["map_index"]) for t in ti["task_instances"] if t["state"] == "failed")
+    assert failed == [("check_cells", -1), ("local_2gpu.train", 0)]
+    [failed_ti] = [t for t in ti["task_instances"] if t["task_id"] == "local_2gpu.train"]
+    assert failed_ti["task_id"] == "local_2gpu.train" and failed_ti["note"] == reason
+    assert failed_ti["rendered_map_index"] == "2 GPUs · 3 epochs · repeat 1"
     assert "1 of 2 cells have no valid result: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in log
     with sqlite3.connect(home / "airflow" / "airflow.db") as db:
         states = dict(db.execute("select task_id || ':' || map_index, state from task_instance").fetchall())

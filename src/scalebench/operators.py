@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from scalebench_kit.contract import CELL_SPEC_FILE, CONTRACT_VERSION, RESULT_FILE, ContractError, load_result, write_json_atomic
 
-from . import preflight, runs
+from . import notes, preflight, runs
 from .cells import timing_policy
 from .config import Configs
 from .container import settings
@@ -139,9 +139,11 @@ class CellDockerOperator(DockerOperator):
                                                         "transient": failure.transient, "message": line,
                                                         "output_tail": logs[-OUTPUT_TAIL_LINES:]})
         ti = getattr(self, "_ti", None)
-        if ti is not None:  # the UI's XCom tab shows why, even though the task failed
+        if ti is not None:  # the UI's XCom tab and the note show why, even though the task failed
             ti.xcom_push(key="cell_summary", value={"cell": cell, "attempt": attempt, "reason": failure.reason,
                                                     "exit_code": failure.exit_code, "message": line})
+            if getattr(ti, "dag_id", None):
+                self.log.info("task note: %s", notes.set_note(ti, line))
         self.log.error("%s", line)
         if logs:
             self.log.error("last %d lines of the container output:\n%s", min(len(logs), OUTPUT_TAIL_LINES),

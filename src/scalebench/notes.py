@@ -1,0 +1,49 @@
+"""The failure line as the task instance's note in the Airflow UI.
+
+Airflow 3.3's Task SDK cannot set a note from inside a task, so the operator goes through the
+public REST API (PATCH .../taskInstances/{task}/{map_index}?update_mask=note) with the
+credentials of the Airflow connection `scalebench_airflow_api` (type http, e.g.
+AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API='http://user:password@api-server:8080'). Without that
+connection the note is skipped and the reason stays in the failure message, log and XCom.
+"""
+from __future__ import annotations
+
+from urllib.parse import quote
+
+CONN_ID = "scalebench_airflow_api"
+MAX_NOTE = 1000  # the API's limit
+
+
+def _base_url(conn) -> str:
+    scheme = "https" if "https" in (conn.conn_type, conn.schema) else "http"
+    host = conn.host or "localhost"
+    if host.startswith(("http://", "https://")):
+        return host.rstrip("/")
+    return f"{scheme}://{host}{f':{conn.port}' if conn.port else ''}"
+
+
+def set_note(ti, note: str, timeout_s: float = 15) -> str:
+    """Set the note of task instance `ti`; returns 'set' or why it was skipped. Never raises."""
+    try:
+        from airflow.sdk import BaseHook
+
+        conn = BaseHook.get_connection(CONN_ID)
+    except Exception:
+        return f"skipped (no Airflow connection {CONN_ID!r})"
+    try:
+        import httpx
+
+        base = _base_url(conn)
+        with httpx.Client(timeout=timeout_s) as client:
+            r = client.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password})
+            r.raise_for_status()
+            token = r.json()["access_token"]
+            map_index = getattr(ti, "map_index", -1)
+            path = (f"/api/v2/dags/{quote(ti.dag_id)}/dagRuns/{quote(ti.run_id, safe='')}/taskInstances/"
+                    f"{quote(ti.task_id)}" + (f"/{map_index}" if map_index is not None and map_index >= 0 else ""))
+            r = client.patch(f"{base}{path}", params={"update_mask": "note"}, json={"note": note[:MAX_NOTE]},
+                             headers={"Authorization": f"Bearer {token}"})
+            r.raise_for_status()
+        return "set"
+    except Exception as exc:  # the note is a convenience; the failure itself must still surface
+        return f"skipped ({type(exc).__name__}: {str(exc)[:200]})"
