@@ -89,7 +89,7 @@ class FakeTI:
         self.pushed[key] = value
 
 
-def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, **op_kwargs):
+def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update: dict | None = None, **op_kwargs):
     """A benchmark 'probe' whose entrypoint is a shell snippet, written to a copy of the configs
     (point SCALEBENCH_CONFIG_DIR at the returned tree), its CellDockerOperator, a context with a
     fake task instance, and its cell."""
@@ -97,9 +97,12 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, **op_kwargs)
 
     tree = tmp_path / "configs"
     (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
-    (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    fleet = yaml.safe_load((CONFIGS / "fleet.yaml").read_text())
+    fleet["hosts"][0].update(host_update or {})
+    (tree / "fleet.yaml").write_text(yaml.safe_dump(fleet))
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
-    doc.update(id="probe", entrypoint=["sh", "-c", script])
+    doc.update(id="probe", entrypoint=["sh", "-c", script],
+               gpu_counts=list(range(1, min(4, len(fleet["hosts"][0]["device_ids"])) + 1)))
     doc["profiles"]["smoke"]["cell_timeout_minutes"] = timeout_minutes
     (tree / "benchmarks" / "probe.yaml").write_text(yaml.safe_dump(doc))
     data = tmp_path / "data"

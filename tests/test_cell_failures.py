@@ -45,7 +45,7 @@ def test_a_cell_past_its_timeout_is_stopped_and_classified(probe):
 
 @requires_docker
 def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail(probe):
-    op, ctx, cell = probe("for i in $(seq 1 80); do echo step $i; done; "
+    op, ctx, cell = probe("for i in $(seq 1 80); do echo step $i; done; sleep 0.5; "
                           "echo 'RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error' >&2; exit 1")
     exc = _run(op, ctx)
     assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
@@ -63,6 +63,17 @@ def test_exit_zero_without_a_result_is_contract_missing(probe):
     exc = _run(op, ctx)
     assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "contract_missing_or_invalid"
     assert "metrics.json: file missing" in str(exc) and "exit code 0" in str(exc)
+
+
+@requires_docker
+def test_pinned_cores_reach_the_container(probe):
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 cores to tell pinned from unpinned")
+    op, ctx, cell = probe("echo cores=$(nproc)", host_update={"device_ids": ["0", "1"], "cpus": [0, 1]})
+    exc = _run(op, ctx)
+    assert exc.failure.reason == "contract_missing_or_invalid" and exc.logs == ["cores=1"]
 
 
 @requires_docker

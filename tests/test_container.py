@@ -23,6 +23,7 @@ def test_gpu_host_requests_exactly_the_leased_ids(gpu_configs):
     assert (data["Target"], data["Source"], data["ReadOnly"]) == ("/data", "/data/scalebench/cifar10", True)
     assert (results["Target"], results["ReadOnly"]) == ("/results", False)
     assert s.labels["org.scalebench.devices"] == "2,3"
+    assert s.cpuset_cpus == "8,9,10,11,12,13,14,15"  # the cores of GPUs 2 and 3, 4 each
 
 
 def test_cpu_host_sends_no_device_request_and_emulates_slots():
@@ -30,6 +31,7 @@ def test_cpu_host_sends_no_device_request_and_emulates_slots():
     bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
     s = settings(bench, host, sample_cell(gpus=2), ["0", "1"], "/d", "/r")
     assert s.device_requests is None and "NVIDIA_VISIBLE_DEVICES" not in s.environment
+    assert s.cpuset_cpus is None  # this host lists no cores to pin
     assert s.environment["SCALEBENCH_NUM_DEVICES"] == "2" and s.environment["SCALEBENCH_DEVICE_KIND"] == "cpu"
     assert s.command == ["python", "-m", "trainers.resnet50_keras"]
 
@@ -45,3 +47,13 @@ def test_device_count_must_match_the_cell():
     bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
     with pytest.raises(ValueError, match=r"needs 2 devices, got ids \['0'\]"):
         settings(bench, host, sample_cell(gpus=2), ["0"], "/d", "/r")
+
+
+def test_cpu_host_with_listed_cores_pins_each_cell_to_its_slots_cores():
+    configs = Configs()
+    bench = configs.benchmark("resnet50_keras_cifar10")
+    host = configs.fleet.host("local").model_copy(update={"cpus": [0, 1, 2, 3, 4, 5, 6, 7]})
+    s = settings(bench, host, sample_cell(gpus=2), ["2", "3"], "/d", "/r")
+    assert s.cpuset_cpus == "4,5,6,7" and s.environment["OMP_NUM_THREADS"] == "2"
+    few = configs.fleet.host("local").model_copy(update={"cpus": [0, 1]})  # 2 cores, 4 slots: no pinning
+    assert settings(bench, few, sample_cell(gpus=1), ["0"], "/d", "/r").cpuset_cpus is None

@@ -40,8 +40,18 @@ class Host(Strict):
     queue: str
     device_ids: Annotated[list[str], Field(min_length=1)]
     threads_per_device: PosInt = 1
+    cpus: list[Annotated[int, Field(ge=0)]] | None = None  # cores to pin cells to, split evenly over the devices
     data_root: str | None = None
     topology: dict[str, dict[str, str]] | None = None
+
+    def cores_for(self, device_ids: list[str]) -> list[int] | None:
+        """The cores that go with these devices (each device owns an equal slice), or None."""
+        if not self.cpus:
+            return None
+        per = len(self.cpus) // len(self.device_ids)
+        if per == 0:
+            return None  # fewer cores than devices: nothing sensible to pin
+        return [c for d in device_ids for c in self.cpus[self.device_ids.index(d) * per:(self.device_ids.index(d) + 1) * per]]
 
     @property
     def pool(self) -> str:

@@ -19,6 +19,7 @@ class ContainerSettings:
     device_requests: list[DeviceRequest] | None
     shm_size: int = SHM_BYTES
     labels: dict[str, str] = field(default_factory=dict)
+    cpuset_cpus: str | None = None  # e.g. "0-7": the cores of the leased devices, when the host lists cores
 
 
 def command_for(bench: Benchmark, gpus: int) -> list[str]:
@@ -50,5 +51,9 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
     ]
     labels = {"org.scalebench.cell": cell["key"], "org.scalebench.benchmark": bench.id,
               "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
+    cores = host.cores_for(list(device_ids))
+    if cores:
+        env["OMP_NUM_THREADS"] = str(min(int(env["OMP_NUM_THREADS"]), len(cores)))
     return ContainerSettings(image=bench.images[host.kind], command=command_for(bench, n), environment=env,
-                             mounts=mounts, device_requests=requests, labels=labels)
+                             mounts=mounts, device_requests=requests, labels=labels,
+                             cpuset_cpus=",".join(map(str, cores)) if cores else None)

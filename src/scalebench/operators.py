@@ -57,6 +57,7 @@ class CellDockerOperator(DockerOperator):
         self.host_name = host_name
         self._lease = None
         self._ti = None
+        self._cpuset = None
         self._timed_out = threading.Event()
 
     # -- pieces -----------------------------------------------------------------------------
@@ -106,6 +107,9 @@ class CellDockerOperator(DockerOperator):
 
     def _run_container(self, context, timeout_s: float) -> tuple[int | None, list[str], bool]:
         """(exit code, output lines, OOM-killed); the output is folded in a log group."""
+        if self._cpuset:  # DockerOperator has no cpuset parameter; add it to the host config it builds
+            make_host_config = self.cli.create_host_config
+            self.cli.create_host_config = lambda **kw: make_host_config(**kw, cpuset_cpus=self._cpuset)
         watchdog = threading.Timer(timeout_s, self._stop_for_timeout)
         watchdog.daemon = True
         self.container = None
@@ -191,6 +195,7 @@ class CellDockerOperator(DockerOperator):
             self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
             self.device_requests, self.shm_size = s.device_requests, s.shm_size
             self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
+            self._cpuset = s.cpuset_cpus
             self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
                           cell["cell_id"], cell["label"], host.name, lease.device_ids, policy, lease.waited_s, attempt, out)
             exit_code, lines, oom = self._run_container(context, timeout_s)

@@ -1,0 +1,64 @@
+from types import SimpleNamespace
+
+import pytest
+
+from scalebench import preflight
+
+
+class FakeNVML:
+    """Answers like pynvml for a few GPUs: processes, clock-event reasons, clocks, temperature."""
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+    def __init__(self, gpus):
+        self.gpus = gpus
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return self.gpus[i]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=p) for p in h.get("pids", [])]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h):
+        return []
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return h.get("reasons", 0)
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return {1: 1980, 2: 2619}[kind]
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return h.get("temp", 35)
+
+
+def test_idle_gpus_pass_and_their_clocks_are_recorded():
+    nvml = FakeNVML({0: {"reasons": 0x1}, 1: {"reasons": 0x0}})
+    report = preflight.check(["0", "1"], nvml)
+    assert report["status"] == "passed"
+    assert report["devices"][0] == {"id": "0", "name": "NVIDIA H100 80GB HBM3", "sm_clock_mhz": 1980,
+                                    "mem_clock_mhz": 2619, "temperature_c": 35, "foreign_pids": [],
+                                    "throttle_reasons": []}
+
+
+@pytest.mark.parametrize("gpu, expected", [
+    ({"pids": [4242]}, "GPU 1 runs foreign processes [4242]"),
+    ({"reasons": 0x20 | 0x40, "temp": 91}, "GPU 1 is throttled (sw_thermal_slowdown, hw_thermal_slowdown) at 91 C"),
+    ({"reasons": 0x4}, "GPU 1 is throttled (sw_power_cap)"),
+])
+def test_busy_or_throttled_gpus_fail_the_preflight(gpu, expected):
+    nvml = FakeNVML({0: {}, 1: gpu})
+    with pytest.raises(preflight.PreflightFailed) as err:
+        preflight.check(["0", "1"], nvml)
+    assert expected in str(err.value) and err.value.report["status"] == "failed"
+
+
+def test_the_cells_own_processes_are_not_foreign():
+    assert preflight.check(["0"], FakeNVML({0: {"pids": [7]}}), own_pids={7})["status"] == "passed"
+
+
+def test_without_nvml_it_is_skipped_and_says_why():
+    report = preflight.check(["0"])  # this machine has no NVIDIA driver
+    assert report["status"] == "skipped" and "NVML not available" in report["reason"]
