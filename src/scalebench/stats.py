@@ -1,0 +1,102 @@
+"""Statistics the report states: dispersion of repeats, bootstrap CIs of relative time,
+equivalence verdicts for accuracy, rank correlation. numpy/scipy only, imported lazily."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+def iqr(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[2] - q[0]
+
+
+def bootstrap_ratio_ci(t1: list[float], tn: list[float], *, n_boot: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of median(tn) / median(t1), resampling each side's repeats."""
+    if len(t1) < 2 or len(tn) < 2:
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(t1, float), np.asarray(tn, float)
+    ra = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
+    rb = np.median(rng.choice(b, size=(n_boot, b.size)), axis=1)
+    ratios = rb / ra
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str               # equivalent | worse | better | inconclusive
+    diff: float | None      # mean(n GPUs) - mean(1 GPU)
+    ci: tuple[float, float] | None
+    margin: float
+    n: tuple[int, int]
+
+    def text(self, scale: float = 100.0, unit: str = " pt") -> str:
+        if self.ci is None:
+            return f"inconclusive (n too small: {self.n[0]} vs {self.n[1]} repeats)"
+        lo, hi = (v * scale for v in self.ci)
+        d = self.diff * scale
+        ci = f"90% CI {lo:+.1f}..{hi:+.1f}{unit}"
+        if self.kind == "equivalent":
+            return f"equivalent (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit})"
+        if self.kind == "worse":
+            return f"worse by {-d:.1f}{unit} ({ci})"
+        if self.kind == "better":
+            return f"better by {d:.1f}{unit} ({ci})"
+        return f"inconclusive (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit})"
+
+
+def equivalence(base: list[float], other: list[float], margin: float) -> Verdict:
+    """Two one-sided tests at 5 % each: equivalent when the 90 % Welch CI of the difference
+    lies inside ±margin; worse/better when the CI excludes 0 on that side (and is not
+    inside the margin); inconclusive otherwise."""
+    n = (len(base), len(other))
+    if min(n) < 2:
+        return Verdict("inconclusive", None if not min(n) else statistics.fmean(other) - statistics.fmean(base),
+                       None, margin, n)
+    from scipy import stats as st
+
+    m1, m2 = statistics.fmean(base), statistics.fmean(other)
+    v1, v2 = statistics.variance(base), statistics.variance(other)
+    se = math.sqrt(v1 / n[0] + v2 / n[1])
+    diff = m2 - m1
+    if se == 0:
+        ci = (diff, diff)
+    else:
+        df = (v1 / n[0] + v2 / n[1]) ** 2 / ((v1 / n[0]) ** 2 / (n[0] - 1) + (v2 / n[1]) ** 2 / (n[1] - 1))
+        half = float(st.t.ppf(0.95, df)) * se
+        ci = (diff - half, diff + half)
+    if -margin < ci[0] and ci[1] < margin:
+        kind = "equivalent"
+    elif ci[1] < 0:
+        kind = "worse"
+    elif ci[0] > 0:
+        kind = "better"
+    else:
+        kind = "inconclusive"
+    return Verdict(kind, diff, ci, margin, n)
+
+
+def spearman(x: list[float], y: list[float]) -> tuple[float, float] | None:
+    """Spearman's rho and its two-sided p-value, or None with fewer than 3 pairs."""
+    if len(x) < 3:
+        return None
+    from scipy import stats as st
+
+    res = st.spearmanr(x, y)
+    return float(res.statistic), float(res.pvalue)
+
+
+def robust_z(value: float, history: list[float]) -> float:
+    """(value - median) / (1.4826 x MAD); 0 spread falls back to 1 % of the median."""
+    med = statistics.median(history)
+    mad = statistics.median([abs(h - med) for h in history]) * 1.4826
+    spread = mad if mad > 0 else abs(med) * 0.01 or 1.0
+    return (value - med) / spread

@@ -1,0 +1,82 @@
+import datetime as dt
+import random
+
+import pytest
+
+from scalebench.regress import Gates, Series, SeriesKey, Shift, judge, load_shifts
+
+KEY = SeriesKey("resnet50_keras_cifar10", 2, "images_per_s")
+D0 = dt.date(2026, 10, 1)
+
+
+def series(values, key=KEY):
+    return Series(key, [(D0 + dt.timedelta(days=i), v) for i, v in enumerate(values)])
+
+
+def noisy(n, cv, seed, level=1000.0):
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, cv)) for _ in range(n)]
+
+
+def alerts(js):
+    return [j.night for j in js if j.alert]
+
+
+def test_steady_noise_raises_no_alert():
+    for seed in range(20):
+        assert alerts(judge(series(noisy(60, 0.02, seed)))) == []
+
+
+def test_a_true_10_percent_step_alerts_on_the_second_night():
+    values = noisy(30, 0.02, 1) + [v * 0.9 for v in noisy(5, 0.02, 2)]
+    js = judge(series(values))
+    assert js[30].flagged and not js[30].alert  # first night: flagged, waits for confirmation
+    assert js[31].alert
+    assert js[31].change == pytest.approx(0.10, abs=0.04)
+    assert js[31].line().startswith("resnet50_keras_cifar10 2 GPUs images_per_s:")
+
+
+def test_a_single_outlier_night_does_not_alert():
+    values = noisy(30, 0.02, 3)
+    values[20] *= 0.6
+    js = judge(series(values))
+    assert js[20].flagged and alerts(js) == []
+    assert js[21].baseline == pytest.approx(judge(series(values[:20] + values[21:22]))[-1].baseline)  # not in baseline
+
+
+def test_an_acknowledged_shift_restarts_the_baseline():
+    values = noisy(30, 0.02, 4) + [v * 0.8 for v in noisy(20, 0.02, 5)]
+    assert alerts(judge(series(values)))  # unacknowledged: alerts
+    shift = Shift("resnet50_keras_cifar10", D0 + dt.timedelta(days=30), "new TF release", gpus=(2,))
+    js = judge(series(values), shifts=[shift])
+    assert alerts(js) == [] and js[0].night == D0 + dt.timedelta(days=30)
+    other = SeriesKey("resnet50_keras_cifar10", 4, "images_per_s")
+    assert alerts(judge(series(values, other), shifts=[shift]))  # the shift covers 2 GPUs only
+
+
+def test_lower_is_better_metrics_flag_increases():
+    values = noisy(30, 0.02, 6, level=100.0) + [v * 1.15 for v in noisy(3, 0.02, 7, level=100.0)]
+    js = judge(series(values, SeriesKey("resnet50_keras_cifar10", 1, "train_s")))
+    assert alerts(js) == [D0 + dt.timedelta(days=31), D0 + dt.timedelta(days=32)]
+
+
+def test_both_gates_must_hold():
+    quiet = [1000.0] * 20 + [940.0, 940.0]  # 6 % worse on a flat history: z is huge, magnitude holds
+    assert alerts(judge(series(quiet))) == [D0 + dt.timedelta(days=21)]
+    small = [1000.0] * 20 + [970.0, 970.0]  # 3 %: under the magnitude gate, however significant
+    assert alerts(judge(series(small))) == []
+    wild = noisy(40, 0.15, 8) + [800.0, 800.0]  # 20 % worse but inside the noise
+    last = judge(series(wild))[-1]
+    assert last.change > 0.05 and last.z < Gates().z and not last.flagged
+
+
+def test_shift_file_is_validated(tmp_path):
+    f = tmp_path / "shifts.yaml"
+    f.write_text("shifts:\n  - {benchmark: b, since: 2026-11-01, reason: upgrade, gpus: [2]}\n")
+    assert load_shifts(f) == [Shift("b", dt.date(2026, 11, 1), "upgrade", (2,), None)]
+    f.write_text("shifts:\n  - {benchmark: b, when: 2026-11-01}\n")
+    from scalebench.config import ConfigError
+
+    with pytest.raises(ConfigError, match="field 'shifts.0': expected benchmark, since"):
+        load_shifts(f)
+    assert load_shifts(tmp_path / "absent.yaml") == []
