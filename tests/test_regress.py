@@ -41,7 +41,7 @@ def test_a_single_outlier_night_does_not_alert():
     values[20] *= 0.6
     js = judge(series(values))
     assert js[20].flagged and alerts(js) == []
-    assert js[21].baseline == pytest.approx(judge(series(values[:20] + values[21:22]))[-1].baseline)  # not in baseline
+    assert js[21].baseline == pytest.approx(js[19].baseline, rel=0.01)  # the median shrugs it off
 
 
 def test_an_acknowledged_shift_restarts_the_baseline():

@@ -18,8 +18,8 @@ DIRECTION = {"images_per_s": +1, "train_s": -1, "precision": +1, "recall": +1, "
 @dataclass(frozen=True)
 class Gates:
     magnitude: float = 0.05   # at least 5 % worse than the baseline median
-    z: float = 3.0            # and at least 3 robust standard deviations
-    window: int = 14          # trailing scheduled nights in the baseline
+    z: float = 2.5            # and at least 2.5 robust standard deviations
+    window: int = 20          # trailing scheduled nights in the baseline
     min_history: int = 5      # nights needed before anything is judged
     confirm: int = 2          # consecutive flagged nights before an alert
 
@@ -77,15 +77,15 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
     direction = DIRECTION.get(series.key.metric, +1)
     since = max((s.since for s in shifts if s.covers(series.key)), default=None)
     out: list[Judgement] = []
-    clean: list[float] = []   # baseline: earlier unflagged nights (after the last acknowledged shift)
+    history: list[list] = []  # [value, excluded]; a confirmed regression's nights leave the baseline
     streak = 0
     for night, value in series.points:
         if since and night < since:
             continue
-        base = clean[-gates.window:]
+        base = [v for v, excluded in history if not excluded][-gates.window:]
+        history.append([value, False])
         if len(base) < gates.min_history:
             out.append(Judgement(series.key, night, value, None, None, None, False, False, "building baseline"))
-            clean.append(value)
             streak = 0
             continue
         med = statistics.median(base)
@@ -93,9 +93,11 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
         z = -direction * robust_z(value, base)
         flagged = change >= gates.magnitude and z >= gates.z
         streak = streak + 1 if flagged else 0
-        out.append(Judgement(series.key, night, value, med, change, z, flagged, streak >= gates.confirm))
-        if not flagged:
-            clean.append(value)
+        alert = streak >= gates.confirm
+        if alert:  # keep judging later nights against the level before the regression
+            for h in history[-streak:]:
+                h[1] = True
+        out.append(Judgement(series.key, night, value, med, change, z, flagged, alert))
     return out
 
 
