@@ -53,7 +53,7 @@ def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
     return cell
 
 
-def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1):
+def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **metrics):
     """A result document that satisfies the contract for `cell`."""
     n = cell["gpus"]
     return copy.deepcopy({
@@ -68,13 +68,14 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1):
         "data": {"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:abc",
                  "train_limit": 384, "test_limit": 128, "image_size": None},
         "model": {"name": "resnet50_keras_cifar10", "parameters": 23608202},
-        "provenance": {"image": "scalebench/tensorflow:cpu", "image_digest": "sha256:def", "git_revision": "abc"},
+        "provenance": {"image": "scalebench/tensorflow:cpu", "image_digest": "sha256:def", "git_revision": "abc",
+                       "resolved_config": {"benchmark": cell["benchmark"], "profile": cell["profile"]}},
         "system": {"framework": "tensorflow", "framework_version": "2.20.0", "python": "3.11.2", "hostname": "x",
                    "cpu_count": 2},
         "timing": {"setup_s": 4.0, "warmup_s": 3.0, "train_s": train_s, "eval_s": 1.0, "total_s": train_s + 9,
                    "epoch_s": [train_s / cell["epochs"]] * cell["epochs"], "steps": 30, "images_per_s": 50.0},
         "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
-        "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5},
+        "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5, **metrics},
     })
 
 

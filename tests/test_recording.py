@@ -33,6 +33,9 @@ def test_record_run_reads_every_attempt_folder_and_is_idempotent():
                                    "4 GPUs · 3 epochs · repeat 1: missing (no attempt ran)"]
     assert record_run(store, ok["dag_id"], ok["run_id"], planned) == counts
     stored = {c["gpus"]: c for c in store.cells()}
-    assert sorted(stored) == [1, 2, 3]
+    assert sorted(stored) == [1, 2, 3, 4]
+    assert stored[4]["status"] == "missing" and stored[4]["attempts"] == []  # kept, so the report can mark it
+    [run] = store.runs()
+    assert run["run_id"] == "manual__x" and run["counts"]["missing"] == 1
     assert [a["status"] for a in stored[2]["attempts"]] == ["failed", "valid"] and stored[2]["figure"]["attempt"] == 2
     assert stored[3]["status"] == "invalid" and stored[3]["attempts"][0]["message"] == "precision 1.7"

@@ -45,7 +45,8 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
 
 
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
-         epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual") -> list[dict]:
+         epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
+         night: str | None = None) -> list[dict]:
     """Every cell of one run, in a stable order (GPU count, epochs, repeat)."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
@@ -69,6 +70,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                     "cell_id": f"g{n}-e{e}-r{r}",
                     "label": cell_label(n, e, r),
                     "run_type": run_type,
+                    "night": night,
                     "seed": seed + r - 1,  # distinct per repeat, the same across GPU counts
                     "per_device_batch": per_device,
                     "global_batch": global_batch,

@@ -50,8 +50,8 @@ def cmd_report(args, configs: Configs) -> str:
     from .report import write_report
     from .store import Store
 
-    path = write_report(Store().cells(), args.out, night=args.night)
-    return f"report written: {path} (and report.html, speedup.png beside it)"
+    path = write_report(Store(), args.out, night=args.night)
+    return f"report written: {path} (and report.html, table.json and plots beside it; index: {path.parent.parent / 'index.html'})"
 
 
 def cmd_data(args, configs: Configs) -> dict:

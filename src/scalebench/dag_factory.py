@@ -71,7 +71,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             try:
                 planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
                                        gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
-                                       seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower())
+                                       seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
+                                       night=(run.logical_date or run.run_after).date().isoformat())
             except ConfigError as exc:  # e.g. more GPUs than any host has: refuse now, never queue forever
                 raise AirflowFailException(str(exc)) from None
             unknown = set(cellmod.group_by_task(planned)) - set(group_ids)

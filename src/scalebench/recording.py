@@ -42,6 +42,7 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
         if not attempts:
             counts["missing"] += 1
             not_valid.append(f"{cell['label']}: missing (no attempt ran)")
+            store.record_missing(cell)
             continue
         statuses = []
         for a in attempts:
@@ -54,4 +55,14 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
         if "valid" not in [s for s, _ in statuses]:
             status, reason = statuses[-1]
             not_valid.append(f"{cell['label']}: {status} ({reason})")
+    if cells:
+        first = cells[0]
+        store.record_run(dag_id=dag_id, run_id=run_id, benchmark=first["benchmark"], run_type=first["run_type"],
+                         night=first.get("night") or _today(), counts=counts)
     return {**counts, "not_valid": not_valid}
+
+
+def _today() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()

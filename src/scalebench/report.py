@@ -1,70 +1,106 @@
-"""The report: the study's table regenerated from stored cells (Markdown, HTML, one plot).
+"""The nightly report: the study's table regenerated from stored cells, with statistics,
+conclusions written from the numbers, plots, regression alerts and checks on the table.
 
-Definitions (DESIGN.md): relative time r(n) = T(n)/T(1), speedup S(n) = T(1)/T(n),
-efficiency E(n) = S(n)/n. T is steady training time (warm-up, set-up and eval excluded), the
-median over repeats; r(n) is taken per epoch count and averaged over epoch counts.
+Definitions (DESIGN.md): relative time r(n) = T(n)/T(1), speedup S(n) = T(1)/T(n), efficiency
+E(n) = S(n)/n; T is steady training time (set-up, warm-up and eval excluded), the median over
+repeats; r(n) is taken per epoch count and averaged over epoch counts. A ratio is only taken
+against a 1-GPU baseline from the same run conditions (image digest, resolved config, profile).
 """
 from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
+from .regress import Gates, Judgement, Series, SeriesKey, Shift, judge
 
 METRICS = ("precision", "recall", "iou")
+STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
 
 
-def latest_runs(cells: list[dict]) -> dict[str, str]:
-    """The newest run with at least one valid cell, per benchmark."""
-    newest: dict[str, tuple[str, str]] = {}
-    for c in cells:
-        if c["figure"] is None:
+@dataclass
+class Options:
+    margin: float = 0.01            # accuracy equivalence margin: ±1 point
+    gates: Gates = field(default_factory=Gates)
+    shifts: list[Shift] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)   # benchmarks scheduled every night
+    n_boot: int = 1000
+    lineage: dict[str, str] = field(default_factory=dict)  # benchmark -> image name (not digest)
+
+
+def _med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def choose_runs(cells: list[dict], night: str) -> dict[str, str]:
+    """Per benchmark, the run of that night: the last scheduled one, else the last of any type."""
+    best: dict[str, tuple[int, int, str]] = {}
+    for i, c in enumerate(cells):
+        if c["night"] != night:
             continue
-        stamp = c["created_at"]
-        if c["benchmark"] not in newest or stamp > newest[c["benchmark"]][0]:
-            newest[c["benchmark"]] = (stamp, c["run_id"])
-    return {b: run for b, (_, run) in newest.items()}
+        rank = (c["run_type"] == "scheduled", i)
+        if c["benchmark"] not in best or rank > best[c["benchmark"]][:2]:
+            best[c["benchmark"]] = (*rank, c["run_id"])
+    return {b: v[2] for b, v in best.items()}
 
 
-def scaling_rows(cells: list[dict]) -> list[dict]:
-    """One row per benchmark (its latest run): relative time, speedup, efficiency, metrics per GPU count."""
-    runs = latest_runs(cells)
-    rows = []
-    for bench, run_id in sorted(runs.items()):
-        mine = [c for c in cells if c["benchmark"] == bench and c["run_id"] == run_id]
-        valid = [c for c in mine if c["figure"] is not None]
-        times: dict[tuple[int, int], list[float]] = {}
-        for c in valid:
-            times.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
-        med = {k: statistics.median(v) for k, v in times.items()}
-        gpus = sorted({g for _, g in med})
-        rel: dict[int, float] = {}
-        for n in gpus:
-            ratios = [med[(e, n)] / med[(e, 1)] for (e, g) in med if g == n and (e, 1) in med]
-            if ratios:
-                rel[n] = statistics.fmean(ratios)
-        metrics: dict[int, dict[str, float]] = {}
-        for n in gpus:
-            for m in METRICS:
-                vals = [c["figure"]["metrics"][m] for c in valid if c["gpus"] == n and m in (c["figure"]["metrics"] or {})]
-                if vals:
-                    metrics.setdefault(n, {})[m] = statistics.median(vals)
-        rows.append({
-            "benchmark": bench, "run_id": run_id, "profile": mine[0]["profile"], "scaling_mode": mine[0]["scaling_mode"],
-            "global_batch": {c["gpus"]: c["global_batch"] for c in mine},
-            "train_s": {n: statistics.median([v for (e, g), v in med.items() if g == n]) for n in gpus},
-            "relative_time": rel,
-            "speedup": {n: 1 / r for n, r in rel.items()},
-            "efficiency": {n: 1 / r / n for n, r in rel.items()},
-            "metrics": metrics,
-            "cells": len(mine), "valid": len(valid),
-            "not_valid": [{"label": c["label"], "status": c["status"],
-                           "reason": (c["attempts"][-1]["reason"] if c["attempts"] else "no attempt")}
-                          for c in mine if c["figure"] is None],
-        })
-    return rows
+def _baseline_ok(cell: dict, ones: list[dict]) -> bool:
+    f = cell["figure"]
+    return any(o["figure"]["image_digest"] == f["image_digest"] and o["figure"]["config_sha"] == f["config_sha"]
+               and o["profile"] == cell["profile"] for o in ones)
+
+
+def bench_row(bench: str, mine: list[dict], opts: Options, lr_policy: str = "") -> dict:
+    from .stats import bootstrap_ratio_ci, equivalence, iqr
+
+    valid = [c for c in mine if c["figure"] is not None]
+    ones = [c for c in valid if c["gpus"] == 1]
+    refused = [c for c in valid if c["gpus"] > 1 and not _baseline_ok(c, ones)]
+    usable = [c for c in valid if c not in refused]
+    times: dict[tuple[int, int], list[float]] = {}
+    for c in usable:
+        times.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
+    gpus = sorted({g for _, g in times})
+    epochs = sorted({e for e, _ in times})
+    rel, ci, spread = {}, {}, {}
+    for n in gpus:
+        pairs = [(times[(e, 1)], times[(e, n)]) for e in epochs if (e, 1) in times and (e, n) in times]
+        if not pairs:
+            continue
+        rel[n] = statistics.fmean(statistics.median(tn) / statistics.median(t1) for t1, tn in pairs)
+        cis = [bootstrap_ratio_ci(t1, tn, n_boot=opts.n_boot) for t1, tn in pairs]
+        if n > 1 and all(cis):
+            ci[n] = (statistics.fmean(c[0] for c in cis), statistics.fmean(c[1] for c in cis))
+        spread[n] = iqr(times[(epochs[-1], n)]) if (epochs[-1], n) in times else None
+    last = max(epochs) if epochs else None
+    values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
+                      and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in METRICS}
+    values = {m: v for m, v in values.items() if any(v.values())}
+    verdicts = {m: {n: equivalence(v.get(1, []), v[n], opts.margin) for n in gpus if n > 1 and v.get(n)}
+                for m, v in values.items()}
+    breakdown = {}
+    for n in gpus:
+        ts = [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n]
+        breakdown[n] = {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in ("setup_s", "warmup_s", "train_s", "eval_s")}
+    return {
+        "benchmark": bench, "run_id": mine[0]["run_id"], "run_type": mine[0]["run_type"], "profile": mine[0]["profile"],
+        "scaling_mode": mine[0]["scaling_mode"], "lr_policy": lr_policy,
+        "global_batch": {c["gpus"]: c["global_batch"] for c in mine},
+        "train_s": {n: statistics.median([v for (e, g), t in times.items() if g == n for v in t]) for n in gpus},
+        "relative_time": rel, "relative_time_ci": ci, "iqr_s": spread,
+        "speedup": {n: 1 / r for n, r in rel.items()}, "efficiency": {n: 1 / r / n for n, r in rel.items()},
+        "metrics": {m: {n: statistics.median(v) for n, v in per.items() if v} for m, per in values.items()},
+        "metric_iqr": {m: {n: iqr(v) for n, v in per.items() if v} for m, per in values.items()},
+        "verdicts": verdicts, "breakdown": breakdown, "time_to_accuracy": None,
+        "cells": len(mine), "valid": len(valid),
+        "not_valid": [{"label": c["label"], "status": c["status"], "reason": c["reason"] or "no attempt"}
+                      for c in mine if c["figure"] is None],
+        "refused": [c["label"] for c in refused],
+    }
 
 
 def average_row(rows: list[dict]) -> dict[int, float]:
@@ -73,108 +109,267 @@ def average_row(rows: list[dict]) -> dict[int, float]:
     return {n: statistics.fmean([r["relative_time"][n] for r in rows if n in r["relative_time"]]) for n in counts}
 
 
-def _pct(v: float | None) -> str:
+def regression_series(cells: list[dict], opts: Options) -> list[Series]:
+    """Nightly values of scheduled runs, one series per like-with-like key."""
+    acc: dict[SeriesKey, dict[str, list[float]]] = {}
+    for c in cells:
+        if c["run_type"] != "scheduled" or c["figure"] is None:
+            continue
+        f = c["figure"]
+        base = dict(benchmark=c["benchmark"], gpus=c["gpus"], profile=c["profile"], host_class=c["host"],
+                    scaling_mode=c["scaling_mode"], image_lineage=opts.lineage.get(c["benchmark"], ""))
+        vals = {"images_per_s": f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in METRICS}}
+        for metric, v in vals.items():
+            if v is not None:
+                acc.setdefault(SeriesKey(metric=metric, **base), {}).setdefault(c["night"], []).append(v)
+    return [Series(k, sorted((dt.date.fromisoformat(n), statistics.median(v)) for n, v in nights.items()))
+            for k, nights in sorted(acc.items())]
+
+
+def conclusions(rows: list[dict], avg: dict[int, float], params: dict[str, int], opts: Options) -> list[str]:
+    from .stats import spearman
+
+    out = []
+    if not rows:
+        return ["No benchmark has valid results for this night."]
+    multi = [n for n in sorted(avg) if n > 1]
+    if multi:
+        figs = ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
+        study = ", ".join(f"{100 * STUDY_AVERAGE[n]:.1f}%" for n in multi if n in STUDY_AVERAGE)
+        k = len([r for r in rows if r["relative_time"]])
+        out.append(f"Averaged over {k} benchmark{'s' if k != 1 else ''}, training took {figs} of the 1-GPU time "
+                   f"(the study reported {study}).")
+        best = min(((r["relative_time"][n], n, r) for r in rows for n in r["relative_time"] if n > 1), key=lambda x: x[0])
+        r_, n_, row = best
+        out.append(f"The largest saving: {row['benchmark']} at {n_} GPUs, {100 * r_:.1f}% of the 1-GPU time "
+                   f"(speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%).")
+        top = max(multi)
+        pts = [(params[r["benchmark"]], r["efficiency"][top]) for r in rows if top in r["efficiency"] and r["benchmark"] in params]
+        rho = spearman([p for p, _ in pts], [e for _, e in pts])
+        if rho is None:
+            out.append(f"Whether more complex models gain more cannot be tested: {len(pts)} benchmark(s) with "
+                       f"parameter counts and {top}-GPU results (Spearman's test needs 3).")
+        else:
+            verdict = "supported" if rho[0] > 0 and rho[1] < 0.05 else "not supported"
+            out.append(f"More complex models gain more: {verdict} (Spearman's rho between parameter count and "
+                       f"{top}-GPU efficiency {rho[0]:+.2f}, p = {rho[1]:.2f}, {len(pts)} benchmarks).")
+    verdicts = [(r["benchmark"], m, n, v) for r in rows for m, per in r["verdicts"].items() for n, v in per.items()]
+    if verdicts:
+        eq = sum(v.kind == "equivalent" for *_, v in verdicts)
+        worse = [f"{b} {m} at {n} GPUs ({v.text()})" for b, m, n, v in verdicts if v.kind == "worse"]
+        inconcl = sum(v.kind == "inconclusive" for *_, v in verdicts)
+        s = (f"Accuracy: {eq} of {len(verdicts)} comparisons with 1 GPU are equivalent within ±{100 * opts.margin:.0f} "
+             f"point{'s' if opts.margin != 0.01 else ''} (two one-sided tests, 90% CI)")
+        s += f"; worse: {'; '.join(worse)}" if worse else "; none is significantly worse"
+        s += f"; {inconcl} inconclusive." if inconcl else "."
+        out.append(s)
+    return out
+
+
+# -- rendering -------------------------------------------------------------------------------
+def _pct(v):
     return "–" if v is None else f"{100 * v:.1f}%"
 
 
-def markdown(rows: list[dict], generated: str) -> str:
-    counts = sorted({n for r in rows for n in r["relative_time"]}) or [1]
-    out = [f"# scalebench report\n", f"Generated {generated}. Training time relative to 1 GPU (median over repeats; "
-           "speedup S = T1/Tn, efficiency E = S/n).\n"]
-    head = ["benchmark", "profile", "scaling"] + [f"{n} GPU" for n in counts]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
+def _verdict_cell(per: dict) -> str:
+    if not per:
+        return "–"
+    kinds = {v.kind for v in per.values()}
+    if kinds == {"equivalent"}:
+        return "equivalent"
+    worst = next((k for k in ("worse", "inconclusive", "better") if k in kinds), "equivalent")
+    return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
+
+
+def markdown(doc: dict) -> str:
+    rows, counts = doc["rows"], doc["gpu_counts"]
+    out = [f"# scalebench report: night {doc['night']}", ""]
+    if doc["complete"]:
+        out.append(f"Complete: every scheduled benchmark ({len(doc['expected'])}) has recorded its run for this night.")
+    else:
+        out.append(f"**Partial report**: scheduled runs not yet recorded for this night: {', '.join(doc['missing']) or '–'}. "
+                   "Regression alerts wait for the complete report.")
+    out += ["", f"Generated {doc['generated']}. Relative training time T(n)/T(1): median over repeats per epoch count, "
+            "averaged over epoch counts; 95% bootstrap CI in the detail table.", ""]
+    head = ["benchmark", *[f"{m} verdict" for m in METRICS], *[f"{n} GPU" for n in counts]]
+    out += ["## The study's table", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        out.append("| " + " | ".join([r["benchmark"], r["profile"], r["scaling_mode"]] +
-                                     [_pct(r["relative_time"].get(n)) for n in counts]) + " |")
-    avg = average_row(rows)
-    partial = any(len(r["relative_time"]) < len(counts) for r in rows)
-    out.append("| " + " | ".join(["average" + (" (incomplete rows)" if partial else ""), "", ""] +
-                                 [_pct(avg.get(n)) for n in counts]) + " |")
-    out.append("\n## Speedup, efficiency and accuracy per GPU count\n")
-    out.append("| benchmark | GPUs | global batch | train s | speedup | efficiency | precision | recall | IoU |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("| " + " | ".join([r["benchmark"], *[_verdict_cell(r["verdicts"].get(m, {})) for m in METRICS],
+                                     *[_pct(r["relative_time"].get(n)) for n in counts]]) + " |")
+    avg = doc["average"]
+    incomplete = [n for n in counts if sum(n in r["relative_time"] for r in rows) < len(rows)]
+    label = "average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else "")
+    out.append("| " + " | ".join([label, "", "", "", *[_pct(avg.get(str(n), avg.get(n))) for n in counts]]) + " |")
+    out += ["", "## Conclusions", ""] + [f"- {s}" for s in doc["conclusions"]]
+    out += ["", "## Detail per GPU count", "",
+            "| benchmark | GPUs | scaling | global batch | LR policy | train s (IQR) | relative time (95% CI) | speedup | efficiency | precision | recall | IoU |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for n in sorted(r["train_s"]):
-            m = r["metrics"].get(n, {})
-            fmt = lambda k: f"{m[k]:.3f}" if k in m else "–"  # noqa: E731
+            ci = r["relative_time_ci"].get(n)
+            rel = _pct(r["relative_time"].get(n)) + (f" ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)" if ci else "")
             sp, ef = r["speedup"].get(n), r["efficiency"].get(n)
-            out.append(f"| {r['benchmark']} | {n} | {r['global_batch'].get(n, '–')} | {r['train_s'][n]:.2f} | "
-                       f"{'–' if sp is None else f'{sp:.2f}x'} | {_pct(ef)} | {fmt('precision')} | {fmt('recall')} | {fmt('iou')} |")
-    bad = [(r["benchmark"], x) for r in rows for x in r["not_valid"]]
-    out.append("\n## Cells missing or invalid\n")
-    out.extend([f"- {b}: {x['label']}: {x['status']} ({x['reason']})" for b, x in bad] or ["None."])
-    out.append("\n![speedup](speedup.png)\n")
+            eff = _pct(ef) + (" (super-linear)" if ef and ef > 1 else "")
+            iq = r["iqr_s"].get(n)
+            mets = [f"{r['metrics'][m][n]:.3f}" if n in r["metrics"].get(m, {}) else "–" for m in METRICS]
+            out.append(f"| {r['benchmark']} | {n} | {r['scaling_mode']} | {r['global_batch'].get(n, '–')} | {r['lr_policy']} | "
+                       f"{r['train_s'][n]:.2f}{f' ({iq:.2f})' if iq is not None else ''} | {rel} | "
+                       f"{'–' if sp is None else f'{sp:.2f}x'} | {eff} | " + " | ".join(mets) + " |")
+    out += ["", "Time to accuracy: not measured (these runs evaluate once, after training).", "",
+            "## Accuracy verdicts (vs 1 GPU)", ""]
+    lines = [f"- {r['benchmark']} {m} at {n} GPUs: {v['text']}" for r in rows for m, per in r["verdicts_text"].items()
+             for n, v in per.items()]
+    out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
+    out += ["", "## Regressions", ""]
+    if doc["alerts"]:
+        out += [f"- ALERT: {a}" for a in doc["alerts"]]
+    if doc["flagged"]:
+        out += [f"- flagged, awaiting confirmation: {a}" for a in doc["flagged"]]
+    if not doc["alerts"] and not doc["flagged"]:
+        out.append(f"- none ({doc['series']} series judged against their baselines)")
+    out += ["", "## Table checks (Great Expectations)", ""]
+    out += [f"- {x}" for x in doc["table_checks"]] or ["- all passed"]
+    out += ["", "## Cells missing, invalid or refused", ""]
+    bad = [f"- {r['benchmark']}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r["not_valid"]]
+    bad += [f"- {r['benchmark']}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
+            for r in rows for lab in r["refused"]]
+    out += bad or ["- none"]
+    out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in doc["plots"]]
     return "\n".join(out) + "\n"
 
 
-def plot_speedup(rows: list[dict], path: Path) -> Path:
-    import matplotlib
+def to_html(md: str, title: str = "scalebench report") -> str:
+    """A dependency-free rendering of the Markdown this module writes."""
+    body, table, items = [], [], []
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    top = max([max(r["speedup"], default=1) for r in rows] + [2])
-    ax.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
-    for r in rows:
-        ns = sorted(r["speedup"])
-        ax.plot(ns, [r["speedup"][n] for n in ns], marker="o", label=r["benchmark"])
-    ax.set_xlabel("GPUs (devices)")
-    ax.set_ylabel("speedup T1/Tn")
-    ax.set_title("Training speedup vs GPUs")
-    ax.set_xticks(range(1, top + 1))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def to_html(md: str) -> str:
-    """A dependency-free rendering of the Markdown tables, lists and image above."""
-    lines, body, table = md.splitlines(), [], []
+    def inline(text: str) -> str:
+        t = html.escape(text)
+        while "**" in t:
+            t = t.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
+        return t
 
     def flush():
         if table:
-            rows = [[html.escape(c.strip()) for c in t.strip("|").split("|")] for t in table if not set(t) <= set("|-")]
+            rows = [[inline(c.strip()) for c in t.strip("|").split("|")] for t in table if not set(t) <= set("|-")]
             body.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in rows[0]) + "</tr></thead><tbody>" +
                         "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows[1:]) + "</tbody></table>")
             table.clear()
+        if items:
+            body.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
+            items.clear()
 
-    for line in lines:
+    for line in md.splitlines():
         if line.startswith("|"):
             table.append(line)
             continue
+        if line.startswith("- "):
+            items.append(inline(line[2:]))
+            continue
         flush()
         if line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
+            body.append(f"<h2>{inline(line[3:])}</h2>")
         elif line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
+            body.append(f"<h1>{inline(line[2:])}</h1>")
         elif line.startswith("!["):
-            body.append(f'<img src="{html.escape(line[line.index("(") + 1:-1])}" alt="plot">')
+            src = html.escape(line[line.index("(") + 1:-1])
+            body.append(f'<img src="{src}" alt="{src}">')
         elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
+            body.append(f"<p>{inline(line)}</p>")
     flush()
-    style = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>scalebench report</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
+    style = ("body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;font-size:14px}img{max-width:48%;margin:4px}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
 
 
-def write_report(cells: list[dict], out_dir: Path | str | None = None, night: str | None = None) -> Path:
-    """Write report.md, report.html, speedup.png and table.json; returns the Markdown path."""
-    import json
+def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params: dict[str, int],
+          lr_policies: dict[str, str] | None = None) -> dict:
+    """Everything the report says for one night, as data (table.json)."""
+    chosen = choose_runs(cells, night)
+    rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts,
+                      (lr_policies or {}).get(b, "")) for b, run in sorted(chosen.items())]
+    avg = average_row(rows)
+    recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
+    missing = sorted(set(opts.expected) - recorded)
+    series = regression_series([c for c in cells if c["night"] <= night], opts)
+    today = dt.date.fromisoformat(night)
+    judged: list[Judgement] = [j for s in series for j in judge(s, opts.gates, opts.shifts) if j.night == today]
+    for r in rows:
+        r["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff} for n, v in per.items()}
+                              for m, per in r["verdicts"].items()}
+    doc = {
+        "night": night, "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "complete": not missing, "expected": sorted(opts.expected), "missing": missing,
+        "gpu_counts": sorted({n for r in rows for n in r["train_s"]}) or [1],
+        "rows": rows, "average": avg, "conclusions": conclusions(rows, avg, params, opts),
+        "alerts": [j.line() for j in judged if j.alert], "flagged": [j.line() for j in judged if j.flagged and not j.alert],
+        "series": len(series), "table_checks": [], "plots": [],
+    }
+    return doc
 
-    now = dt.datetime.now(dt.timezone.utc)
-    night = night or now.date().isoformat()
-    out = Path(out_dir or paths.reports_dir() / night)
+
+def write(doc: dict, cells: list[dict], out: Path, opts: Options) -> Path:
+    from . import plots
+    from .validation import validate_table
+
     out.mkdir(parents=True, exist_ok=True)
-    rows = scaling_rows(cells)
-    md = markdown(rows, now.isoformat(timespec="seconds"))
+    doc["table_checks"] = validate_table(doc)
+    doc["plots"] = plots.render_all(doc, regression_series(cells, opts), opts, out)
+    md = markdown(doc)
     (out / "report.md").write_text(md)
-    (out / "report.html").write_text(to_html(md))
-    plot_speedup(rows, out / "speedup.png")
-    (out / "table.json").write_text(json.dumps({"rows": rows, "average": average_row(rows)}, indent=2, default=str))
+    (out / "report.html").write_text(to_html(md, f"scalebench report {doc['night']}"))
+    rows = [{k: v for k, v in r.items() if k != "verdicts"} for r in doc["rows"]]
+    (out / "table.json").write_text(json.dumps({**doc, "rows": rows}, indent=2, default=str))
+    write_index(out.parent)
     return out / "report.md"
+
+
+def write_index(root: Path) -> Path:
+    """reports/index.html: every night kept, newest first, with its status and alerts."""
+    nights = []
+    for d in sorted((p for p in root.iterdir() if (p / "table.json").exists()), reverse=True):
+        t = json.loads((d / "table.json").read_text())
+        nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
+                       "benchmarks": len(t["rows"])})
+    (root / "index.json").write_text(json.dumps(nights, indent=2))
+    items = "".join(f"<tr><td><a href='{n['night']}/report.html'>{n['night']}</a></td>"
+                    f"<td>{'complete' if n['complete'] else 'partial'}</td><td>{n['benchmarks']}</td>"
+                    f"<td>{n['alerts']}</td></tr>" for n in nights)
+    (root / "index.html").write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>scalebench reports</title></head><body>"
+        "<h1>scalebench reports</h1><table border='1' cellpadding='4'><thead><tr><th>night</th><th>status</th>"
+        f"<th>benchmarks</th><th>alerts</th></tr></thead><tbody>{items}</tbody></table></body></html>")
+    return root / "index.html"
+
+
+def options_from_configs() -> Options:
+    from .config import Configs
+    from .regress import load_shifts
+
+    configs = Configs()
+    return Options(expected=[b for b, c in configs.benchmarks.items() if c.schedule],
+                   shifts=load_shifts(configs.config_dir / "acknowledged_shifts.yaml"),
+                   lineage={b: c.images.get("gpu", "") for b, c in configs.benchmarks.items()})
+
+
+def write_report(store, out_dir: Path | str | None = None, night: str | None = None,
+                 opts: Options | None = None) -> Path:
+    """Build and write the report of one night (default: today, UTC) from the store."""
+    night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
+    opts = opts or options_from_configs()
+    cells = store.figures(up_to_night=night)
+    params, lr = {}, {}
+    try:
+        from .config import Configs
+
+        for b, c in Configs().benchmarks.items():
+            lr[b] = f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
+    except Exception:
+        pass
+    for b, run in choose_runs(cells, night).items():
+        key = next((c["key"] for c in cells if c["run_id"] == run and c["figure"] is not None), None)
+        contract = store.contract(key) if key else None
+        if contract and (contract.get("model") or {}).get("parameters"):
+            params[b] = contract["model"]["parameters"]
+    doc = build(cells, night, opts, store.runs(), params, lr)
+    return write(doc, cells, Path(out_dir or paths.reports_dir() / night), opts)

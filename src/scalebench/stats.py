@@ -85,13 +85,20 @@ def equivalence(base: list[float], other: list[float], margin: float) -> Verdict
 
 
 def spearman(x: list[float], y: list[float]) -> tuple[float, float] | None:
-    """Spearman's rho and its two-sided p-value, or None with fewer than 3 pairs."""
+    """Spearman's rho and its two-sided p-value (exact, by permutation, up to 8 pairs; the
+    t approximation beyond), or None with fewer than 3 pairs."""
     if len(x) < 3:
         return None
+    import itertools
+
     from scipy import stats as st
 
-    res = st.spearmanr(x, y)
-    return float(res.statistic), float(res.pvalue)
+    rho = float(st.spearmanr(x, y).statistic)
+    if len(x) > 8:
+        return rho, float(st.spearmanr(x, y).pvalue)
+    perms = list(itertools.permutations(y))
+    extreme = sum(abs(float(st.spearmanr(x, p).statistic)) >= abs(rho) - 1e-12 for p in perms)
+    return rho, extreme / len(perms)
 
 
 def robust_scale(history: list[float]) -> float:

@@ -18,6 +18,17 @@ from . import paths
 STATUSES = ("valid", "invalid", "failed")
 
 
+def config_sha(contract: dict | None) -> str | None:
+    """Identity of the resolved config a result ran with (same for every GPU count of a run)."""
+    import hashlib
+    import json
+
+    resolved = ((contract or {}).get("provenance") or {}).get("resolved_config")
+    if resolved is None:
+        return None
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -40,6 +51,7 @@ class CellRow(Base):
     per_device_batch: Mapped[int] = mapped_column(Integer)
     global_batch: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(String(100))
+    night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")
 
@@ -60,8 +72,23 @@ class AttemptRow(Base):
     contract: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
     placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    config_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    timing: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
+
+
+class BenchmarkRunRow(Base):
+    """One recorded DAG run of a benchmark: the report's notion of 'this night's run finished'."""
+    __tablename__ = "benchmark_runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250), unique=True)
+    benchmark: Mapped[str] = mapped_column(String(100))
+    run_type: Mapped[str] = mapped_column(String(32))
+    night: Mapped[str] = mapped_column(String(10), index=True)
+    recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    counts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class LeaseHostRow(Base):
@@ -139,14 +166,10 @@ class Store:
             "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),
             "metrics": (contract or {}).get("metrics"), "contract": contract,
             "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "placement": placement,
-            "recorded_at": now,
+            "config_sha": config_sha(contract), "timing": timing or None, "recorded_at": now,
         }
         with Session(self.engine) as s, s.begin():
-            row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
-            if row is None:
-                row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, created_at=now)
-                s.add(row)
-                s.flush()
+            row = self._cell_row(s, cell, now)
             att = s.scalar(select(AttemptRow).where(AttemptRow.cell_id == row.id, AttemptRow.attempt == attempt))
             if att is None:
                 s.add(AttemptRow(cell_id=row.id, attempt=attempt, **values))
@@ -156,6 +179,63 @@ class Store:
             for k, v in values.items():
                 setattr(att, k, v)
             return "updated"
+
+    @staticmethod
+    def _cell_row(s: Session, cell: dict, now: dt.datetime) -> CellRow:
+        row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
+        if row is None:
+            row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or now.date().isoformat(),
+                          created_at=now)
+            s.add(row)
+            s.flush()
+        return row
+
+    def record_missing(self, cell: dict) -> None:
+        """A planned cell that never ran: stored with no attempt, so the report can mark it."""
+        with Session(self.engine) as s, s.begin():
+            self._cell_row(s, cell, dt.datetime.now(dt.timezone.utc))
+
+    def record_run(self, *, dag_id: str, run_id: str, benchmark: str, run_type: str, night: str, counts: dict) -> None:
+        with Session(self.engine) as s, s.begin():
+            row = s.scalar(select(BenchmarkRunRow).where(BenchmarkRunRow.run_id == run_id))
+            if row is None:
+                row = BenchmarkRunRow(dag_id=dag_id, run_id=run_id, benchmark=benchmark)
+                s.add(row)
+            row.run_type, row.night, row.counts = run_type, night, counts
+            row.recorded_at = dt.datetime.now(dt.timezone.utc)
+
+    def runs(self, night: str | None = None) -> list[dict]:
+        with Session(self.engine) as s:
+            q = select(BenchmarkRunRow).order_by(BenchmarkRunRow.night, BenchmarkRunRow.recorded_at)
+            if night:
+                q = q.where(BenchmarkRunRow.night == night)
+            return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
+                     "night": r.night, "counts": r.counts} for r in s.scalars(q)]
+
+    def figures(self, up_to_night: str | None = None) -> list[dict]:
+        """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
+        c, a = CellRow.__table__, AttemptRow.__table__
+        q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, a.c.attempt, a.c.status, a.c.reason, a.c.train_s,
+                    a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha, a.c.timing)
+             .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
+        if up_to_night:
+            q = q.where(c.c.night <= up_to_night)
+        rows: dict[str, dict] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(q).mappings():
+                cur = rows.get(r["key"])
+                if cur is None:
+                    cur = rows[r["key"]] = {f: r[f] for f in CELL_FIELDS}
+                    cur.update(night=r["night"], status="missing", reason=None, figure=None)
+                if r["status"] is None:
+                    continue
+                if r["status"] == "valid":
+                    cur["figure"] = {k: r[k] for k in ("attempt", "train_s", "images_per_s", "metrics", "image_digest",
+                                                       "config_sha", "timing")}
+                    cur["status"], cur["reason"] = "valid", None
+                elif cur["figure"] is None:
+                    cur["status"], cur["reason"] = r["status"], r["reason"]
+        return list(rows.values())
 
     def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[dict]:
         """Every stored cell with its attempts and its figure (the latest valid attempt, or None)."""

@@ -126,3 +126,37 @@ def validate_result(cell: dict, contract: dict, metrics: list[str], bounds: dict
     failures = [f for f in failures if f.startswith("expect_column_to_exist")
                 or not any(f"column={m}," in f or f"column={m})" in f for m in missing)]
     return Verdict(success=not failures, failures=failures, checked=len(result.results))
+
+
+def validate_table(doc: dict) -> list[str]:
+    """GX on the aggregated table: every expected cell present or marked, efficiency in (0, 1.5],
+    every ratio taken against a matching 1-GPU baseline. Returns the failures (empty: all met);
+    super-linear efficiency is listed, not capped."""
+    import great_expectations as gx
+    import pandas as pd
+
+    rows = []
+    for r in doc["rows"]:
+        statuses = [x["status"] for x in r["not_valid"]] + ["valid"] * r["valid"]
+        rows += [{"benchmark": r["benchmark"], "gpus": None, "efficiency": None, "status": s, "baseline_ok": True}
+                 for s in statuses]
+        rows += [{"benchmark": r["benchmark"], "gpus": n, "efficiency": e, "status": "valid", "baseline_ok": True}
+                 for n, e in r["efficiency"].items()]
+        rows += [{"benchmark": r["benchmark"], "gpus": None, "efficiency": None, "status": "refused",
+                  "baseline_ok": False} for _ in r["refused"]]
+    if not rows:
+        return []
+    df = pd.DataFrame(rows)
+    ctx = _quiet_context()
+    batch = (ctx.data_sources.add_pandas("table").add_dataframe_asset("aggregate")
+             .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df}))
+    E = gx.expectations
+    suite = gx.ExpectationSuite(name="aggregate")
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="status", value_set=["valid", "invalid", "failed", "missing"]))
+    suite.add_expectation(E.ExpectColumnValuesToBeBetween(column="efficiency", min_value=0, max_value=1.5, strict_min=True))
+    suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="baseline_ok", value_set=[True]))
+    result = batch.validate(suite)
+    out = [_describe(r) for r in result.results if not r.success]
+    out += [f"super-linear efficiency (flagged, not capped): {r['benchmark']} at {n} GPUs {100 * e:.0f}%"
+            for r in doc["rows"] for n, e in r["efficiency"].items() if e > 1]
+    return out
