@@ -14,7 +14,7 @@ export AIRFLOW__CORE__PARALLELISM := 4
 export GX_ANALYTICS_ENABLED := false
 DEMO_CONF := {"gpu_counts": [1, 2], "repeats": 2, "profile": "smoke", "seed": 0}
 
-.PHONY: help venv docker images airflow-db demo test lock clean
+.PHONY: help venv docker images browser airflow-db demo test lock clean
 help:
 	@echo "make demo   - run ResNet50+Keras (smoke, 1 and 2 devices, 2 repeats) in Airflow and write the report"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
@@ -35,6 +35,14 @@ docker:
 images: docker
 	containers/build.sh tensorflow cpu
 
+browser:  # Debian's headless Chromium + driver, for the UI test
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then \
+	    echo "installing chromium and chromium-driver (Debian packages)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "browser: install Chromium and ChromeDriver to run the UI test"; fi; \
+	fi
+
 airflow-db: venv
 	@mkdir -p $(AIRFLOW_HOME)
 	$(BIN)/airflow db migrate > $(STATE)/airflow-migrate.log 2>&1 || { tail -20 $(STATE)/airflow-migrate.log; exit 1; }
@@ -51,7 +59,7 @@ demo: venv images airflow-db
 	$(BIN)/scalebench report && $(BIN)/scalebench results --benchmark resnet50_keras_cifar10 | tail -4; \
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG log: $(STATE)/demo-dag.log)"
 
-test: venv images airflow-db
+test: venv images browser airflow-db
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lock:

@@ -1,5 +1,9 @@
+import contextlib
 import copy
 import os
+import signal
+import sys
+import time
 import shutil
 import subprocess
 from pathlib import Path
@@ -123,3 +127,48 @@ def probe(tmp_path, monkeypatch):
         return op, ctx, cell
 
     return make
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def api_get(port, user, password, path):
+    import httpx
+
+    base = f"http://127.0.0.1:{port}"
+    token = httpx.post(f"{base}/auth/token", json={"username": user, "password": password}).json()["access_token"]
+    r = httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+@contextlib.contextmanager
+def api_server(env, port):
+    """A real Airflow api-server on this Airflow home; stopped with its whole process group."""
+    import httpx
+
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "airflow"), "api-server", "--port", str(port), "--host", "127.0.0.1"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        else:
+            raise RuntimeError("api-server did not answer within 120 s")
+        yield
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)

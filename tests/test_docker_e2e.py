@@ -1,9 +1,6 @@
 """The real thing: `airflow dags test` of the real DAG, cells in the real Keras image on Docker."""
-import contextlib
 import json
 import os
-import signal
-import time
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, requires_docker
+from tests.conftest import ROOT, api_get, api_server, free_port, requires_docker
 
 BIN = Path(sys.executable).parent
 DAG_ID = "scalebench_resnet50_keras_cifar10"
@@ -21,51 +18,6 @@ def airflow_env(home: Path) -> dict:
     return {**os.environ, "SCALEBENCH_HOME": str(home), "AIRFLOW_HOME": str(home / "airflow"),
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor", "GX_ANALYTICS_ENABLED": "false"}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def api_get(port, user, password, path):
-    import httpx
-
-    base = f"http://127.0.0.1:{port}"
-    token = httpx.post(f"{base}/auth/token", json={"username": user, "password": password}).json()["access_token"]
-    r = httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    r.raise_for_status()
-    return r.json()
-
-
-@contextlib.contextmanager
-def api_server(env, port):
-    """A real Airflow api-server on this Airflow home; stopped with its whole process group."""
-    import httpx
-
-    proc = subprocess.Popen([BIN / "airflow", "api-server", "--port", str(port), "--host", "127.0.0.1"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            raise RuntimeError("api-server did not answer within 120 s")
-        yield
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def run(cmd, env, timeout=900):
