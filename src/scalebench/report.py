@@ -20,6 +20,7 @@ from .regress import Gates, Judgement, Series, SeriesKey, Shift, judge
 
 METRICS = ("precision", "recall", "iou")
 STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
+LOOKBACK_NIGHTS = 120  # history judged for a night's regressions (baselines use the last 20 of them)
 
 
 @dataclass
@@ -291,8 +292,9 @@ def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params
     avg = average_row(rows)
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     missing = sorted(set(opts.expected) - recorded)
-    series = regression_series([c for c in cells if c["night"] <= night], opts)
     today = dt.date.fromisoformat(night)
+    since = (today - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+    series = regression_series([c for c in cells if since <= c["night"] <= night], opts)
     judged: list[Judgement] = [j for s in series for j in judge(s, opts.gates, opts.shifts) if j.night == today]
     for r in rows:
         r["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff} for n, v in per.items()}
@@ -303,7 +305,7 @@ def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params
         "gpu_counts": sorted({n for r in rows for n in r["train_s"]}) or [1],
         "rows": rows, "average": avg, "conclusions": conclusions(rows, avg, params, opts),
         "alerts": [j.line() for j in judged if j.alert], "flagged": [j.line() for j in judged if j.flagged and not j.alert],
-        "series": len(series), "table_checks": [], "plots": [],
+        "series": len(series), "table_checks": [], "plots": [], "_series": series,
     }
     return doc
 
@@ -313,8 +315,9 @@ def write(doc: dict, cells: list[dict], out: Path, opts: Options) -> Path:
     from .validation import validate_table
 
     out.mkdir(parents=True, exist_ok=True)
+    series = doc.pop("_series")
     doc["table_checks"] = validate_table(doc)
-    doc["plots"] = plots.render_all(doc, regression_series(cells, opts), opts, out)
+    doc["plots"] = plots.render_all(doc, series, opts, out)
     md = markdown(doc)
     (out / "report.md").write_text(md)
     (out / "report.html").write_text(to_html(md, f"scalebench report {doc['night']}"))
@@ -357,7 +360,8 @@ def write_report(store, out_dir: Path | str | None = None, night: str | None = N
     """Build and write the report of one night (default: today, UTC) from the store."""
     night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
     opts = opts or options_from_configs()
-    cells = store.figures(up_to_night=night)
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+    cells = store.figures(up_to_night=night, since_night=since)
     params, lr = {}, {}
     try:
         from .config import Configs

@@ -81,9 +81,10 @@ class AttemptRow(Base):
 class BenchmarkRunRow(Base):
     """One recorded DAG run of a benchmark: the report's notion of 'this night's run finished'."""
     __tablename__ = "benchmark_runs"
+    __table_args__ = (UniqueConstraint("dag_id", "run_id", name="uq_benchmark_run"),)  # run ids repeat across DAGs
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dag_id: Mapped[str] = mapped_column(String(250))
-    run_id: Mapped[str] = mapped_column(String(250), unique=True)
+    run_id: Mapped[str] = mapped_column(String(250))
     benchmark: Mapped[str] = mapped_column(String(100))
     run_type: Mapped[str] = mapped_column(String(32))
     night: Mapped[str] = mapped_column(String(10), index=True)
@@ -197,7 +198,7 @@ class Store:
 
     def record_run(self, *, dag_id: str, run_id: str, benchmark: str, run_type: str, night: str, counts: dict) -> None:
         with Session(self.engine) as s, s.begin():
-            row = s.scalar(select(BenchmarkRunRow).where(BenchmarkRunRow.run_id == run_id))
+            row = s.scalar(select(BenchmarkRunRow).where(BenchmarkRunRow.dag_id == dag_id, BenchmarkRunRow.run_id == run_id))
             if row is None:
                 row = BenchmarkRunRow(dag_id=dag_id, run_id=run_id, benchmark=benchmark)
                 s.add(row)
@@ -212,7 +213,7 @@ class Store:
             return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
                      "night": r.night, "counts": r.counts} for r in s.scalars(q)]
 
-    def figures(self, up_to_night: str | None = None) -> list[dict]:
+    def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[dict]:
         """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
         c, a = CellRow.__table__, AttemptRow.__table__
         q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, a.c.attempt, a.c.status, a.c.reason, a.c.train_s,
@@ -220,6 +221,8 @@ class Store:
              .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
         if up_to_night:
             q = q.where(c.c.night <= up_to_night)
+        if since_night:
+            q = q.where(c.c.night >= since_night)
         rows: dict[str, dict] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(q).mappings():

@@ -23,12 +23,13 @@ def upgrade() -> None:
         "benchmark_runs",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("dag_id", sa.String(250), nullable=False),
-        sa.Column("run_id", sa.String(250), nullable=False, unique=True),
+        sa.Column("run_id", sa.String(250), nullable=False),
         sa.Column("benchmark", sa.String(100), nullable=False),
         sa.Column("run_type", sa.String(32), nullable=False),
         sa.Column("night", sa.String(10), nullable=False),
         sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("counts", sa.JSON),
+        sa.UniqueConstraint("dag_id", "run_id", name="uq_benchmark_run"),
     )
     op.create_index("ix_benchmark_runs_night", "benchmark_runs", ["night"])
 

@@ -1,0 +1,87 @@
+"""Report time for a large results store (a benchmark script, not a timed test).
+
+    .venv/bin/python bench/report_scale.py [--cells 100000]
+
+Fills a throw-away SQLite store with scheduled nights of six benchmarks (4 GPU counts x 2
+epoch counts x 3 repeats = 144 cells a night) up to the given number of cells, then times
+the whole report of the last night: read, statistics, regression judgement of every series
+over all nights, GX table checks, five plots, Markdown/HTML/JSON and the index.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from sqlalchemy import insert  # noqa: E402
+
+from scalebench.cells import cell_key, cell_label  # noqa: E402
+from scalebench.report import Options, write_report  # noqa: E402
+from scalebench.store import AttemptRow, CellRow, Store  # noqa: E402
+
+BENCHES = ["resnet50_keras_cifar10", "unet_torch_voc2007", "frcnn_tf_voc2007", "frcnn_mmdet_voc2007",
+           "maskrcnn_mmdet_voc2012", "msrcnn_mmdet_voc2012"]
+REL = {1: 1.0, 2: 0.66, 3: 0.56, 4: 0.51}
+
+
+def fill(store: Store, n_cells: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    per_night = len(BENCHES) * 4 * 2 * 3
+    nights = -(-n_cells // per_night)
+    start = dt.date(2026, 11, 28) - dt.timedelta(days=nights - 1)
+    now = dt.datetime.now(dt.timezone.utc)
+    cells, attempts, cid = [], [], 0
+    for i in range(nights):
+        night = (start + dt.timedelta(days=i)).isoformat()
+        for b in BENCHES:
+            run_id = f"scheduled__{night}T01:00:00+00:00"
+            for g in (1, 2, 3, 4):
+                for e in (1, 2):
+                    for r in (1, 2, 3):
+                        cid += 1
+                        ident = {"dag_id": f"scalebench_{b}", "run_id": run_id, "benchmark": b, "host": "gpu-node-1",
+                                 "gpus": g, "epochs": e, "repeat": r, "profile": "nightly"}
+                        cells.append({**ident, "id": cid, "key": cell_key(ident), "run_type": "scheduled", "seed": r,
+                                      "scaling_mode": "weak", "per_device_batch": 16, "global_batch": 16 * g,
+                                      "label": cell_label(g, e, r), "night": night, "created_at": now})
+                        t = 100 * e * REL[g] * (1 + rng.gauss(0, 0.02))
+                        attempts.append({"cell_id": cid, "attempt": 1, "status": "valid", "train_s": t,
+                                         "images_per_s": 1600 * e * g / t, "metrics": {"precision": 0.8 + rng.gauss(0, 0.005),
+                                                                                       "recall": 0.7 + rng.gauss(0, 0.005)},
+                                         "image_digest": "sha256:img", "config_sha": f"cfg-{b}", "recorded_at": now,
+                                         "timing": {"setup_s": 30.0, "warmup_s": 5.0, "train_s": t, "eval_s": 8.0}})
+        for b in BENCHES:
+            store.record_run(dag_id=f"scalebench_{b}", run_id=f"scheduled__{night}T01:00:00+00:00", benchmark=b,
+                             run_type="scheduled", night=night, counts={})
+    with store.engine.begin() as conn:
+        for lo in range(0, len(cells), 20000):
+            conn.execute(insert(CellRow.__table__), cells[lo:lo + 20000])
+            conn.execute(insert(AttemptRow.__table__), attempts[lo:lo + 20000])
+    return (start + dt.timedelta(days=nights - 1)).isoformat()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cells", type=int, default=100_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{tmp}/results.db")
+        t = time.perf_counter()
+        night = fill(store, args.cells)
+        fill_s = time.perf_counter() - t
+        t = time.perf_counter()
+        path = write_report(store, Path(tmp) / "reports" / night, night=night, opts=Options(expected=BENCHES))
+        report_s = time.perf_counter() - t
+        text = path.read_text()
+    print(f"{args.cells} cells over {args.cells // 144} nights (filled in {fill_s:.1f}s): report of night {night} "
+          f"in {report_s:.2f}s ({'complete' if 'Complete:' in text else 'partial'}, {text.count(chr(10))} lines)")
+
+
+if __name__ == "__main__":
+    main()
