@@ -84,6 +84,15 @@ def test_conclusions_are_written_from_the_numbers():
                     "90% CI); none is significantly worse.")
 
 
+def test_no_saving_is_said_plainly():
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    record(store, 2, 3, 1, 113.5)
+    assert doc_for(store)["conclusions"][1] == ("No benchmark trained faster with more devices; the smallest slow-down: "
+                                                "resnet50_keras_cifar10 at 2 GPUs, 113.5% of the 1-GPU time "
+                                                "(speedup 0.88x, efficiency 44%).")
+
+
 def test_a_ratio_against_a_mismatched_baseline_is_refused():
     store = Store()
     record(store, 1, 3, 1, 100, digest="sha256:old")

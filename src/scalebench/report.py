@@ -142,8 +142,12 @@ def conclusions(rows: list[dict], avg: dict[int, float], params: dict[str, int],
                    f"(the study reported {study}).")
         best = min(((r["relative_time"][n], n, r) for r in rows for n in r["relative_time"] if n > 1), key=lambda x: x[0])
         r_, n_, row = best
-        out.append(f"The largest saving: {row['benchmark']} at {n_} GPUs, {100 * r_:.1f}% of the 1-GPU time "
-                   f"(speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%).")
+        figure = f"{100 * r_:.1f}% of the 1-GPU time (speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%)"
+        if r_ < 1:
+            out.append(f"The largest saving: {row['benchmark']} at {n_} GPUs, {figure}.")
+        else:
+            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row['benchmark']} "
+                       f"at {n_} GPUs, {figure}.")
         top = max(multi)
         pts = [(params[r["benchmark"]], r["efficiency"][top]) for r in rows if top in r["efficiency"] and r["benchmark"] in params]
         rho = spearman([p for p, _ in pts], [e for _, e in pts])
