@@ -6,7 +6,7 @@ import docker
 import pytest
 
 from scalebench.failures import classify
-from scalebench.operators import CellDockerOperator, CellFailed, CellFailedPermanently
+from scalebench.operators import CellFailed, CellFailedPermanently
 from tests.conftest import requires_docker
 
 IMAGE = "scalebench/tensorflow:cpu"

@@ -1,7 +1,7 @@
 import pytest
 
 from scalebench import cells as cellmod
-from scalebench.config import ConfigError, Configs, load_fleet
+from scalebench.config import ConfigError, Configs
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, api_server, free_port, sample_cell, sample_contract
+from tests.conftest import ROOT, api_server, free_port
 
 NIGHT = "2026-11-28"
 BIN = Path(sys.executable).parent

@@ -16,6 +16,14 @@ def _plt():
     return plt
 
 
+def _save(fig, ax, path: Path, legend: bool = True) -> None:
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    _plt().close(fig)
+
+
 def speedup(doc: dict, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
@@ -33,10 +41,7 @@ def speedup(doc: dict, path: Path) -> None:
                     label=r["benchmark"])
     ax.set(xlabel="GPUs", ylabel="speedup T1/Tn", title="Speedup vs GPUs (95% CI)", xticks=range(1, top + 1))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def relative_time(doc: dict, path: Path) -> None:
@@ -52,10 +57,7 @@ def relative_time(doc: dict, path: Path) -> None:
     ax.axhline(100, color="k", linewidth=0.8)
     ax.set_xticks([x + width * (len(counts) - 1) / 2 for x in range(len(names))], names, rotation=20, ha="right", fontsize=7)
     ax.set(ylabel="% of 1-GPU training time", title="Relative training time (study layout)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def accuracy(doc: dict, path: Path) -> None:
@@ -69,10 +71,7 @@ def accuracy(doc: dict, path: Path) -> None:
                         label=f"{r['benchmark']} {m}")
     ax.set(xlabel="GPUs", ylabel="metric (median, IQR bars)", title="Accuracy vs GPUs", ylim=(0, 1))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def breakdown(doc: dict, path: Path) -> None:
@@ -86,10 +85,7 @@ def breakdown(doc: dict, path: Path) -> None:
         bottom = [x + y for x, y in zip(bottom, vals)]
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=6)
     ax.set(ylabel="seconds (median cell)", title="Where a cell's time goes")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def trend(series, opts, path: Path) -> None:
@@ -102,12 +98,8 @@ def trend(series, opts, path: Path) -> None:
         ax.scatter([j.night for j in hits], [j.value for j in hits], s=80, facecolors="none", edgecolors="red")
     ax.set(ylabel="images/s (scheduled nights)", title="Nightly throughput (red: regression alert)")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6)
     fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path)
 
 
 def render_all(doc: dict, series, opts, out: Path) -> list[str]:

@@ -6,6 +6,7 @@ FastAPI app is open to anyone unless it asks for this.
 """
 from __future__ import annotations
 
+import json
 import re
 
 from fastapi import Depends, FastAPI, HTTPException
@@ -39,7 +40,7 @@ def create_app() -> FastAPI:
     @app.get("/api/nights")
     def nights():
         page = root() / "index.json"
-        return JSONResponse(content=[] if not page.exists() else __import__("json").loads(page.read_text()))
+        return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
 
     @app.get("/latest")
     def latest():
