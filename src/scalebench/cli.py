@@ -6,6 +6,7 @@ import json
 import sys
 
 from .config import PROFILES, ConfigError, Configs
+from .datasets import DatasetError
 
 
 def _gpus(text: str) -> list[int]:
@@ -102,16 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools}[args.cmd](args, configs)
-    except ConfigError as exc:
+    except (ConfigError, DatasetError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:
-        from .datasets import DatasetError
-
-        if isinstance(exc, DatasetError):
-            print(f"scalebench: {exc}", file=sys.stderr)
-            return 2
-        raise
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
     return 0
 

@@ -99,12 +99,6 @@ class Lease:
             self._thread.join(timeout=5)
         self.manager.release(self)
 
-    def __enter__(self) -> "Lease":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
 
 class LeaseManager:
     def __init__(self, url: str | None = None, *, ttl_s: float = DEFAULT_TTL_S, migrate_schema: bool = True,

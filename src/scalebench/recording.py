@@ -58,11 +58,5 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
     if cells:
         first = cells[0]
         store.record_run(dag_id=dag_id, run_id=run_id, benchmark=first["benchmark"], run_type=first["run_type"],
-                         night=first.get("night") or _today(), counts=counts)
+                         night=first.get("night"), counts=counts)
     return {**counts, "not_valid": not_valid}
-
-
-def _today() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).date().isoformat()

@@ -31,6 +31,7 @@ class Options:
     expected: list[str] = field(default_factory=list)   # benchmarks scheduled every night
     n_boot: int = 1000
     lineage: dict[str, str] = field(default_factory=dict)  # benchmark -> image name (not digest)
+    lr_policies: dict[str, str] = field(default_factory=dict)  # benchmark -> "linear 0.01@256"
 
 
 def _med(xs):
@@ -204,7 +205,7 @@ def markdown(doc: dict) -> str:
     avg = doc["average"]
     incomplete = [n for n in counts if sum(n in r["relative_time"] for r in rows) < len(rows)]
     label = "average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else "")
-    out.append("| " + " | ".join([label, "", "", "", *[_pct(avg.get(str(n), avg.get(n))) for n in counts]]) + " |")
+    out.append("| " + " | ".join([label, "", "", "", *[_pct(avg.get(n)) for n in counts]]) + " |")
     out += ["", "## Conclusions", ""] + [f"- {s}" for s in doc["conclusions"]]
     out += ["", "## Detail per GPU count", "",
             "| benchmark | GPUs | scaling | global batch | LR policy | train s (IQR) | relative time (95% CI) | speedup | efficiency | precision | recall | IoU |",
@@ -287,12 +288,11 @@ def to_html(md: str, title: str = "scalebench report") -> str:
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
 
 
-def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params: dict[str, int],
-          lr_policies: dict[str, str] | None = None) -> dict:
+def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params: dict[str, int]) -> dict:
     """Everything the report says for one night, as data (table.json)."""
     chosen = choose_runs(cells, night)
     rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts,
-                      (lr_policies or {}).get(b, "")) for b, run in sorted(chosen.items())]
+                      opts.lr_policies.get(b, "")) for b, run in sorted(chosen.items())]
     avg = average_row(rows)
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     missing = sorted(set(opts.expected) - recorded)
@@ -356,7 +356,9 @@ def options_from_configs() -> Options:
     configs = Configs()
     return Options(expected=[b for b, c in configs.benchmarks.items() if c.schedule],
                    shifts=load_shifts(configs.config_dir / "acknowledged_shifts.yaml"),
-                   lineage={b: c.images.get("gpu", "") for b, c in configs.benchmarks.items()})
+                   lineage={b: c.images.get("gpu", "") for b, c in configs.benchmarks.items()},
+                   lr_policies={b: f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
+                                for b, c in configs.benchmarks.items()})
 
 
 def write_report(store, out_dir: Path | str | None = None, night: str | None = None,
@@ -366,18 +368,11 @@ def write_report(store, out_dir: Path | str | None = None, night: str | None = N
     opts = opts or options_from_configs()
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
     cells = store.figures(up_to_night=night, since_night=since)
-    params, lr = {}, {}
-    try:
-        from .config import Configs
-
-        for b, c in Configs().benchmarks.items():
-            lr[b] = f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
-    except Exception:
-        pass
+    params = {}
     for b, run in choose_runs(cells, night).items():
         key = next((c["key"] for c in cells if c["run_id"] == run and c["figure"] is not None), None)
         contract = store.contract(key) if key else None
         if contract and (contract.get("model") or {}).get("parameters"):
             params[b] = contract["model"]["parameters"]
-    doc = build(cells, night, opts, store.runs(), params, lr)
+    doc = build(cells, night, opts, store.runs(), params)
     return write(doc, cells, Path(out_dir or paths.reports_dir() / night), opts)

@@ -196,14 +196,16 @@ class Store:
         with Session(self.engine) as s, s.begin():
             self._cell_row(s, cell, dt.datetime.now(dt.timezone.utc))
 
-    def record_run(self, *, dag_id: str, run_id: str, benchmark: str, run_type: str, night: str, counts: dict) -> None:
+    def record_run(self, *, dag_id: str, run_id: str, benchmark: str, run_type: str, night: str | None,
+                   counts: dict) -> None:
+        """Note that a DAG run recorded its cells (night defaults to today, UTC, like a cell's)."""
         with Session(self.engine) as s, s.begin():
             row = s.scalar(select(BenchmarkRunRow).where(BenchmarkRunRow.dag_id == dag_id, BenchmarkRunRow.run_id == run_id))
             if row is None:
                 row = BenchmarkRunRow(dag_id=dag_id, run_id=run_id, benchmark=benchmark)
                 s.add(row)
-            row.run_type, row.night, row.counts = run_type, night, counts
-            row.recorded_at = dt.datetime.now(dt.timezone.utc)
+            now = dt.datetime.now(dt.timezone.utc)
+            row.run_type, row.night, row.counts, row.recorded_at = run_type, night or now.date().isoformat(), counts, now
 
     def runs(self, night: str | None = None) -> list[dict]:
         with Session(self.engine) as s:
