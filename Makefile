@@ -46,6 +46,7 @@ browser:  # Debian's headless Chromium + driver, for the UI test
 airflow-db: venv
 	@mkdir -p $(AIRFLOW_HOME)
 	$(BIN)/airflow db migrate > $(STATE)/airflow-migrate.log 2>&1 || { tail -20 $(STATE)/airflow-migrate.log; exit 1; }
+	$(BIN)/scalebench db upgrade
 	$(BIN)/scalebench pools --apply
 
 demo: venv images airflow-db

@@ -22,13 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from scalebench.config import Host  # noqa: E402
 from scalebench.leases import LeaseManager  # noqa: E402
+from scalebench.store import upgrade  # noqa: E402
 
 HOST = Host(name="bench", kind="gpu", queue="bench", device_ids=["0", "1", "2", "3"])
 
 
 def worker(url: str, seed: int, rounds: int) -> None:
     rng = random.Random(seed)
-    mgr = LeaseManager(url, migrate_schema=False, stop_containers=lambda _: [])
+    mgr = LeaseManager(url, stop_containers=lambda _: [])
     for r in range(rounds):
         lease = mgr.acquire(HOST, rng.randint(1, 4), f"c{seed}-{r}", timeout_s=300, poll_s=0.005)
         time.sleep(0.001)
@@ -36,7 +37,7 @@ def worker(url: str, seed: int, rounds: int) -> None:
 
 
 def holder(url: str, ready) -> None:
-    LeaseManager(url, migrate_schema=False, stop_containers=lambda _: []).acquire(HOST, 4, "victim")
+    LeaseManager(url, stop_containers=lambda _: []).acquire(HOST, 4, "victim")
     ready.set()
     time.sleep(600)
 
@@ -50,6 +51,7 @@ def main() -> None:
     ctx = mp.get_context("fork")
     with tempfile.TemporaryDirectory() as tmp:
         url = args.url or f"sqlite:///{tmp}/bench.db"
+        upgrade(url)
         mgr = LeaseManager(url, stop_containers=lambda _: [])
         print(f"store: {url.split(':')[0]}, host with 4 devices, {args.rounds} leases per process")
         for n in [int(x) for x in args.procs.split(",")]:

@@ -15,10 +15,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "include" / "configs"
 
 
+@pytest.fixture(scope="session")
+def upgraded_store_file(tmp_path_factory) -> Path:
+    """A results database brought to the newest schema once (`scalebench db upgrade`), copied per test."""
+    from scalebench.store import upgrade
+
+    db = tmp_path_factory.mktemp("store-template") / "results.db"
+    upgrade(f"sqlite:///{db}")
+    return db
+
+
 @pytest.fixture(autouse=True)
-def isolated_state(tmp_path, monkeypatch):
-    """Each test gets its own runtime folder (results, store, synthetic data)."""
+def isolated_state(tmp_path, monkeypatch, upgraded_store_file):
+    """Each test gets its own runtime folder (results, an upgraded store, synthetic data)."""
     home = tmp_path / "state"
+    home.mkdir()
+    shutil.copy(upgraded_store_file, home / "results.db")
     monkeypatch.setenv("SCALEBENCH_HOME", str(home))
     monkeypatch.delenv("SCALEBENCH_STORE_URL", raising=False)
     monkeypatch.delenv("SCALEBENCH_FLEET", raising=False)
@@ -84,11 +96,11 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **
 
 
 class FakeTI:
-    def __init__(self, dataset, try_number=1):
-        self.try_number, self.dataset, self.pushed = try_number, dataset, {}
+    """The task instance a cell's execute() sees: its try number and what it pushes to XCom."""
 
-    def xcom_pull(self, task_ids=None, map_indexes=None, key="return_value"):
-        return self.dataset if task_ids == "check_dataset" else None
+    def __init__(self, try_number=1, dag_id=None):
+        self.try_number, self.dag_id, self.pushed = try_number, dag_id, {}
+        self.task_id, self.run_id, self.map_index = "probe", "manual__night1", 0
 
     def xcom_push(self, key, value):
         self.pushed[key] = value
@@ -114,9 +126,9 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update:
     data.mkdir(exist_ok=True)
     dataset = {"root": str(data), "format": "cifar10-python", "name": "cifar10", "fingerprint": "sha256:0"}
     cell = sample_cell(gpus=1, benchmark="probe", dag_id="scalebench_probe")
-    op = CellDockerOperator(task_id="probe", cell=cell, benchmark_id="probe", host_name="local",
+    op = CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe", host_name="local",
                             image="scalebench/tensorflow:cpu", **op_kwargs)
-    return op, {"ti": FakeTI(dataset)}, cell, tree
+    return op, {"ti": FakeTI()}, cell, tree
 
 
 @pytest.fixture

@@ -68,3 +68,37 @@ def test_parsing_dags_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')) == []
+
+
+def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
+    import yaml
+    from airflow.dag_processing.dagbag import DagBag
+
+    bad = config_tree / "benchmarks" / "unet_torch_voc2007.yaml"
+    doc = yaml.safe_load(bad.read_text())
+    doc["per_gpu_batch"] = -3
+    bad.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert len(bag.dags) == 7 and "scalebench_nightly_report" in bag.dags
+    placeholder = bag.dags["scalebench_unet_torch_voc2007"]
+    assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
+    assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md
+    assert placeholder.task_ids == ["config_error"]
+    good = bag.dags["scalebench_resnet50_keras_cifar10"]
+    assert "local_2gpu.train" in good.task_ids and "config-error" not in good.tags
+
+
+def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
+    import datetime as dt
+    from types import SimpleNamespace as Event
+
+    from scalebench.report_dag import nights_to_report
+
+    late = {"asset_a": [Event(extra={"night": "2026-11-28"}), Event(extra={"night": "2026-11-29"})],
+            "asset_b": [Event(extra={"night": "2026-11-28"}), Event(extra={})]}
+    run_after = dt.datetime(2026, 11, 30, 7, tzinfo=dt.timezone.utc)
+    assert nights_to_report(late, None, run_after) == ["2026-11-28", "2026-11-29"]
+    assert nights_to_report({}, None, run_after) == ["2026-11-30"]  # the 07:00 cron: that day's night
+    assert nights_to_report({}, "2026-11-01", run_after) == ["2026-11-01"]

@@ -22,5 +22,5 @@ def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
 def test_cpu_and_gpu_variants_pin_the_same_versions():
     cpu = (ROOT / "containers/tensorflow/requirements-cpu.txt").read_text().splitlines()
     gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
-    strip = lambda lines: sorted(l.replace("[and-cuda]", "") for l in lines if l and not l.startswith("#"))  # noqa: E731
+    strip = lambda lines: sorted(l.replace("[and-cuda]", "").replace("tensorflow-cpu", "tensorflow") for l in lines if l and not l.startswith("#"))  # noqa: E731
     assert strip(cpu) == strip(gpu)

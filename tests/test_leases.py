@@ -8,18 +8,21 @@ import pytest
 
 from scalebench.config import Host
 from scalebench.leases import LeaseManager, LeaseTimeout
+from scalebench.store import upgrade
 from scalebench.topology import choose
 
 HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])
 
 
 def _url(tmp_path):
-    return f"sqlite:///{tmp_path / 'leases.db'}"
+    url = f"sqlite:///{tmp_path / 'leases.db'}"
+    upgrade(url)
+    return url
 
 
 def _worker(url, seed, rounds, out_path):
     rng = random.Random(seed)
-    mgr = LeaseManager(url, migrate_schema=False, stop_containers=lambda lease_id: [])
+    mgr = LeaseManager(url, stop_containers=lambda lease_id: [])
     lines = []
     for r in range(rounds):
         n = rng.randint(1, 4)
@@ -57,7 +60,7 @@ def test_concurrent_leases_never_overlap_and_are_all_released(tmp_path):
 
 
 def _hold_then_wait(url, ready):
-    mgr = LeaseManager(url, migrate_schema=False, stop_containers=lambda lease_id: [])
+    mgr = LeaseManager(url, stop_containers=lambda lease_id: [])
     mgr.acquire(HOST, 2, "victim", timeout_s=10)
     ready.set()
     time.sleep(600)
@@ -90,7 +93,7 @@ def test_expired_heartbeat_is_reclaimed(tmp_path):
     mgr = LeaseManager(_url(tmp_path), ttl_s=0.3, stop_containers=lambda lease_id: [])
     first = mgr.acquire(HOST, 4, "stale")  # this pid lives: only the heartbeat age can free it
     with pytest.raises(LeaseTimeout, match="no 1 free devices on gpu-a for cell fresh"):
-        LeaseManager(_url(tmp_path), ttl_s=3600, migrate_schema=False).acquire(HOST, 1, "fresh", timeout_s=0.2, poll_s=0.05)
+        LeaseManager(_url(tmp_path), ttl_s=3600).acquire(HOST, 1, "fresh", timeout_s=0.2, poll_s=0.05)
     time.sleep(0.4)
     second = mgr.acquire(HOST, 1, "fresh", timeout_s=2)
     assert second.device_ids == ["0"] and "heartbeat" in [e for e in mgr.events() if e.event == "reclaimed"][0].detail

@@ -150,3 +150,48 @@ def test_report_files_plots_index_and_invalid_cells(isolated_state):
     assert "<table>" in (md.parent / "report.html").read_text()
     index = json.loads((md.parent.parent / "index.json").read_text())
     assert index == [{"night": NIGHT, "complete": False, "alerts": 0, "benchmarks": 1}]
+
+
+def test_scheduled_runs_feed_the_table_and_manual_runs_get_their_own_section(isolated_state):
+    store = Store()
+    for g, t in ((1, 100), (2, 60)):
+        record(store, g, 3, 1, t)  # the scheduled run of the night
+    record(store, 1, 3, 1, 10, run_id="manual__try", run_type="manual")  # faster, but a manual trial
+    failed = sample_cell(gpus=2, run_id="manual__try", night=NIGHT, run_type="manual")
+    store.record_attempt(failed, 1, "failed", reason="killed", exit_code=137, message="ended by SIGKILL")
+    never = sample_cell(gpus=4, run_id="manual__try", night=NIGHT, run_type="manual")
+    store.record_missing(never)
+    doc = doc_for(store)
+    assert doc["source"] == "scheduled"
+    [row] = doc["rows"]
+    assert row["run_id"] == "scheduled__n1" and row["relative_time"][2] == pytest.approx(0.6)
+    [manual] = doc["manual_runs"]
+    assert (manual["run_id"], manual["cells"], manual["valid"]) == ("manual__try", 3, 1)
+    assert manual["not_valid"] == [{"label": "2 GPUs · 3 epochs · repeat 1", "status": "failed", "reason": "killed"},
+                                   {"label": "4 GPUs · 3 epochs · repeat 1", "status": "missing",
+                                    "reason": "never started"}]
+    md = write_report(store, isolated_state / "r", night=NIGHT, opts=Options(expected=["resnet50_keras_cifar10"]))
+    text = md.read_text()
+    section = text[text.index("## Manual runs of this night"):]
+    assert "- resnet50_keras_cifar10 run manual__try: 1 of 3 cells valid" in section
+    assert "  - 2 GPUs · 3 epochs · repeat 1: failed (killed)" in section
+    assert "<li>2 GPUs · 3 epochs · repeat 1: failed (killed)</li>" in (md.parent / "report.html").read_text()
+    assert "Manual runs only" not in text
+
+
+def test_a_night_with_only_manual_runs_is_reported_from_them_and_says_so(isolated_state):
+    store = Store()
+    for g, t in ((1, 100), (2, 80)):
+        record(store, g, 3, 1, t, run_id="manual__demo", run_type="manual")
+    doc = doc_for(store)
+    assert doc["source"] == "manual" and doc["rows"][0]["relative_time"][2] == pytest.approx(0.8)
+    text = write_report(store, isolated_state / "r", night=NIGHT, opts=Options()).read_text()
+    assert "**Manual runs only**" in text
+
+
+def test_a_config_that_does_not_load_is_named_in_the_report(isolated_state):
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    opts = Options(config_errors={"unet_torch_voc2007": "unet.yaml: field 'per_gpu_batch': greater than 0 (got -3)"})
+    text = write_report(store, isolated_state / "r", night=NIGHT, opts=opts).read_text()
+    assert "**Config error**: benchmark `unet_torch_voc2007` does not load and did not run: unet.yaml" in text

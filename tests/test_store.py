@@ -1,14 +1,50 @@
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
 from sqlalchemy import inspect
 
-from scalebench.store import Store
+from scalebench.store import HEAD_REVISION, Store, StoreNotReady, upgrade
 from tests.conftest import sample_cell, sample_contract
 
 
-def test_migrations_create_the_schema(isolated_state):
-    store = Store()
-    insp = inspect(store.engine)
-    assert {"cells", "attempts", "alembic_version"} <= set(insp.get_table_names())
-    Store()  # migrating twice is a no-op
+def test_upgrade_creates_the_schema_once_and_says_what_it_did(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    with pytest.raises(StoreNotReady, match=r"none \(empty database\).*run `scalebench db upgrade`"):
+        Store(url)
+    assert upgrade(url) == (None, HEAD_REVISION)
+    assert upgrade(url) == (HEAD_REVISION, HEAD_REVISION)  # idempotent
+    assert {"cells", "attempts", "device_leases", "alembic_version"} <= set(inspect(Store(url).engine).get_table_names())
+
+
+def test_head_revision_is_the_newest_migration():
+    from alembic.script import ScriptDirectory
+
+    import scalebench.store
+
+    scripts = ScriptDirectory(str(Path(scalebench.store.__file__).parent / "migrations"))
+    assert scripts.get_current_head() == HEAD_REVISION
+
+
+def _upgrade_in_child(url, q):
+    try:
+        q.put(upgrade(url))
+    except Exception as exc:  # reported to the parent, which fails the test
+        q.put(repr(exc))
+
+
+def test_concurrent_upgrades_of_a_fresh_sqlite_file_are_safe(tmp_path):
+    """Several DAG runs starting in the same minute: one migrates, the others find it done."""
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_upgrade_in_child, args=(url, q)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert sorted(map(str, results)) == sorted(map(str, [(None, HEAD_REVISION)] + [(HEAD_REVISION, HEAD_REVISION)] * 3))
 
 
 def test_same_attempt_twice_is_one_row_and_a_retry_is_a_new_attempt():

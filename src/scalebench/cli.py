@@ -1,4 +1,4 @@
-"""`scalebench` command line: configs, cells, results, report, data."""
+"""`scalebench` command line: configs, cells, results, report, data, pools, db."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,7 @@ import sys
 
 from .config import PROFILES, ConfigError, Configs
 from .datasets import DatasetError
+from .store import StoreNotReady
 
 
 def _gpus(text: str) -> list[int]:
@@ -42,9 +43,20 @@ def cmd_results(args, configs: Configs):
     cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id)
     if args.json:
         return cells
-    lines = [f"{c['benchmark']:28} {c['run_id'][:32]:32} {c['label']:30} {c['status']:8} "
-             f"{(c['figure'] or {}).get('train_s') or '':>8}" for c in cells]
-    return "\n".join(lines) or "no stored cells"
+    return "\n".join(_result_line(c) for c in cells) or "no stored cells"
+
+
+def _result_line(c: dict) -> str:
+    """One cell: its figure when valid; else the last attempt's class, exit code and message."""
+    head = f"{c['benchmark']:28} {c['run_id'][:32]:32} {c['label']:30} {c['status']:8}"
+    if c["figure"]:
+        return f"{head} train {c['figure']['train_s']:.2f} s (attempt {c['figure']['attempt']})"
+    if not c["attempts"]:
+        return f"{head} never started"
+    last = c["attempts"][-1]
+    code = "none" if last["exit_code"] is None else last["exit_code"]
+    return (f"{head} {last['reason']}, exit code {code}, attempt {last['attempt']} of {len(c['attempts'])}\n"
+            f"{'':4}{last['message']}")
 
 
 def cmd_report(args, configs: Configs) -> str:
@@ -74,6 +86,18 @@ def cmd_pools(args, configs: Configs) -> dict:
     return {"pools": wanted, "applied": bool(args.apply)}
 
 
+def cmd_db(args, configs: Configs) -> str:
+    from . import paths
+    from .store import upgrade
+
+    url = paths.store_url()
+    before, after = upgrade(url)
+    where = url.split("@")[-1]
+    if before == after:
+        return f"results store {where}: already at schema revision {after}"
+    return f"results store {where}: upgraded from {before or 'an empty database'} to schema revision {after}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scalebench", description=__doc__)
     parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
@@ -98,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="smoke", choices=PROFILES)
     p = sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)")
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
+    p = sub.add_parser("db", help="the results database")
+    p.add_argument("action", choices=["upgrade"], help="upgrade: create or migrate the schema (idempotent, locked)")
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
-                  "data": cmd_data, "pools": cmd_pools}[args.cmd](args, configs)
-    except (ConfigError, DatasetError) as exc:
+                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db}[args.cmd](args, configs)
+    except (ConfigError, DatasetError, StoreNotReady) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))

@@ -285,14 +285,36 @@ class Configs:
         self.fleet = load_fleet(fleet_path)
 
     @cached_property
-    def benchmarks(self) -> dict[str, Benchmark]:
+    def _loaded(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
         files = sorted((self.config_dir / "benchmarks").glob("*.yaml"))
         if not files:
             raise ConfigError(f"{self.config_dir / 'benchmarks'}: no benchmark configs (*.yaml) found")
-        return {b.id: b for b in (load_benchmark(f, self.fleet) for f in files)}
+        good: dict[str, Benchmark] = {}
+        broken: dict[str, ConfigError] = {}
+        for f in files:
+            try:
+                b = load_benchmark(f, self.fleet)
+                good[b.id] = b
+            except ConfigError as exc:
+                broken[f.stem] = exc
+        return good, broken
+
+    def load_all(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
+        """(benchmarks that load, {file stem: error} for those that do not): one bad file harms only itself."""
+        return self._loaded
+
+    @property
+    def benchmarks(self) -> dict[str, Benchmark]:
+        """Every benchmark; a ConfigError naming each bad file when any does not load."""
+        good, broken = self._loaded
+        if broken:
+            raise ConfigError("\n".join(str(e) for e in broken.values()))
+        return good
 
     def benchmark(self, bench_id: str) -> Benchmark:
-        try:
-            return self.benchmarks[bench_id]
-        except KeyError:
-            raise ConfigError(f"unknown benchmark {bench_id!r}; known: {sorted(self.benchmarks)}") from None
+        good, broken = self._loaded
+        if bench_id in good:
+            return good[bench_id]
+        if bench_id in broken:
+            raise broken[bench_id]
+        raise ConfigError(f"unknown benchmark {bench_id!r}; known: {sorted([*good, *broken])}")

@@ -1,7 +1,8 @@
 """One Airflow DAG per benchmark config, plus the routing that pools and queues need.
 
 Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped), validate (mapped)},
-one task group per host x GPU count -> record (emits the benchmark's results Asset) -> check_cells.
+one task group per host x GPU count -> record (emits the benchmark's results Asset, with the
+run's night) -> check_cells. A config that does not load becomes a placeholder DAG instead.
 Nothing heavy is imported here: GX, pandas and matplotlib load inside the tasks.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 
 from . import cells as cellmod
-from . import runs
+from . import notes, runs
 from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
@@ -72,8 +73,9 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
                                        gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
                                        seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
-                                       night=(run.logical_date or run.run_after).date().isoformat())
+                                       night=runs.night_of(run))
             except ConfigError as exc:  # e.g. more GPUs than any host has: refuse now, never queue forever
+                print(f"task note: {notes.set_note(context['ti'], str(exc))}")
                 raise AirflowFailException(str(exc)) from None
             unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
             if unknown:
@@ -88,17 +90,25 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             return cellmod.group_by_task(planned).get(group, [])
 
         @task
-        def check_dataset(**context) -> dict:
+        def check_dataset(planned: list[dict], **context) -> dict:
+            """The dataset of the planned cells, checked once; if it fails, every planned cell is
+            recorded as failed with this task's reason, and the reason becomes this task's note."""
             from .datasets import DatasetError, prepare
+            from .failures import Failure, fail_planned_cells
 
             p = context["params"]
             configs = Configs()
             b = configs.benchmark(bench.id)
-            host = cellmod.host_for(b, p["profile"], configs.fleet, p["gpu_counts"])
             try:
-                return prepare(b, p["profile"], host)
-            except DatasetError as exc:
-                raise AirflowFailException(str(exc)) from None
+                return prepare(b, p["profile"], cellmod.host_for(b, p["profile"], configs.fleet, p["gpu_counts"]))
+            except Exception as exc:
+                reason = "dataset_missing" if isinstance(exc, DatasetError) else "unknown"
+                detail = str(exc) if isinstance(exc, DatasetError) else f"{type(exc).__name__}: {exc}"
+                lines = fail_planned_cells(planned, "check_dataset", Failure(reason, None, detail))
+                message = f"check_dataset failed ({reason}): {detail}; {len(lines)} planned cells recorded as failed"
+                print("\n".join(lines))
+                print(f"task note: {notes.set_note(context['ti'], message)}")
+                raise AirflowFailException(message) from None
 
         @task(map_index_template="{{ cell_label }}")
         def validate_cell(summary: dict) -> dict:
@@ -124,9 +134,12 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             from .recording import record_run
             from .store import Store
 
-            run_id = context["dag_run"].run_id
-            counts = record_run(Store(), bench.dag_id, run_id, planned)
-            print(f"recorded run {run_id}: {counts}")
+            run = context["dag_run"]
+            counts = record_run(Store(), bench.dag_id, run.run_id, planned)
+            # the report DAG writes the report of this night, whenever this run finishes
+            context["outlet_events"][asset].extra = {"night": runs.night_of(run), "dag_id": bench.dag_id,
+                                                     "run_id": run.run_id}
+            print(f"recorded run {run.run_id} (night {runs.night_of(run)}): {counts}")
             return counts
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -140,8 +153,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
         group_ids = [cellmod.group_id(h.name, n) for h in fleet.hosts for n in bench.gpu_counts
                      if n <= len(h.device_ids)]
         plan = plan_cells()
-        checked = check_dataset()
-        plan >> checked
+        checked = check_dataset(plan)
         recorded = record(plan)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
         check_cells(recorded)
@@ -156,6 +168,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                         task_id="train",
                         benchmark_id=bench.id,
                         host_name=host.name,
+                        dataset=checked,  # an XComArg: resolved at run time, and an upstream dependency
                         image=bench.images[host.kind],
                         queue=host.queue,
                         pool=host.pool,
@@ -167,12 +180,42 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                         retry_exponential_backoff=2.0,
                         map_index_template="{{ task.cell['label'] }}",
                     ).expand(cell=mine)
-                    checked >> train
                     validated = validate_cell.override(task_id="validate").expand(summary=train.output)
                 validated >> recorded
     return dag
 
 
+def build_config_error_dag(stem: str, error: ConfigError) -> DAG:
+    """Stands in for a benchmark whose config does not load: visible in the UI with the error
+    (file, field, value), never scheduled; its one task fails with the same message."""
+    message = str(error)
+    with DAG(
+        dag_id=f"scalebench_{runs.safe(stem)}",
+        description=f"CONFIG ERROR: {message.splitlines()[0][:200]}",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["scalebench", "config-error"],
+        doc_md=f"**The config of benchmark `{stem}` does not load**, so its DAG cannot be built. Fix the file "
+               f"and the DAG comes back at the next parse; the other benchmarks are not affected.\n\n```\n{message}\n```",
+    ) as dag:
+
+        @task
+        def config_error() -> None:
+            raise AirflowFailException(message)
+
+        config_error()
+    return dag
+
+
 def build_all(configs: Configs | None = None) -> dict[str, DAG]:
+    """Every benchmark's DAG; a config that does not load gets a placeholder DAG with its error."""
+    import logging
+
     configs = configs or Configs()
-    return {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in configs.benchmarks.values()}
+    good, broken = configs.load_all()
+    dags = {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in good.values()}
+    for stem, error in broken.items():
+        logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
+        dags[f"scalebench_{runs.safe(stem)}"] = build_config_error_dag(stem, error)
+    return dags

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 # reason -> transient (retried with backoff) or deterministic (not retried)
 REASONS = {
     "out_of_memory": False,
     "timeout": False,
+    "cancelled": False,  # a user stopped it (mark failed, clear): do what they asked
+    "killed": True,      # a signal from outside (preemption, reboot, docker kill): try again
     "communication_error": True,
     "preflight_failed": True,
     "engine_unreachable": True,
@@ -26,6 +29,9 @@ COMM = re.compile(r"\bNCCL\b.*(error|timeout|timed out)|ncclInternalError|ncclSy
 DATASET = re.compile(r"CIFAR-10 file missing|dataset .* missing|No such file or directory: '/data|"
                      r"not a CIFAR-10 python batch|FileNotFoundError: .*?/data/", re.I)
 
+OUTPUT_TAIL_LINES = 50  # of the container output, kept with a failed attempt
+EXTERNAL_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"}
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -37,20 +43,39 @@ class Failure:
     def transient(self) -> bool:
         return REASONS[self.reason]
 
-    def line(self, cell: dict, attempt: int) -> str:
+    def line(self, cell: dict, attempt: int, stage: str | None = None) -> str:
+        """The one line a user sees: task failure message, log, XCom, task note, store, report."""
         code = "none" if self.exit_code is None else str(self.exit_code)
-        return (f"cell {cell['cell_id']} ({cell['label']}) attempt {attempt} failed: {self.reason}, exit code {code}"
-                f"{' (transient)' if self.transient else ''}: {self.detail}")
+        where = f" at {stage}" if stage else ""
+        return (f"cell {cell['cell_id']} ({cell['label']}) attempt {attempt} failed{where}: {self.reason}, "
+                f"exit code {code}{' (transient)' if self.transient else ''}: {self.detail}")
+
+
+def signal_of(exit_code: int | None) -> str | None:
+    """The signal that ended a container's main process (exit code 128 + N), by name."""
+    if exit_code is None or not 128 < exit_code < 128 + 65:
+        return None
+    try:
+        return signal.Signals(exit_code - 128).name
+    except ValueError:
+        return f"signal {exit_code - 128}"
 
 
 def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = False, timed_out: bool = False,
-             timeout_s: float | None = None) -> Failure:
-    """Classify a finished container from its state and output; the first match wins, most specific first."""
+             timeout_s: float | None = None, cancelled: bool = False) -> Failure:
+    """Classify a finished container; the first match wins, in this order: our watchdog, a
+    user's cancel, the kernel OOM killer, any other signal, then what the output says."""
     text = "\n".join(output[-400:])
     if timed_out:
         return Failure("timeout", exit_code, f"ran past the cell timeout of {timeout_s:.0f}s and was stopped")
+    if cancelled:
+        return Failure("cancelled", exit_code, "stopped on request (the task was marked failed, cleared or killed)")
     if oom_killed:
         return Failure("out_of_memory", exit_code, "the container was killed by the kernel OOM killer (host memory)")
+    sig = signal_of(exit_code)
+    if sig:
+        outside = " (docker kill or stop, preemption, host shutdown)" if sig in EXTERNAL_SIGNALS else ""
+        return Failure("killed", exit_code, f"the container's main process was ended by {sig}{outside}")
     m = CUDA_OOM.search(text)
     if m:
         return Failure("out_of_memory", exit_code, f"device memory exhausted ({m.group(0)})")
@@ -62,3 +87,33 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
         return Failure("dataset_missing", exit_code, f"dataset missing or malformed ({m.group(0)[:120]})")
     last = next((ln.strip() for ln in reversed(output) if ln.strip()), "no output")
     return Failure("unknown", exit_code, f"last output line: {last[:200]}")
+
+
+def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, stage: str,
+                  logs: list[str] | None = None) -> dict:
+    """The attempt's failure record (failure.json): what the store, `scalebench results` and the report read."""
+    from scalebench_kit.contract import write_json_atomic
+
+    from .runs import FAILURE_FILE
+
+    record = {"reason": failure.reason, "exit_code": failure.exit_code, "transient": failure.transient,
+              "attempt": attempt, "stage": stage, "message": line, "output_tail": (logs or [])[-OUTPUT_TAIL_LINES:]}
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(attempt_dir / FAILURE_FILE, record)
+    return record
+
+
+def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:
+    """A task before the cells failed: each planned cell that has not started gets a failed
+    attempt 1 naming that task, so nothing is reported as merely missing. Returns the lines."""
+    from .runs import attempt_dir
+
+    lines = []
+    for cell in cells:
+        out = attempt_dir(cell, 1)
+        if out.exists() and any(out.iterdir()):
+            continue  # the cell did start: its own record stands
+        line = failure.line(cell, 1, stage)
+        write_failure(out, failure, line, attempt=1, stage=stage)
+        lines.append(line)
+    return lines

@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from . import paths, topology
 from .config import Host
-from .store import DeviceLeaseRow, LeaseEventRow, LeaseHostRow, migrate
+from .store import DeviceLeaseRow, LeaseEventRow, LeaseHostRow, check_schema
 
 log = logging.getLogger(__name__)
 LEASE_LABEL = "org.scalebench.lease"
@@ -94,6 +94,9 @@ class Lease:
         self._thread.start()
 
     def release(self) -> None:
+        """Stop heartbeating and free the devices; a second call does nothing (on_kill and execute race)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
@@ -101,11 +104,9 @@ class Lease:
 
 
 class LeaseManager:
-    def __init__(self, url: str | None = None, *, ttl_s: float = DEFAULT_TTL_S, migrate_schema: bool = True,
+    def __init__(self, url: str | None = None, *, ttl_s: float = DEFAULT_TTL_S,
                  stop_containers: Callable[[str], list[str]] = stop_lease_containers):
         self.url = url or paths.store_url()
-        if migrate_schema:
-            migrate(self.url)
         self.ttl_s = ttl_s
         self.stop_containers = stop_containers
         self.me = socket.gethostname()
@@ -121,6 +122,7 @@ class LeaseManager:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             self.engine = create_engine(self.url, pool_pre_ping=True)
+        check_schema(self.engine, self.url)
 
     def _lock_host(self, conn, host: str) -> None:
         if conn.execute(update(LeaseHostRow).where(LeaseHostRow.host == host)
@@ -176,8 +178,9 @@ class LeaseManager:
                          co_tenants={r.cell_key for r in live}, manager=self)
 
     def acquire(self, host: Host, n: int, cell_key: str, *, exclusive: bool = False, timeout_s: float = 3600,
-                poll_s: float = 1.0) -> Lease:
-        """Block until n devices of `host` are leased to `cell_key` (all of them, if exclusive)."""
+                poll_s: float = 1.0, abort: threading.Event | None = None) -> Lease:
+        """Block until n devices of `host` are leased to `cell_key` (all of them, if exclusive);
+        LeaseTimeout after timeout_s, or as soon as `abort` is set (the task was cancelled)."""
         if n > len(host.device_ids):
             raise LeaseTimeout(f"host {host.name} has {len(host.device_ids)} devices; cell {cell_key} asked for {n}")
         start = time.monotonic()
@@ -192,6 +195,8 @@ class LeaseManager:
                 log.info("leased %s devices %s to cell %s (%s, waited %.1fs)", host.name, lease.device_ids, cell_key,
                          "exclusive" if exclusive else "packed", lease.waited_s)
                 return lease
+            if abort is not None and abort.is_set():
+                raise LeaseTimeout(f"stopped waiting for {n} devices on {host.name} for cell {cell_key}: cancelled")
             if time.monotonic() - start > timeout_s:
                 holders = sorted({(r.cell_key, r.device_id) for r in self.holders(host.name)})
                 raise LeaseTimeout(f"no {n} free devices on {host.name} for cell {cell_key} within {timeout_s:.0f}s; "

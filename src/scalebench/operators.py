@@ -1,29 +1,34 @@
 """CellDockerOperator: one training cell in its framework container.
 
-Static per task (known when the DAG is built): image, command, queue, pool, pool_slots.
-Per mapped instance: the `cell` dict from the plan. Everything with side effects happens in
-execute(): lease a device set, pre-flight it, write cell.json, run the container under a
-watchdog, classify a failure, check the result contract, release the lease.
+Static per task (known when the DAG is built): image, command, queue, pool, pool_slots, and
+the dataset check (an XComArg). Per mapped instance: the `cell` dict from the plan. Nothing
+happens in __init__; execute() runs named phases, each testable alone:
+
+    begin -> lease -> preflight -> spec -> run -> classify -> collect
+
+A failure in any phase leaves failure.json in the attempt folder (class, exit code, attempt,
+stage, message), pushes the XCom `cell_summary`, sets the task note and raises CellFailed
+(transient: retried) or CellFailedPermanently.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.operators.docker import DockerOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import CELL_SPEC_FILE, CONTRACT_VERSION, RESULT_FILE, ContractError, load_result, write_json_atomic
 
 from . import notes, preflight, runs
 from .cells import timing_policy
-from .config import Configs
+from .config import Benchmark, Configs, Host, Resolved
 from .container import settings
-from .failures import Failure, classify
+from .failures import OUTPUT_TAIL_LINES, Failure, classify, write_failure
 from .runs import PLACEMENT_FILE
-
-OUTPUT_TAIL_LINES = 50
 
 
 class CellFailedMixin:
@@ -40,77 +45,194 @@ class CellFailed(CellFailedMixin, AirflowException):
 
 
 class CellFailedPermanently(CellFailedMixin, AirflowFailException):
-    """A deterministic failure (OOM at this batch, bad dataset...): retrying cannot help."""
+    """A deterministic failure (OOM at this batch, bad dataset, cancelled...): retrying cannot help."""
+
+
+@dataclass
+class Attempt:
+    """One try of one cell: what it runs with and where its files go."""
+    cell: dict
+    number: int
+    bench: Benchmark
+    host: Host
+    resolved: Resolved
+    policy: str
+    timeout_s: float
+    out: Path
+    stage: str = "begin"
+
+
+@dataclass
+class Outcome:
+    exit_code: int | None
+    lines: list[str]
+    oom_killed: bool
+
+
+class HostConfigExtras:
+    """The provider's Docker API client, adding host-config settings that DockerOperator has no
+    parameter for (cpuset_cpus); everything else goes to the client unchanged."""
+
+    def __init__(self, client, **extra):
+        self._client, self._extra = client, extra
+
+    def create_host_config(self, **kwargs):
+        return self._client.create_host_config(**kwargs, **self._extra)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
 
 
 class CellDockerOperator(DockerOperator):
-    template_fields = (*DockerOperator.template_fields, "cell")
+    template_fields = (*DockerOperator.template_fields, "cell", "dataset")
     ui_color = "#d8e8f8"
+    # phases named in a failure line; a container or contract failure speaks for itself
+    QUIET_STAGES = ("begin", "run", "classify", "collect")
 
-    def __init__(self, *, cell: dict | None = None, benchmark_id: str, host_name: str, **kwargs: Any):
+    def __init__(self, *, cell: dict | None = None, dataset: Any = None, benchmark_id: str, host_name: str,
+                 **kwargs: Any):
         kwargs.setdefault("mount_tmp_dir", False)
         kwargs["auto_remove"] = "never"  # we inspect the state (OOMKilled) before removing it
         kwargs.setdefault("xcom_all", True)
         super().__init__(**kwargs)
         self.cell = cell
+        self.dataset = dataset
         self.benchmark_id = benchmark_id
         self.host_name = host_name
-        self._lease = None
         self._ti = None
-        self._cpuset = None
+        self._lease = None
+        self._cpuset: str | None = None
         self._timed_out = threading.Event()
+        self._cancelled = threading.Event()
 
-    # -- pieces -----------------------------------------------------------------------------
-    def _image_digest(self, cell: dict) -> str:
+    @property
+    def cli(self):
+        client = super().cli
+        return HostConfigExtras(client, cpuset_cpus=self._cpuset) if self._cpuset else client
+
+    # -- the cell ---------------------------------------------------------------------------
+    def execute(self, context) -> dict:
+        self._ti = context["ti"]
+        attempt = self.begin(self._ti.try_number)
         try:
-            return self.cli.inspect_image(self.image)["Id"]
-        except Exception as exc:
-            import docker.errors
+            lease = self.lease(attempt)
+            try:
+                checked = self.preflight(attempt, lease)
+                self.spec(attempt, lease, checked)
+                outcome = self.run(attempt, context)
+                self.write_placement(attempt, lease, checked)
+                failure = self.classify(attempt, outcome)
+                if failure:
+                    raise self.fail(attempt, failure, outcome.lines)
+                return self.collect(attempt, lease, outcome)
+            finally:
+                self._lease = None
+                lease.release()
+        except AirflowTaskTimeout:  # the execution_timeout backstop fired inside a phase
+            self._stop_container("execution timeout reached")
+            self.fail(attempt, Failure("timeout", None, "ran past the task's execution_timeout (backstop)"))
+            raise
+        except (CellFailed, AirflowFailException):  # CellFailedPermanently is an AirflowFailException
+            raise
+        except Exception as exc:  # a defect or an unforeseen error still leaves a record
+            raise self.fail(attempt, Failure("unknown", None, f"{type(exc).__name__}: {exc}")) from exc
 
-            if isinstance(exc, docker.errors.ImageNotFound):
-                raise self._failure(cell, Failure("image_missing", None, f"image {self.image} is not on the Docker "
-                                                  "engine; build it with `make images`")) from None
-            raise self._failure(cell, Failure("engine_unreachable", None, f"Docker engine did not answer ({exc})")) from None
+    def on_kill(self) -> None:
+        """A user's cancel (SIGTERM to the task): stop the container, free the devices; the
+        attempt is recorded as `cancelled` by execute, which the SDK lets run to its end."""
+        self._cancelled.set()
+        self._stop_container("task killed")
+        if self._lease is not None:
+            self._lease.release()
 
-    def _spec(self, cell: dict, bench, host, lease, dataset: dict, attempt: int, policy: str, checked: dict) -> dict:
+    # -- phases -----------------------------------------------------------------------------
+    def begin(self, number: int) -> Attempt:
+        cell = self.cell
+        configs = Configs()
+        bench = configs.benchmark(self.benchmark_id)
         res = bench.resolved(cell["profile"])
-        topo = {a: {b: k for b, k in (host.topology or {}).get(a, {}).items() if b in lease.device_ids}
-                for a in lease.device_ids} if host.topology else None
-        return {
+        out = runs.attempt_dir(cell, number)
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in (RESULT_FILE, runs.FAILURE_FILE, runs.VALIDATION_FILE, PLACEMENT_FILE, "events.jsonl"):
+            (out / stale).unlink(missing_ok=True)
+        return Attempt(cell=cell, number=number, bench=bench, host=configs.fleet.host(self.host_name), resolved=res,
+                       policy=timing_policy(cell["profile"]), timeout_s=res.cell_timeout_minutes * 60, out=out)
+
+    def lease(self, a: Attempt):
+        from .leases import LeaseManager, LeaseTimeout  # the store's ORM: not at DAG parse time
+
+        if not self.dataset:
+            raise self.fail(a, Failure("dataset_missing", None, "no dataset check result (check_dataset did not run)"))
+        a.stage = "lease"
+        try:
+            self._lease = LeaseManager().acquire(a.host, a.cell["gpus"], a.cell["key"], timeout_s=a.timeout_s,
+                                                 exclusive=a.policy == "exclusive", abort=self._cancelled)
+        except LeaseTimeout as exc:
+            if self._cancelled.is_set():
+                raise self.fail(a, classify(None, [], cancelled=True)) from None
+            raise self.fail(a, Failure("lease_timeout", None, str(exc))) from None
+        self._lease.start_heartbeat()
+        return self._lease
+
+    def preflight(self, a: Attempt, lease) -> dict:
+        a.stage = "preflight"
+        if a.host.kind != "gpu":
+            return {"status": "skipped", "reason": "CPU host (emulated devices)"}
+        try:
+            return preflight.check(lease.device_ids)
+        except preflight.PreflightFailed as exc:
+            write_json_atomic(a.out / "preflight.json", exc.report)
+            raise self.fail(a, Failure("preflight_failed", None, str(exc))) from None
+
+    def spec(self, a: Attempt, lease, checked: dict) -> None:
+        """Write cell.json (what runs, with provenance) and set the container's settings."""
+        a.stage = "spec"
+        bench, host, cell = a.bench, a.host, a.cell
+        topo = {x: {y: k for y, k in (host.topology or {}).get(x, {}).items() if y in lease.device_ids}
+                for x in lease.device_ids} if host.topology else None
+        doc = {
             "contract_version": CONTRACT_VERSION,
             "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
-                                          "repeat", "profile", "seed", "label")} | {"attempt": attempt},
+                                          "repeat", "profile", "seed", "label")} | {"attempt": a.number},
             "devices": {"kind": host.kind, "ids": lease.device_ids, "count": len(lease.device_ids), "topology": topo,
-                        "lease_id": lease.lease_id, "timing_policy": policy, "preflight": checked},
+                        "lease_id": lease.lease_id, "timing_policy": a.policy, "preflight": checked},
             "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
                          "scaling_mode": cell["scaling_mode"], "lr_policy": bench.lr_policy.model_dump(),
-                         "lr": cell["lr"], "warmup_steps": res.warmup_steps, "epochs": cell["epochs"],
-                         "max_steps_per_epoch": res.max_steps_per_epoch},
-            "data": {"name": dataset["name"], "format": dataset["format"], "path": "/data",
-                     "fingerprint": dataset["fingerprint"], "train_limit": res.train_images,
-                     "test_limit": res.test_images, "image_size": res.image_size},
+                         "lr": cell["lr"], "warmup_steps": a.resolved.warmup_steps, "epochs": cell["epochs"],
+                         "max_steps_per_epoch": a.resolved.max_steps_per_epoch},
+            "data": {"name": self.dataset["name"], "format": self.dataset["format"], "path": "/data",
+                     "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
+                     "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
             "model": {"name": bench.id, **bench.model},
-            "provenance": {"image": self.image, "image_digest": self._image_digest(cell),
-                           "git_revision": runs.git_revision(), "dataset_fingerprint": dataset["fingerprint"],
-                           "resolved_config": res.summary()},
+            "provenance": {"image": self.image, "image_digest": self._image_digest(a),
+                           "git_revision": runs.git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
+                           "resolved_config": a.resolved.summary()},
         }
+        write_json_atomic(a.out / CELL_SPEC_FILE, doc)
+        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out))
+        from .leases import LEASE_LABEL
 
-    def _stop_for_timeout(self) -> None:
-        self._timed_out.set()
-        container = getattr(self, "container", None)
-        if container:
-            self.log.error("cell timeout reached: stopping container %s", container["Id"][:12])
-            try:
-                self.cli.stop(container["Id"], timeout=5)
-            except Exception as exc:
-                self.log.warning("could not stop container: %s", exc)
+        self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
+        self.device_requests, self.shm_size = s.device_requests, s.shm_size
+        self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
+        self._cpuset = s.cpuset_cpus
+        self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
+                      cell["cell_id"], cell["label"], host.name, lease.device_ids, a.policy, lease.waited_s, a.number,
+                      a.out)
 
-    def _run_container(self, context, timeout_s: float) -> tuple[int | None, list[str], bool]:
-        """(exit code, output lines, OOM-killed); the output is folded in a log group."""
-        if self._cpuset:  # DockerOperator has no cpuset parameter; add it to the host config it builds
-            make_host_config = self.cli.create_host_config
-            self.cli.create_host_config = lambda **kw: make_host_config(**kw, cpuset_cpus=self._cpuset)
-        watchdog = threading.Timer(timeout_s, self._stop_for_timeout)
+    def run(self, a: Attempt, context=None) -> Outcome:
+        """Run the container under the cell-timeout watchdog; its output is folded in a log group."""
+        a.stage = "run"
+        if self._cancelled.is_set():
+            raise self.fail(a, classify(None, [], cancelled=True))
+        watchdog = threading.Timer(a.timeout_s, self._stop_for_timeout)
         watchdog.daemon = True
         self.container = None
         self.log.info("::group::Container output (%s)", self.image)
@@ -122,6 +244,9 @@ class CellDockerOperator(DockerOperator):
             except DockerContainerFailedException as exc:
                 lines = [str(x) for x in (exc.logs or [])]
                 exit_code = None
+            except _engine_errors() as exc:
+                raise self.fail(a, Failure("engine_unreachable", None, f"Docker engine failed during the run "
+                                           f"({type(exc).__name__}: {str(exc)[:200]})")) from None
         finally:
             watchdog.cancel()
             self.log.info("::endgroup::")
@@ -132,20 +257,72 @@ class CellDockerOperator(DockerOperator):
                 exit_code, oom = state.get("ExitCode", exit_code), bool(state.get("OOMKilled"))
             finally:
                 self.cli.remove_container(self.container["Id"], force=True)
-        return exit_code, [str(x) for x in lines], oom
+        return Outcome(exit_code, [str(x) for x in lines], oom)
 
-    def _failure(self, cell: dict, failure: Failure, logs: list[str] | None = None, out=None, attempt: int = 0):
-        """Write failure.json, log the reason line right after the output, return the exception to raise."""
+    def classify(self, a: Attempt, outcome: Outcome) -> Failure | None:
+        a.stage = "classify"
+        if outcome.exit_code == 0 and not (self._timed_out.is_set() or self._cancelled.is_set()):
+            return None
+        return classify(outcome.exit_code, outcome.lines, oom_killed=outcome.oom_killed,
+                        timed_out=self._timed_out.is_set(), timeout_s=a.timeout_s, cancelled=self._cancelled.is_set())
+
+    def collect(self, a: Attempt, lease, outcome: Outcome) -> dict:
+        """The result contract of a clean exit, summarised for validation."""
+        a.stage = "collect"
+        try:
+            result = load_result(a.out / RESULT_FILE)
+        except ContractError as exc:
+            raise self.fail(a, Failure("contract_missing_or_invalid", outcome.exit_code, str(exc)),
+                            outcome.lines) from None
+        summary = {"cell": a.cell, "attempt": a.number, "attempt_dir": str(a.out), "device_ids": lease.device_ids,
+                   "timing_policy": a.policy, "co_tenants": sorted(lease.co_tenants),
+                   "train_s": result["timing"]["train_s"], "metrics": result["metrics"],
+                   "world_size": result["devices"]["world_size"]}
+        self.log.info("cell %s done: train %.2fs, metrics %s", a.cell["cell_id"], summary["train_s"], summary["metrics"])
+        return summary
+
+    # -- helpers ----------------------------------------------------------------------------
+    def write_placement(self, a: Attempt, lease, checked: dict) -> None:
+        write_json_atomic(a.out / PLACEMENT_FILE, {
+            "host": a.host.name, "device_ids": lease.device_ids, "lease_id": lease.lease_id, "timing_policy": a.policy,
+            "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s, "preflight": checked})
+
+    def _image_digest(self, a: Attempt) -> str:
+        try:
+            return self.cli.inspect_image(self.image)["Id"]
+        except Exception as exc:
+            import docker.errors
+
+            if isinstance(exc, docker.errors.ImageNotFound):
+                raise self.fail(a, Failure("image_missing", None, f"image {self.image} is not on the Docker engine; "
+                                           "build it with `make images`")) from None
+            raise self.fail(a, Failure("engine_unreachable", None, f"Docker engine did not answer "
+                                       f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+
+    def _stop_container(self, why: str) -> None:
+        container = getattr(self, "container", None)
+        if container:
+            self.log.error("%s: stopping container %s", why, container["Id"][:12])
+            try:
+                self.cli.stop(container["Id"], timeout=5)
+            except Exception as exc:
+                self.log.warning("could not stop container: %s", exc)
+
+    def _stop_for_timeout(self) -> None:
+        self._timed_out.set()
+        self._stop_container("cell timeout reached")
+
+    def fail(self, a: Attempt, failure: Failure, logs: list[str] | None = None):
+        """Record the failed attempt, log the reason line right after the output, and return the
+        exception to raise."""
         logs = logs or []
-        line = failure.line(cell, attempt)
-        if out is not None:
-            write_json_atomic(out / runs.FAILURE_FILE, {"reason": failure.reason, "exit_code": failure.exit_code,
-                                                        "transient": failure.transient, "message": line,
-                                                        "output_tail": logs[-OUTPUT_TAIL_LINES:]})
-        ti = getattr(self, "_ti", None)
+        line = failure.line(a.cell, a.number, None if a.stage in self.QUIET_STAGES else a.stage)
+        write_failure(a.out, failure, line, attempt=a.number, stage=a.stage, logs=logs)
+        ti = self._ti
         if ti is not None:  # the UI's XCom tab and the note show why, even though the task failed
-            ti.xcom_push(key="cell_summary", value={"cell": cell, "attempt": attempt, "reason": failure.reason,
-                                                    "exit_code": failure.exit_code, "message": line})
+            ti.xcom_push(key="cell_summary", value={"cell": a.cell, "attempt": a.number, "stage": a.stage,
+                                                    "reason": failure.reason, "exit_code": failure.exit_code,
+                                                    "transient": failure.transient, "message": line})
             if getattr(ti, "dag_id", None):
                 self.log.info("task note: %s", notes.set_note(ti, line))
         self.log.error("%s", line)
@@ -154,74 +331,3 @@ class CellDockerOperator(DockerOperator):
                            "\n".join(logs[-OUTPUT_TAIL_LINES:]))
         cls = CellFailed if failure.transient else CellFailedPermanently
         return cls(line, failure, logs)
-
-    # -- the cell ---------------------------------------------------------------------------
-    def execute(self, context) -> dict:
-        cell, ti = self.cell, context["ti"]
-        self._ti = ti
-        attempt = ti.try_number
-        configs = Configs()
-        bench, host = configs.benchmark(self.benchmark_id), configs.fleet.host(self.host_name)
-        res = bench.resolved(cell["profile"])
-        policy = timing_policy(cell["profile"])
-        timeout_s = res.cell_timeout_minutes * 60
-        dataset = ti.xcom_pull(task_ids="check_dataset", map_indexes=-1)
-        out = runs.attempt_dir(cell, attempt)
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in (RESULT_FILE, runs.FAILURE_FILE, runs.VALIDATION_FILE, PLACEMENT_FILE, "events.jsonl"):
-            (out / stale).unlink(missing_ok=True)
-        from .leases import LEASE_LABEL, LeaseManager, LeaseTimeout  # the store's ORM: not at DAG parse time
-
-        if not dataset:
-            raise self._failure(cell, Failure("dataset_missing", None, "no dataset check result (check_dataset did not "
-                                              "run)"), out=out, attempt=attempt)
-        try:
-            self._lease = LeaseManager().acquire(host, cell["gpus"], cell["key"], exclusive=policy == "exclusive",
-                                                 timeout_s=timeout_s)
-        except LeaseTimeout as exc:
-            raise self._failure(cell, Failure("lease_timeout", None, str(exc)), out=out, attempt=attempt) from None
-        lease = self._lease
-        lease.start_heartbeat()
-        try:
-            checked = {"status": "skipped", "reason": "CPU host (emulated devices)"}
-            if host.kind == "gpu":
-                try:
-                    checked = preflight.check(lease.device_ids)
-                except preflight.PreflightFailed as exc:
-                    write_json_atomic(out / "preflight.json", exc.report)
-                    raise self._failure(cell, Failure("preflight_failed", None, str(exc)), out=out, attempt=attempt) from None
-            write_json_atomic(out / CELL_SPEC_FILE, self._spec(cell, bench, host, lease, dataset, attempt, policy, checked))
-            s = settings(bench, host, cell, lease.device_ids, dataset["root"], str(out))
-            self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
-            self.device_requests, self.shm_size = s.device_requests, s.shm_size
-            self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
-            self._cpuset = s.cpuset_cpus
-            self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
-                          cell["cell_id"], cell["label"], host.name, lease.device_ids, policy, lease.waited_s, attempt, out)
-            exit_code, lines, oom = self._run_container(context, timeout_s)
-            placement = {"host": host.name, "device_ids": lease.device_ids, "lease_id": lease.lease_id,
-                         "timing_policy": policy, "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s,
-                         "preflight": checked}
-            write_json_atomic(out / PLACEMENT_FILE, placement)
-            if exit_code != 0 or self._timed_out.is_set():
-                failure = classify(exit_code, lines, oom_killed=oom, timed_out=self._timed_out.is_set(), timeout_s=timeout_s)
-                raise self._failure(cell, failure, lines, out, attempt)
-            try:
-                result = load_result(out / RESULT_FILE)
-            except ContractError as exc:
-                raise self._failure(cell, Failure("contract_missing_or_invalid", exit_code, str(exc)), lines, out,
-                                    attempt) from None
-        finally:
-            self._lease = None
-            lease.release()
-        summary = {"cell": cell, "attempt": attempt, "attempt_dir": str(out), "device_ids": lease.device_ids,
-                   "timing_policy": policy, "co_tenants": sorted(lease.co_tenants), "train_s": result["timing"]["train_s"],
-                   "metrics": result["metrics"], "world_size": result["devices"]["world_size"]}
-        self.log.info("cell %s done: train %.2fs, metrics %s", cell["cell_id"], summary["train_s"], summary["metrics"])
-        return summary
-
-    def on_kill(self) -> None:
-        super().on_kill()  # stops the container
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None

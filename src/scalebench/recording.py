@@ -38,10 +38,12 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
     for cell in cells:
         attempts = sorted(runs.attempt_dir(cell, 1).parent.glob("attempt-*"),
                           key=lambda p: int(p.name.split("-")[1]))
-        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists()]
-        if not attempts:
+        # an attempt that failed before its container (lease, pre-flight, a task before the cells)
+        # has failure.json but no cell.json: it still counts, with its reason
+        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists() or (a / runs.FAILURE_FILE).exists()]
+        if not attempts:  # planned and never started: the only meaning of "missing"
             counts["missing"] += 1
-            not_valid.append(f"{cell['label']}: missing (no attempt ran)")
+            not_valid.append(f"{cell['label']}: missing (never started)")
             store.record_missing(cell)
             continue
         statuses = []

@@ -32,22 +32,40 @@ class Options:
     n_boot: int = 1000
     lineage: dict[str, str] = field(default_factory=dict)  # benchmark -> image name (not digest)
     lr_policies: dict[str, str] = field(default_factory=dict)  # benchmark -> "linear 0.01@256"
+    config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
 
 
 def _med(xs):
     return statistics.median(xs) if xs else None
 
 
-def choose_runs(cells: list[dict], night: str) -> dict[str, str]:
-    """Per benchmark, the run of that night: the last scheduled one, else the last of any type."""
-    best: dict[str, tuple[int, int, str]] = {}
-    for i, c in enumerate(cells):
-        if c["night"] != night:
+def choose_runs(cells: list[dict], night: str) -> tuple[dict[str, str], str]:
+    """(per benchmark, the run that feeds the table; where they come from). When the night has
+    scheduled runs, only those (the last per benchmark); a night with only manual runs (a demo, a
+    trial) is reported from the last manual run per benchmark, marked 'manual'."""
+    tonight = [c for c in cells if c["night"] == night]
+    source = "scheduled" if any(c["run_type"] == "scheduled" for c in tonight) else "manual"
+    chosen: dict[str, str] = {}
+    for c in tonight:  # cells come in recording order: the last run wins
+        if source == "manual" or c["run_type"] == "scheduled":
+            chosen[c["benchmark"]] = c["run_id"]
+    return chosen, source
+
+
+def manual_runs(cells: list[dict], night: str) -> list[dict]:
+    """Every manual run of the night with its counts and the cells that have no valid result."""
+    runs: dict[tuple[str, str], dict] = {}
+    for c in cells:
+        if c["night"] != night or c["run_type"] == "scheduled":
             continue
-        rank = (c["run_type"] == "scheduled", i)
-        if c["benchmark"] not in best or rank > best[c["benchmark"]][:2]:
-            best[c["benchmark"]] = (*rank, c["run_id"])
-    return {b: v[2] for b, v in best.items()}
+        r = runs.setdefault((c["benchmark"], c["run_id"]), {"benchmark": c["benchmark"], "run_id": c["run_id"],
+                                                            "cells": 0, "valid": 0, "not_valid": []})
+        r["cells"] += 1
+        if c["figure"] is not None:
+            r["valid"] += 1
+        else:
+            r["not_valid"].append({"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"})
+    return list(runs.values())
 
 
 def _baseline_ok(cell: dict, ones: list[dict]) -> bool:
@@ -99,7 +117,7 @@ def bench_row(bench: str, mine: list[dict], opts: Options, lr_policy: str = "") 
         "metric_iqr": {m: {n: iqr(v) for n, v in per.items() if v} for m, per in values.items()},
         "verdicts": verdicts, "breakdown": breakdown, "time_to_accuracy": None,
         "cells": len(mine), "valid": len(valid),
-        "not_valid": [{"label": c["label"], "status": c["status"], "reason": c["reason"] or "no attempt"}
+        "not_valid": [{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
                       for c in mine if c["figure"] is None],
         "refused": [c["label"] for c in refused],
     }
@@ -195,6 +213,11 @@ def markdown(doc: dict) -> str:
     else:
         out.append(f"**Partial report**: scheduled runs not yet recorded for this night: {', '.join(doc['missing']) or '–'}. "
                    "Regression alerts wait for the complete report.")
+    if doc["source"] == "manual" and doc["rows"]:
+        out += ["", "**Manual runs only**: this night has no scheduled run, so the table below is made from manual "
+                "runs (the last one per benchmark); they never feed the regression baseline."]
+    for stem, err in sorted(doc["config_errors"].items()):
+        out += ["", f"**Config error**: benchmark `{stem}` does not load and did not run: {err}"]
     out += ["", f"Generated {doc['generated']}. Relative training time T(n)/T(1): median over repeats per epoch count, "
             "averaged over epoch counts; 95% bootstrap CI in the detail table.", ""]
     head = ["benchmark", *[f"{m} verdict" for m in METRICS], *[f"{n} GPU" for n in counts]]
@@ -240,57 +263,30 @@ def markdown(doc: dict) -> str:
     bad += [f"- {r['benchmark']}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
             for r in rows for lab in r["refused"]]
     out += bad or ["- none"]
+    out += ["", "## Manual runs of this night", ""]
+    for r in doc["manual_runs"]:
+        out.append(f"- {r['benchmark']} run {r['run_id']}: {r['valid']} of {r['cells']} cells valid")
+        out += [f"  - {x['label']}: {x['status']} ({x['reason']})" for x in r["not_valid"]]
+    if not doc["manual_runs"]:
+        out.append("- none")
     out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in doc["plots"]]
     return "\n".join(out) + "\n"
 
 
 def to_html(md: str, title: str = "scalebench report") -> str:
-    """A dependency-free rendering of the Markdown this module writes."""
-    body, table, items = [], [], []
+    """The report's Markdown rendered by markdown-it-py (CommonMark plus tables)."""
+    from markdown_it import MarkdownIt
 
-    def inline(text: str) -> str:
-        t = html.escape(text)
-        while "**" in t:
-            t = t.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
-        return t
-
-    def flush():
-        if table:
-            rows = [[inline(c.strip()) for c in t.strip("|").split("|")] for t in table if not set(t) <= set("|-")]
-            body.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in rows[0]) + "</tr></thead><tbody>" +
-                        "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows[1:]) + "</tbody></table>")
-            table.clear()
-        if items:
-            body.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
-            items.clear()
-
-    for line in md.splitlines():
-        if line.startswith("|"):
-            table.append(line)
-            continue
-        if line.startswith("- "):
-            items.append(inline(line[2:]))
-            continue
-        flush()
-        if line.startswith("## "):
-            body.append(f"<h2>{inline(line[3:])}</h2>")
-        elif line.startswith("# "):
-            body.append(f"<h1>{inline(line[2:])}</h1>")
-        elif line.startswith("!["):
-            src = html.escape(line[line.index("(") + 1:-1])
-            body.append(f'<img src="{src}" alt="{src}">')
-        elif line.strip():
-            body.append(f"<p>{inline(line)}</p>")
-    flush()
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
     style = ("body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}"
              "td,th{border:1px solid #ccc;padding:3px 8px;font-size:14px}img{max-width:48%;margin:4px}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+            f"<style>{style}</style></head><body>{body}</body></html>")
 
 
 def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params: dict[str, int]) -> dict:
     """Everything the report says for one night, as data (table.json)."""
-    chosen = choose_runs(cells, night)
+    chosen, source = choose_runs(cells, night)
     rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts,
                       opts.lr_policies.get(b, "")) for b, run in sorted(chosen.items())]
     avg = average_row(rows)
@@ -305,7 +301,8 @@ def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params
                               for m, per in r["verdicts"].items()}
     doc = {
         "night": night, "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "complete": not missing, "expected": sorted(opts.expected), "missing": missing,
+        "complete": not missing, "expected": sorted(opts.expected), "missing": missing, "source": source,
+        "manual_runs": manual_runs(cells, night), "config_errors": opts.config_errors,
         "gpu_counts": sorted({n for r in rows for n in r["train_s"]}) or [1],
         "rows": rows, "average": avg, "conclusions": conclusions(rows, avg, params, opts),
         "alerts": [j.line() for j in judged if j.alert], "flagged": [j.line() for j in judged if j.flagged and not j.alert],
@@ -354,11 +351,13 @@ def options_from_configs() -> Options:
     from .regress import load_shifts
 
     configs = Configs()
-    return Options(expected=[b for b, c in configs.benchmarks.items() if c.schedule],
+    good, broken = configs.load_all()  # one bad config file must not stop the report of the others
+    return Options(expected=[b for b, c in good.items() if c.schedule],
                    shifts=load_shifts(configs.config_dir / "acknowledged_shifts.yaml"),
-                   lineage={b: c.images.get("gpu", "") for b, c in configs.benchmarks.items()},
+                   lineage={b: c.images.get("gpu", "") for b, c in good.items()},
                    lr_policies={b: f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
-                                for b, c in configs.benchmarks.items()})
+                                for b, c in good.items()},
+                   config_errors={stem: str(err) for stem, err in broken.items()})
 
 
 def write_report(store, out_dir: Path | str | None = None, night: str | None = None,
@@ -369,7 +368,7 @@ def write_report(store, out_dir: Path | str | None = None, night: str | None = N
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
     cells = store.figures(up_to_night=night, since_night=since)
     params = {}
-    for b, run in choose_runs(cells, night).items():
+    for b, run in choose_runs(cells, night)[0].items():
         key = next((c["key"] for c in cells if c["run_id"] == run and c["figure"] is not None), None)
         contract = store.contract(key) if key else None
         if contract and (contract.get("model") or {}).get("parameters"):

@@ -18,9 +18,18 @@ REPORT_DAG_ID = "scalebench_nightly_report"
 REPORT_CRON = "0 7 * * *"
 
 
+def nights_to_report(triggering_asset_events, night_param: str | None, run_after) -> list[str]:
+    """The nights the benchmark runs behind these asset events belong to (a run that records late
+    regenerates its own night's report); without events, the `night` param, else the cron's day."""
+    nights = {str(e.extra["night"]) for events in (triggering_asset_events or {}).values() for e in events
+              if (e.extra or {}).get("night")}
+    return sorted(nights) or [night_param or run_after.date().isoformat()]
+
+
 def build_report_dag(configs: Configs | None = None) -> DAG:
     configs = configs or Configs()
-    assets = [results_asset(b) for b in sorted(configs.benchmarks)]
+    good, broken = configs.load_all()  # a broken benchmark config must not take the report down
+    assets = [results_asset(b) for b in sorted([*good, *broken])]
     any_asset = assets[0]
     for a in assets[1:]:
         any_asset = any_asset | a
@@ -37,28 +46,37 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
 
         @task
         def write_report(**context) -> dict:
+            """The report of each night this DAG run is for: the nights of the benchmark runs that
+            triggered it (a late run regenerates its own night), else the `night` param, else today."""
             import json
 
             from .report import write_report as write
             from .store import Store
 
-            night = context["params"].get("night") or context["dag_run"].run_after.date().isoformat()
-            path = write(Store(), night=night)
-            doc = json.loads((path.parent / "table.json").read_text())
-            print(f"report for night {night} ({'complete' if doc['complete'] else 'partial'}): {path}")
-            return {"night": night, "path": str(path), "complete": doc["complete"], "missing": doc["missing"],
-                    "alerts": doc["alerts"]}
+            nights = nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
+                                      context["dag_run"].run_after)
+            store = Store()
+            summaries = []
+            for night in nights:
+                path = write(store, night=night)
+                doc = json.loads((path.parent / "table.json").read_text())
+                print(f"report for night {night} ({'complete' if doc['complete'] else 'partial'}): {path}")
+                summaries.append({"night": night, "path": str(path), "complete": doc["complete"],
+                                  "missing": doc["missing"], "alerts": doc["alerts"]})
+            return {"nights": summaries}
 
         @task
         def check_regressions(summary: dict) -> None:
-            if not summary["complete"]:
-                print(f"night {summary['night']} is partial (missing {summary['missing']}): alerts wait for the "
-                      f"complete report; {len(summary['alerts'])} pending")
-                return
-            if summary["alerts"]:
-                raise AirflowFailException(f"{len(summary['alerts'])} confirmed regression(s) on night "
-                                           f"{summary['night']}: " + "; ".join(summary["alerts"]))
-            print(f"night {summary['night']}: no regression")
+            alerts = []
+            for night in summary["nights"]:
+                if not night["complete"]:
+                    print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
+                          f"complete report; {len(night['alerts'])} pending")
+                    continue
+                alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
+                print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
+            if alerts:
+                raise AirflowFailException(f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts))
 
         check_regressions(write_report())
     return dag

@@ -13,6 +13,14 @@ VALIDATION_FILE = "validation.json"
 PLACEMENT_FILE = "placement.json"  # written by the operator: device ids, timing policy, co-tenants
 
 
+def night_of(dag_run) -> str:
+    """The night a DAG run belongs to (ISO date, UTC): its logical date, or when it was due."""
+    import datetime as dt
+
+    when = dag_run.logical_date or dag_run.run_after
+    return when.astimezone(dt.timezone.utc).date().isoformat()
+
+
 def safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 

@@ -1,10 +1,12 @@
 """Results store: every attempt of every cell, in any SQLAlchemy database (SQLite by default).
 
-Schema changes go through Alembic migrations (scalebench/migrations). A cell's figure is its
+Schema changes go through Alembic migrations (scalebench/migrations), applied only by the explicit
+`scalebench db upgrade` (make runs it); opening a store checks the schema and never migrates. A cell's figure is its
 latest valid attempt; failed or invalid attempts are kept for the record but never hide it.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from pathlib import Path
 from typing import Any
@@ -130,25 +132,90 @@ CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus
                "seed", "scaling_mode", "per_device_batch", "global_batch", "label")
 
 
-def migrate(url: str) -> None:
-    """Bring the database at `url` to the newest schema (Alembic upgrade head)."""
+HEAD_REVISION = "0003"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
+
+
+class StoreNotReady(RuntimeError):
+    """The results database is missing or at an older schema: `scalebench db upgrade` fixes it."""
+
+
+def schema_revision(engine) -> str | None:
+    """The Alembic revision the database is at, or None when it has no schema yet."""
+    from sqlalchemy import inspect, text
+
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def check_schema(engine, url: str) -> None:
+    """Refuse to work on a database that `scalebench db upgrade` has not brought to this version."""
+    found = schema_revision(engine)
+    if found != HEAD_REVISION:
+        where = url.split("@")[-1]  # never print a password
+        raise StoreNotReady(f"results store {where} is at schema revision {found or 'none (empty database)'}; "
+                            f"this scalebench needs {HEAD_REVISION}: run `scalebench db upgrade`")
+
+
+@contextlib.contextmanager
+def _migration_lock(url: str, engine):
+    """One migrator at a time: a file lock beside a SQLite file, an advisory lock on PostgreSQL."""
+    if url.startswith("sqlite:///"):
+        import fcntl
+
+        db = Path(url.removeprefix("sqlite:///"))
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with open(db.with_name(db.name + ".migrate-lock"), "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
+        from sqlalchemy import text
+
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(7311)"))  # any fixed key shared by all migrators
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(7311)"))
+    else:
+        yield
+
+
+def upgrade(url: str | None = None) -> tuple[str | None, str]:
+    """Bring the database to the newest schema (Alembic upgrade head), idempotent and locked, so
+    several processes starting at once are safe. Returns (revision before, revision after)."""
+    import logging
+
     from alembic import command
     from alembic.config import Config
 
+    url = url or paths.store_url()
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    cfg.set_main_option("sqlalchemy.url", url)
-    command.upgrade(cfg, "head")
+    engine = create_engine(url)
+    try:
+        with _migration_lock(url, engine):
+            before = schema_revision(engine)
+            if before != HEAD_REVISION:
+                cfg = Config()
+                cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+                cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+                logging.getLogger("alembic").setLevel(logging.WARNING)  # no "Context impl ..." chatter
+                command.upgrade(cfg, "head")
+            return before, schema_revision(engine)
+    finally:
+        engine.dispose()
 
 
 class Store:
-    def __init__(self, url: str | None = None, *, migrate_schema: bool = True):
+    def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
-        if migrate_schema:
-            migrate(self.url)
         self.engine = create_engine(self.url)
+        check_schema(self.engine, self.url)
 
     def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
                        exit_code: int | None = None, message: str | None = None, contract: dict | None = None,
