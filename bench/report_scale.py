@@ -23,7 +23,8 @@ from sqlalchemy import insert  # noqa: E402
 
 from scalebench.cells import cell_key, cell_label  # noqa: E402
 from scalebench.report import Options, write_report  # noqa: E402
-from scalebench.store import AttemptRow, CellRow, Store, upgrade  # noqa: E402
+from scalebench.db import upgrade  # noqa: E402
+from scalebench.store import AttemptRow, CellRow, Store  # noqa: E402
 
 BENCHES = ["resnet50_keras_cifar10", "unet_torch_voc2007", "frcnn_tf_voc2007", "frcnn_mmdet_voc2007",
            "maskrcnn_mmdet_voc2012", "msrcnn_mmdet_voc2012"]

@@ -18,7 +18,7 @@ CONFIGS = ROOT / "include" / "configs"
 @pytest.fixture(scope="session")
 def upgraded_store_file(tmp_path_factory) -> Path:
     """A results database brought to the newest schema once (`scalebench db upgrade`), copied per test."""
-    from scalebench.store import upgrade
+    from scalebench.db import upgrade
 
     db = tmp_path_factory.mktemp("store-template") / "results.db"
     upgrade(f"sqlite:///{db}")
@@ -62,6 +62,7 @@ def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
 
     ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
              "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke"}
+    ident.update({k: v for k, v in over.items() if k in ident})  # the key follows the identity it is given
     cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-e{epochs}-r{repeat}",
             "label": cell_label(gpus, epochs, repeat), "run_type": "manual", "seed": repeat - 1,
             "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}

@@ -58,6 +58,31 @@ def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail
 
 
 @requires_docker
+def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe):
+    """Preemption, a reboot or an operator's `docker kill`: not OOM, not unknown; retried."""
+    import threading
+
+    op, ctx, cell = probe("echo Epoch 1/3; sleep 300")
+    client = docker.from_env()
+
+    def kill_when_running():
+        for _ in range(600):
+            found = client.containers.list(filters={"label": f"org.scalebench.cell={cell['key']}"})
+            if found:
+                time.sleep(1)  # let it print
+                found[0].kill()
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_when_running, daemon=True).start()
+    exc = _run(op, ctx)
+    assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
+    assert exc.failure.reason == "killed" and "exit code 137 (transient)" in str(exc) and "SIGKILL" in str(exc)
+    assert exc.logs == ["Epoch 1/3"]
+    assert _no_containers_left(cell)
+
+
+@requires_docker
 def test_exit_zero_without_a_result_is_contract_missing(probe):
     op, ctx, cell = probe("echo training done")
     exc = _run(op, ctx)
@@ -85,9 +110,9 @@ def test_missing_image_is_its_own_class(probe):
 
 
 def op_attempt_dir(cell):
-    from scalebench import runs
+    from scalebench.attempt_folders import attempt_dir
 
-    return runs.attempt_dir(cell, 1)
+    return attempt_dir(cell, 1)
 
 
 @pytest.mark.parametrize("lines, kw, reason", [

@@ -98,3 +98,39 @@ def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monk
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     assert main(["configs"]) == 2
     assert "field 'epochs'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("change, same", [
+    ({"lr_policy": {"rule": "sqrt", "base_lr": 0.01, "reference_batch": 256}}, False),
+    ({"entrypoint": ["python", "-m", "trainers.other"]}, False),
+    ({"images": {"cpu": "scalebench/tensorflow:next", "gpu": "scalebench/tensorflow:gpu"}}, False),
+    ({"launcher": "torchrun"}, False),
+    ({"warmup_steps": 5}, False),
+    ({"schedule": "0 3 * * *", "retries": 5, "title": "renamed", "cell_timeout_minutes": 99}, True),
+])
+def test_config_identity_covers_what_changes_a_result(change, same):
+    from scalebench.config import Benchmark
+    from scalebench.store import config_sha
+
+    base = Configs().benchmark("resnet50_keras_cifar10")
+    other = Benchmark.model_validate({**base.model_dump(), **change})
+    sha = [config_sha({"provenance": {"resolved_config": b.resolved("full").summary()}}) for b in (base, other)]
+    assert (sha[0] == sha[1]) is same
+
+
+def test_configs_are_found_from_the_working_directory_without_an_editable_install(tmp_path, monkeypatch):
+    from scalebench import paths
+
+    monkeypatch.delenv("SCALEBENCH_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("SCALEBENCH_PROJECT_DIR", raising=False)
+    monkeypatch.setattr(paths, "__file__", str(tmp_path / "site-packages" / "scalebench" / "paths.py"))
+    project = tmp_path / "checkout"
+    (project / "include" / "configs").mkdir(parents=True)
+    (project / "dags").mkdir()
+    monkeypatch.chdir(project / "dags")
+    assert paths.config_dir() == project / "include" / "configs"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(paths.ProjectNotFound, match="set SCALEBENCH_CONFIG_DIR .* looked up from"):
+        paths.config_dir()
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(project / "include" / "configs"))
+    assert paths.config_dir() == project / "include" / "configs"

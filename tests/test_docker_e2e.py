@@ -66,12 +66,14 @@ def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
         assert doc["model"]["architecture"] == "ResNet50" and doc["model"]["strategy"] == "MirroredStrategy"
         assert 23.5e6 < doc["model"]["parameters"] < 23.7e6  # real ResNet50, 10 classes
         assert doc["loss_curve"][-1] < doc["loss_curve"][0], doc["loss_curve"]  # it learns
+        assert doc["metrics"]["recall"] >= 0.5, doc["metrics"]  # and precise BN lets evaluation show it
         assert doc["provenance"]["image_digest"].startswith("sha256:")
         assert doc["data"]["fingerprint"].startswith("sha256:")
         assert doc["provenance"]["resolved_config"]["profile"] == "smoke"
         assert doc["timing"]["warmup_s"] > 0 and doc["timing"]["train_s"] > 0 and len(doc["timing"]["epoch_s"]) == 3
         events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
         assert events[0] == "run_start" and events[-1] == "run_stop" and events.count("epoch_stop") == 3
+        assert events.index("eval_start") < events.index("precise_bn") < events.index("eval_stop")
         assert json.loads((path.parent / "validation.json").read_text())["success"]
 
 
@@ -91,7 +93,7 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
     assert rc == 0, out
     text = (home / "report" / "report.md").read_text()
     # one repeat: accuracy verdicts are honest about it
-    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | – | 100.0% |" in text
+    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | 100.0% |" in text
 
 
 @requires_docker
@@ -159,7 +161,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
     assert "- flaky: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in text
-    assert "| flaky | – | – | – | 100.0% |" in text
+    assert "| flaky | – | – | 100.0% |" in text
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
     [check] = [t for t in unet_ti["task_instances"] if t["task_id"] == "check_dataset"]

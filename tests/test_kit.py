@@ -81,4 +81,5 @@ def test_event_log_writes_json_lines_on_rank_zero_only(tmp_path):
     assert [(e["key"], e["value"], e["loss"]) for e in events] == [("epoch_stop", 1, 0.5)]
     with pytest.raises(ValueError, match="unknown event key 'epoch_end'"):
         EventLog(tmp_path / "e.jsonl").log("epoch_end")
-    json.dumps(events)
+    line = (tmp_path / "e.jsonl").read_text().splitlines()[0]
+    assert json.loads(line) == events[0] and set(events[0]) == {"key", "time", "value", "rank", "loss"}

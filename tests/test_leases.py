@@ -8,7 +8,7 @@ import pytest
 
 from scalebench.config import Host
 from scalebench.leases import LeaseManager, LeaseTimeout
-from scalebench.store import upgrade
+from scalebench.db import upgrade
 from scalebench.topology import choose
 
 HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])

@@ -11,7 +11,8 @@ import pytest
 import requests
 from airflow.providers.docker.hooks.docker import DockerHook
 
-from scalebench import preflight, runs
+from scalebench import preflight
+from scalebench.attempt_folders import attempt_dir
 from scalebench.config import Configs
 from scalebench.leases import LeaseManager
 from scalebench.operators import CellFailed, CellFailedPermanently
@@ -39,7 +40,7 @@ def cell_op(tmp_path, monkeypatch):
         client.inspect_container.return_value = {"State": {"ExitCode": exit_code, "OOMKilled": oom}}
         if writes_result:
             def start(_id):
-                (runs.attempt_dir(cell, ctx["ti"].try_number) / "metrics.json").write_text(
+                (attempt_dir(cell, ctx["ti"].try_number) / "metrics.json").write_text(
                     json.dumps(sample_contract(cell, attempt=ctx["ti"].try_number)))
             client.start.side_effect = start
         op.hook = mock.MagicMock(spec=DockerHook, api_client=client, client_created=True)
@@ -55,7 +56,7 @@ def _fails(op, ctx):
 
 
 def _record(cell, attempt=1):
-    return json.loads((runs.attempt_dir(cell, attempt) / runs.FAILURE_FILE).read_text())
+    return json.loads((attempt_dir(cell, attempt) / "failure.json").read_text())
 
 
 def _no_leases_held():
@@ -66,7 +67,7 @@ def test_a_clean_exit_with_a_valid_contract_is_collected(cell_op):
     op, ctx, cell, client, notes_set = cell_op(0, ["step 1"], writes_result=True)
     summary = op.execute(ctx)
     assert summary["attempt"] == 1 and summary["world_size"] == 1 and summary["device_ids"] == ["0"]
-    spec = json.loads((runs.attempt_dir(cell, 1) / "cell.json").read_text())
+    spec = json.loads((attempt_dir(cell, 1) / "cell.json").read_text())
     assert spec["provenance"]["image_digest"] == "sha256:1mage" and spec["cell"]["attempt"] == 1
     client.remove_container.assert_called_once_with("c0ffee" * 8, force=True)
     assert "cpuset_cpus" not in client.create_host_config.call_args.kwargs  # the fleet lists no cores
@@ -182,7 +183,7 @@ def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypat
     exc = _fails(op, ctx)
     assert isinstance(exc, CellFailed) and exc.failure.reason == "preflight_failed"
     assert "failed at preflight: preflight_failed" in str(exc) and "power cap" in str(exc)
-    assert json.loads((runs.attempt_dir(cell, 1) / "preflight.json").read_text()) == {"devices": ["0"]}
+    assert json.loads((attempt_dir(cell, 1) / "preflight.json").read_text()) == {"devices": ["0"]}
     client.create_container.assert_not_called()
     assert _no_leases_held()
 
@@ -213,7 +214,7 @@ def test_a_retry_is_a_new_attempt_folder(cell_op):
     op, ctx, cell, client, _ = cell_op(0, writes_result=True)
     ctx["ti"].try_number = 2
     assert op.execute(ctx)["attempt"] == 2
-    assert (runs.attempt_dir(cell, 2) / "metrics.json").exists() and not runs.attempt_dir(cell, 1).exists()
+    assert (attempt_dir(cell, 2) / "metrics.json").exists() and not attempt_dir(cell, 1).exists()
 
 
 def test_pinned_cores_go_into_the_host_config(cell_op):

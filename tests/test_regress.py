@@ -80,3 +80,26 @@ def test_shift_file_is_validated(tmp_path):
     with pytest.raises(ConfigError, match="field 'shifts.0': expected benchmark, since"):
         load_shifts(f)
     assert load_shifts(tmp_path / "absent.yaml") == []
+
+
+def test_a_flagged_night_joins_the_baseline_only_once_the_next_night_clears_it():
+    import statistics
+
+    steady = [119.0 - i for i in range(20)]                  # drifting down 119 -> 100: median 109.5
+    js = judge(series(steady + [85.0, 108.0, 108.0]))
+    assert js[20].flagged and not js[20].alert
+    # the night after a flagged one is judged against the baseline without it (before: 85 had
+    # joined it, pushing out 119, and the median was 108.5)
+    assert js[21].baseline == statistics.median(steady) == 109.5
+    assert not js[21].flagged
+    # night 21 cleared night 20: both have joined the trailing 20-night baseline of night 22
+    assert js[22].baseline == statistics.median((steady + [85.0, 108.0])[-20:]) == 108.0
+
+
+def test_every_night_of_a_step_is_judged_against_the_level_before_it():
+    """Flagged nights stay out of the baseline while they are unconfirmed, and confirmed ones for
+    good, so a step neither widens its own baseline nor drags its median."""
+    steady = [1019.0 - i for i in range(20)]
+    js = judge(series(steady + [900.0] * 6))
+    assert [j.flagged for j in js[20:]] == [True] * 6 and js[21].alert
+    assert {j.baseline for j in js[20:]} == {1009.5}

@@ -22,7 +22,7 @@ def record(store, gpus, epochs, repeat, train_s, run_id="scheduled__n1", night=N
 
 
 def doc_for(store, night=NIGHT, **opts):
-    return build(store.figures(up_to_night=night), night, Options(**opts), store.runs(), {})
+    return build(store.figures(up_to_night=night), night, Options(**opts), store.runs())
 
 
 def test_relative_time_speedup_efficiency_and_ci_on_known_inputs():
@@ -31,12 +31,12 @@ def test_relative_time_speedup_efficiency_and_ci_on_known_inputs():
         record(store, 1, 3, rep, t1)
         record(store, 2, 3, rep, t2)
         record(store, 4, 3, rep, t4)
-    [row] = doc_for(store)["rows"]
-    assert row["relative_time"] == {1: 1.0, 2: pytest.approx(0.6), 4: pytest.approx(0.4)}
-    assert row["speedup"][4] == pytest.approx(2.5) and row["efficiency"][2] == pytest.approx(1 / 1.2)
-    lo, hi = row["relative_time_ci"][2]
+    [row] = doc_for(store).rows
+    assert row.relative_time == {1: 1.0, 2: pytest.approx(0.6), 4: pytest.approx(0.4)}
+    assert row.speedup[4] == pytest.approx(2.5) and row.efficiency[2] == pytest.approx(1 / 1.2)
+    lo, hi = row.relative_time_ci[2]
     assert lo <= 0.6 <= hi and lo > 0
-    assert row["iqr_s"][1] == pytest.approx(20.0)  # quartiles of 90, 100, 130 (inclusive method)
+    assert row.iqr_s[1] == pytest.approx(20.0)  # quartiles of 90, 100, 130 (inclusive method)
 
 
 def test_relative_time_is_per_epoch_count_then_averaged_and_the_average_row():
@@ -44,10 +44,9 @@ def test_relative_time_is_per_epoch_count_then_averaged_and_the_average_row():
     for e, t1, t2 in ((10, 100, 50), (20, 200, 160)):
         record(store, 1, e, 1, t1)
         record(store, 2, e, 1, t2)
-    [row] = doc_for(store)["rows"]
-    assert row["relative_time"][2] == pytest.approx((0.5 + 0.8) / 2)
-    avg = average_row([{"relative_time": {2: 0.66, 4: 0.48}}, {"relative_time": {2: 0.89, 4: 0.91}},
-                       {"relative_time": {2: 0.5}}])
+    [row] = doc_for(store).rows
+    assert row.relative_time[2] == pytest.approx((0.5 + 0.8) / 2)
+    avg = average_row([{2: 0.66, 4: 0.48}, {2: 0.89, 4: 0.91}, {2: 0.5}])
     assert avg[2] == pytest.approx((0.66 + 0.89 + 0.5) / 3) and avg[4] == pytest.approx((0.48 + 0.91) / 2)
 
 
@@ -58,8 +57,8 @@ def test_accuracy_verdicts_equivalent_worse_and_inconclusive():
         record(store, 2, 3, rep, 60, precision=p2)
         record(store, 4, 3, rep, 40, precision=p4)
     record(store, 3, 3, 1, 50, precision=0.8)
-    [row] = doc_for(store)["rows"]
-    v = row["verdicts"]["precision"]
+    [row] = doc_for(store).rows
+    v = row.verdicts["precision"]
     assert v[2].kind == "equivalent" and v[4].kind == "worse" and v[3].kind == "inconclusive"
     assert v[4].text().startswith("worse by 10.1 pt (90% CI")
     assert v[3].text() == "inconclusive (n too small: 3 vs 1 repeats)"
@@ -72,8 +71,10 @@ def test_conclusions_are_written_from_the_numbers():
             record(store, 1, 3, rep, 100, bench=b, run_id=f"scheduled__{b}")
             record(store, 2, 3, rep, t2, bench=b, run_id=f"scheduled__{b}")
             record(store, 4, 3, rep, t4, bench=b, run_id=f"scheduled__{b}")
-    doc = build(store.figures(), NIGHT, Options(), store.runs(), {"a_small": 1e6, "b_mid": 2e7, "c_big": 6e7})
-    c = doc["conclusions"]
+    sizes = {"a_small": 1e6, "b_mid": 2e7, "c_big": 6e7}
+    configured = {b: ["precision", "recall"] for b in sizes}  # as the configs say: "accuracy" is not reported
+    doc = build(store.figures(), NIGHT, Options(metrics=configured), store.runs(), lambda bench, run_id: sizes.get(bench))
+    c = doc.conclusions
     assert c[0] == ("Averaged over 3 benchmarks, training took 65.0% at 2 GPUs, 48.3% at 4 GPUs of the 1-GPU time "
                     "(the study reported 66.2%, 51.2%).")
     assert c[1] == "The largest saving: c_big at 4 GPUs, 30.0% of the 1-GPU time (speedup 3.33x, efficiency 83%)."
@@ -88,7 +89,7 @@ def test_no_saving_is_said_plainly():
     store = Store()
     record(store, 1, 3, 1, 100)
     record(store, 2, 3, 1, 113.5)
-    assert doc_for(store)["conclusions"][1] == ("No benchmark trained faster with more devices; the smallest slow-down: "
+    assert doc_for(store).conclusions[1] == ("No benchmark trained faster with more devices; the smallest slow-down: "
                                                 "resnet50_keras_cifar10 at 2 GPUs, 113.5% of the 1-GPU time "
                                                 "(speedup 0.88x, efficiency 44%).")
 
@@ -98,8 +99,8 @@ def test_a_ratio_against_a_mismatched_baseline_is_refused():
     record(store, 1, 3, 1, 100, digest="sha256:old")
     record(store, 2, 3, 1, 50, digest="sha256:new")
     doc = doc_for(store)
-    [row] = doc["rows"]
-    assert 2 not in row["relative_time"] and row["refused"] == ["2 GPUs · 3 epochs · repeat 1"]
+    [row] = doc.rows
+    assert 2 not in row.relative_time and row.refused == ["2 GPUs · 3 epochs · repeat 1"]
 
 
 def test_partial_until_every_scheduled_benchmark_recorded():
@@ -108,10 +109,10 @@ def test_partial_until_every_scheduled_benchmark_recorded():
     store.record_run(dag_id="d", run_id="scheduled__n1", benchmark="resnet50_keras_cifar10", run_type="scheduled",
                      night=NIGHT, counts={})
     partial = doc_for(store, expected=["resnet50_keras_cifar10", "unet_torch_voc2007"])
-    assert not partial["complete"] and partial["missing"] == ["unet_torch_voc2007"]
+    assert not partial.complete and partial.missing == ["unet_torch_voc2007"]
     store.record_run(dag_id="d2", run_id="scheduled__u1", benchmark="unet_torch_voc2007", run_type="scheduled",
                      night=NIGHT, counts={})
-    assert doc_for(store, expected=["resnet50_keras_cifar10", "unet_torch_voc2007"])["complete"]
+    assert doc_for(store, expected=["resnet50_keras_cifar10", "unet_torch_voc2007"]).complete
 
 
 def test_a_confirmed_throughput_regression_is_alerted_and_manual_runs_do_not_feed_the_baseline():
@@ -129,9 +130,9 @@ def test_a_confirmed_throughput_regression_is_alerted_and_manual_runs_do_not_fee
         contract["timing"]["images_per_s"] = 10.0  # an experiment: never a baseline, never judged
         store.record_attempt(manual, 1, "valid", contract=contract)
     first = doc_for(store, night="2026-11-21", gates=Gates())
-    assert first["alerts"] == [] and len(first["flagged"]) == 1 and "images_per_s" in first["flagged"][0]
+    assert first.alerts == [] and len(first.flagged) == 1 and "images_per_s" in first.flagged[0]
     second = doc_for(store, night="2026-11-22", gates=Gates())
-    assert len(second["alerts"]) == 1 and second["alerts"][0].startswith("resnet50_keras_cifar10 2 GPUs images_per_s: 850")
+    assert len(second.alerts) == 1 and second.alerts[0].startswith("resnet50_keras_cifar10 2 GPUs images_per_s: 850")
 
 
 def test_report_files_plots_index_and_invalid_cells(isolated_state):
@@ -140,9 +141,11 @@ def test_report_files_plots_index_and_invalid_cells(isolated_state):
     record(store, 2, 3, 1, 55)
     bad = sample_cell(gpus=2, epochs=3, repeat=2, run_id="scheduled__n1", night=NIGHT, run_type="scheduled")
     store.record_attempt(bad, 1, "invalid", reason="validation_failed", message="precision 1.7")
-    md = write_report(store, isolated_state / "reports" / NIGHT, night=NIGHT, opts=Options(expected=["x"]))
+    md = write_report(store, night=NIGHT, opts=Options(expected=["x"]))  # published: with the index
     text = md.read_text()
-    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | – | 100.0% | 55.0% |" in text
+    # no config metrics given: every accuracy metric the cells report is shown (here precision, recall, accuracy)
+    assert "| benchmark | precision verdict | recall verdict | accuracy verdict | 1 GPU | 2 GPU |" in text
+    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | inconclusive at 2 | 100.0% | 55.0% |" in text
     assert "2 GPUs · 3 epochs · repeat 2: invalid (validation_failed)" in text
     assert "**Partial report**: scheduled runs not yet recorded for this night: x." in text
     for png in ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png"):
@@ -162,10 +165,10 @@ def test_scheduled_runs_feed_the_table_and_manual_runs_get_their_own_section(iso
     never = sample_cell(gpus=4, run_id="manual__try", night=NIGHT, run_type="manual")
     store.record_missing(never)
     doc = doc_for(store)
-    assert doc["source"] == "scheduled"
-    [row] = doc["rows"]
-    assert row["run_id"] == "scheduled__n1" and row["relative_time"][2] == pytest.approx(0.6)
-    [manual] = doc["manual_runs"]
+    assert doc.source == "scheduled"
+    [row] = doc.rows
+    assert row.run_id == "scheduled__n1" and row.relative_time[2] == pytest.approx(0.6)
+    [manual] = doc.manual_runs
     assert (manual["run_id"], manual["cells"], manual["valid"]) == ("manual__try", 3, 1)
     assert manual["not_valid"] == [{"label": "2 GPUs · 3 epochs · repeat 1", "status": "failed", "reason": "killed"},
                                    {"label": "4 GPUs · 3 epochs · repeat 1", "status": "missing",
@@ -184,7 +187,7 @@ def test_a_night_with_only_manual_runs_is_reported_from_them_and_says_so(isolate
     for g, t in ((1, 100), (2, 80)):
         record(store, g, 3, 1, t, run_id="manual__demo", run_type="manual")
     doc = doc_for(store)
-    assert doc["source"] == "manual" and doc["rows"][0]["relative_time"][2] == pytest.approx(0.8)
+    assert doc.source == "manual" and doc.rows[0].relative_time[2] == pytest.approx(0.8)
     text = write_report(store, isolated_state / "r", night=NIGHT, opts=Options()).read_text()
     assert "**Manual runs only**" in text
 
@@ -195,3 +198,119 @@ def test_a_config_that_does_not_load_is_named_in_the_report(isolated_state):
     opts = Options(config_errors={"unet_torch_voc2007": "unet.yaml: field 'per_gpu_batch': greater than 0 (got -3)"})
     text = write_report(store, isolated_state / "r", night=NIGHT, opts=opts).read_text()
     assert "**Config error**: benchmark `unet_torch_voc2007` does not load and did not run: unet.yaml" in text
+
+
+def test_train_s_and_its_iqr_are_taken_over_the_same_repeats():
+    """Both at the longest epoch count; before, the median pooled every epoch count."""
+    store = Store()
+    for rep, (short, long_) in enumerate([(10, 100), (12, 110), (14, 130), (16, 150)], start=1):
+        record(store, 1, 10, rep, short)
+        record(store, 1, 20, rep, long_)
+    [row] = doc_for(store).rows
+    assert row.train_epochs == {1: 20}
+    assert row.train_s[1] == 120.0  # median of 100, 110, 130, 150
+    assert row.iqr_s[1] == pytest.approx(135.0 - 107.5)  # inclusive quartiles of the same four
+
+
+def _exact_bootstrap_quantiles(pairs, level=0.95):
+    """The bootstrap distribution of the averaged ratio by full enumeration, as a reference that
+    can be checked by hand: with the 1-GPU side constant at 100, an epoch count's ratio is the
+    median of 3 resampled times over 100: the smallest with probability 7/27, the middle 13/27,
+    the largest 7/27. The average's distribution is the convolution over epoch counts."""
+    dist = {0.0: 1.0}
+    for _, tn in pairs:
+        lo, mid, hi = sorted(tn)
+        step = {lo / 100: 7 / 27, mid / 100: 13 / 27, hi / 100: 7 / 27}
+        nxt: dict[float, float] = {}
+        for a, pa in dist.items():
+            for b, pb in step.items():
+                nxt[a + b] = nxt.get(a + b, 0.0) + pa * pb
+        dist = nxt
+    cum, out = 0.0, []
+    values = sorted(dist)
+    for q in ((1 - level) / 2, 1 - (1 - level) / 2):
+        cum = 0.0
+        for v in values:  # the smallest value whose cumulative probability reaches q
+            cum += dist[v]
+            if cum >= q - 1e-12:
+                out.append(v / len(pairs))
+                break
+    return tuple(out)
+
+
+def test_relative_time_ci_is_the_bootstrap_of_the_averaged_ratio():
+    from scalebench.stats import bootstrap_mean_ratio_ci, bootstrap_ratio_ci
+
+    pairs = [([100, 100, 100], [40, 60, 80]), ([100, 100, 100], [50, 65, 90]),
+             ([100, 100, 100], [45, 55, 85]), ([100, 100, 100], [30, 70, 75])]
+    exact = _exact_bootstrap_quantiles(pairs)
+    lo, hi = bootstrap_mean_ratio_ci(pairs, n_boot=20000)
+    assert lo == pytest.approx(exact[0], abs=0.012) and hi == pytest.approx(exact[1], abs=0.012)
+    # averaging each epoch count's interval ends (the old way) is wider than the interval of the average
+    ends = [bootstrap_ratio_ci(t1, tn, n_boot=20000) for t1, tn in pairs]
+    old = (sum(e[0] for e in ends) / 4, sum(e[1] for e in ends) / 4)
+    assert old[0] < exact[0] - 0.03 and old[1] > exact[1] + 0.03, (old, exact)
+
+
+def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
+    """Scheduled run ids repeat across DAGs sharing a cron time: the lookup must use the benchmark too."""
+    from scalebench.report import build_report
+
+    store = Store()
+    run = "scheduled__2026-11-28T01:00:00+00:00"
+    for b, params, (t2, t4) in (("a", 1_000, (90, 80)), ("b", 50_000, (60, 45)), ("c", 9_000_000, (55, 30))):
+        for g, t in ((1, 100), (2, t2), (4, t4)):
+            cell = record(store, g, 3, 1, t, run_id=run, bench=b)
+            contract = sample_contract(cell, train_s=t)
+            contract["model"]["parameters"] = params
+            store.record_attempt(cell, 1, "valid", contract=contract)
+    rep = build_report(store, NIGHT, Options())
+    assert {r.benchmark: r.parameters for r in rep.rows} == {"a": 1_000, "b": 50_000, "c": 9_000_000}
+    assert "rho between parameter count and 4-GPU efficiency +1.00" in rep.conclusions[2]
+
+
+def test_spearman_with_a_constant_side_has_no_p_value_and_says_why():
+    from scalebench.report import conclusions
+    from scalebench.stats import spearman
+
+    assert spearman([1, 2, 3], [0.5, 0.5, 0.5]) == (None, None)
+    store = Store()
+    for b, t4 in (("a", 50), ("b", 40), ("c", 30)):
+        record(store, 1, 3, 1, 100, bench=b, run_id=f"scheduled__{b}")
+        record(store, 4, 3, 1, t4, bench=b, run_id=f"scheduled__{b}")
+    rep = build(store.figures(), NIGHT, Options(), store.runs(), lambda bench, run_id: 23_608_202)
+    assert rep.conclusions[2] == ("Whether more complex models gain more cannot be tested: all 3 benchmarks have the "
+                                  "same parameter count, so the rank correlation is undefined (no rho, no p-value).")
+    assert conclusions(rep.rows, rep.average, Options()) == rep.conclusions
+
+
+def test_report_out_dir_writes_only_inside_it(tmp_path):
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    out = tmp_path / "mine" / "report"
+    write_report(store, out, night=NIGHT, opts=Options())
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["report"]
+    assert {"report.md", "report.html", "table.json", "speedup.png"} <= {p.name for p in out.iterdir()}
+
+
+def test_a_configured_metric_is_reported_never_dropped():
+    store = Store()
+    for g, m in ((1, 0.61), (2, 0.60)):
+        record(store, g, 3, 1, 100 / g, map50=m)
+    rep = doc_for(store, metrics={"resnet50_keras_cifar10": ["map50"]})
+    assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
+    text = __import__("scalebench.report", fromlist=["markdown"]).markdown(rep)
+    assert "| benchmark | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
+
+
+def test_table_json_keeps_its_keys(isolated_state):
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    record(store, 2, 3, 1, 60)
+    md = write_report(store, night=NIGHT, opts=Options())
+    doc = json.loads((md.parent / "table.json").read_text())
+    assert {"night", "generated", "complete", "expected", "missing", "gpu_counts", "rows", "average", "conclusions",
+            "alerts", "flagged", "series", "table_checks", "plots"} <= set(doc)
+    assert {"benchmark", "relative_time", "relative_time_ci", "speedup", "efficiency", "train_s", "iqr_s",
+            "metrics", "verdicts_text", "not_valid", "refused"} <= set(doc["rows"][0])
+    assert (isolated_state / "reports" / "index.json").exists()

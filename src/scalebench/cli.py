@@ -7,7 +7,8 @@ import sys
 
 from .config import PROFILES, ConfigError, Configs
 from .datasets import DatasetError
-from .store import StoreNotReady
+from .db import StoreNotReady
+from .paths import ProjectNotFound
 
 
 def _gpus(text: str) -> list[int]:
@@ -88,7 +89,7 @@ def cmd_pools(args, configs: Configs) -> dict:
 
 def cmd_db(args, configs: Configs) -> str:
     from . import paths
-    from .store import upgrade
+    from .db import upgrade
 
     url = paths.store_url()
     before, after = upgrade(url)
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db}[args.cmd](args, configs)
-    except (ConfigError, DatasetError, StoreNotReady) as exc:
+    except (ConfigError, DatasetError, StoreNotReady, ProjectNotFound) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))

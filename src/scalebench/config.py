@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from scalebench_kit.names import ACCURACY_METRICS
+
 from . import paths
 
 PROFILES = ("smoke", "nightly", "full")
@@ -144,7 +146,7 @@ class Benchmark(Strict):
     global_batch: PosInt | None = None
     epochs: Annotated[list[PosInt], Field(min_length=1)]
     gpu_counts: Annotated[list[PosInt], Field(min_length=1)]
-    metrics: Annotated[list[Literal["precision", "recall", "iou", "accuracy", "map50"]], Field(min_length=1)]
+    metrics: Annotated[list[Literal[tuple(ACCURACY_METRICS)]], Field(min_length=1)]  # each one is reported
     bounds: dict[str, tuple[float, float]]
     scaling_mode: Literal["weak", "strong"]
     lr_policy: LrPolicy
@@ -174,36 +176,27 @@ class Benchmark(Strict):
         return f"scalebench_{self.id}"
 
     def resolved(self, profile: str) -> "Resolved":
+        """This benchmark with one profile's sizes applied (profiles change sizes, nothing else)."""
         if profile not in PROFILES:
             raise ConfigError(f"{self.id}: unknown profile {profile!r}; expected one of {list(PROFILES)}")
-        base = {
-            "per_gpu_batch": self.per_gpu_batch, "global_batch": self.global_batch, "epochs": self.epochs,
-            "train_images": None, "test_images": None, "image_size": None, "warmup_steps": self.warmup_steps,
-            "max_steps_per_epoch": None, "synthetic_data": False, "cell_timeout_minutes": self.cell_timeout_minutes,
-            "bounds": self.bounds,
-        }
+        base = {name: getattr(self, name, None) for name in Sizes.model_fields}  # None: not set for the study
+        base["synthetic_data"] = False
         over = self.profiles.get(profile)
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
         return Resolved(benchmark=self, profile=profile, **base)
 
 
-class Resolved(BaseModel):
-    """A benchmark with one profile's sizes applied."""
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+# Fields that do not change what a cell measures: kept out of its config identity (config_sha).
+NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
+                     "cell_timeout_minutes", "bounds", "metrics"}
+
+
+class Resolved(Sizes):
+    """A benchmark with one profile's sizes applied: every size field of Sizes, now set."""
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     benchmark: Benchmark
     profile: str
-    per_gpu_batch: int
-    global_batch: int | None
-    epochs: list[int]
-    train_images: int | None
-    test_images: int | None
-    image_size: int | None
-    warmup_steps: int
-    max_steps_per_epoch: int | None
-    synthetic_data: bool
-    cell_timeout_minutes: float
-    bounds: dict[str, tuple[float, float]]
 
     def batches(self, gpus: int) -> tuple[int, int]:
         """(per-device batch, global batch) at `gpus` devices under the scaling mode."""
@@ -216,7 +209,11 @@ class Resolved(BaseModel):
         return glob // gpus, glob
 
     def summary(self) -> dict:
-        out = self.model_dump(exclude={"benchmark"})
+        """Everything in the config that changes a result (sizes, model, image, entrypoint,
+        launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count of a run:
+        the cell's `resolved_config`, whose hash is its config identity."""
+        out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
+        out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs"})  # a cell has its own
         out["benchmark"] = self.benchmark.id
         return out
 

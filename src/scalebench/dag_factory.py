@@ -14,7 +14,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 
 from . import cells as cellmod
-from . import notes, runs
+from . import nights, notes
+from .attempt_folders import attempt_dir, safe
 from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
@@ -73,7 +74,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
                                        gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
                                        seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
-                                       night=runs.night_of(run))
+                                       night=nights.night_of(run))
             except ConfigError as exc:  # e.g. more GPUs than any host has: refuse now, never queue forever
                 print(f"task note: {notes.set_note(context['ti'], str(exc))}")
                 raise AirflowFailException(str(exc)) from None
@@ -112,17 +113,18 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
 
         @task(map_index_template="{{ cell_label }}")
         def validate_cell(summary: dict) -> dict:
-            from scalebench_kit.contract import RESULT_FILE, read_json, write_json_atomic
+            from scalebench_kit.contract import read_json, write_json_atomic
+            from scalebench_kit.names import RESULT_FILE, VALIDATION_FILE
 
             from .validation import validate_result
 
             cell = summary["cell"]
             get_current_context()["cell_label"] = cell["label"]
             b = Configs().benchmark(bench.id)
-            out = runs.attempt_dir(cell, summary["attempt"])
+            out = attempt_dir(cell, summary["attempt"])
             verdict = validate_result(cell, read_json(out / RESULT_FILE), b.metrics, b.resolved(cell["profile"]).bounds)
             message = verdict.message(cell)
-            write_json_atomic(out / runs.VALIDATION_FILE,
+            write_json_atomic(out / VALIDATION_FILE,
                               {"success": verdict.success, "failures": verdict.failures, "message": message})
             if not verdict.success:
                 raise AirflowFailException(message)
@@ -137,9 +139,9 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             run = context["dag_run"]
             counts = record_run(Store(), bench.dag_id, run.run_id, planned)
             # the report DAG writes the report of this night, whenever this run finishes
-            context["outlet_events"][asset].extra = {"night": runs.night_of(run), "dag_id": bench.dag_id,
+            context["outlet_events"][asset].extra = {"night": nights.night_of(run), "dag_id": bench.dag_id,
                                                      "run_id": run.run_id}
-            print(f"recorded run {run.run_id} (night {runs.night_of(run)}): {counts}")
+            print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
             return counts
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -190,7 +192,7 @@ def build_config_error_dag(stem: str, error: ConfigError) -> DAG:
     (file, field, value), never scheduled; its one task fails with the same message."""
     message = str(error)
     with DAG(
-        dag_id=f"scalebench_{runs.safe(stem)}",
+        dag_id=f"scalebench_{safe(stem)}",
         description=f"CONFIG ERROR: {message.splitlines()[0][:200]}",
         schedule=None,
         start_date=START,
@@ -217,5 +219,5 @@ def build_all(configs: Configs | None = None) -> dict[str, DAG]:
     dags = {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in good.values()}
     for stem, error in broken.items():
         logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
-        dags[f"scalebench_{runs.safe(stem)}"] = build_config_error_dag(stem, error)
+        dags[f"scalebench_{safe(stem)}"] = build_config_error_dag(stem, error)
     return dags

@@ -5,21 +5,8 @@ import re
 import signal
 from dataclasses import dataclass
 
-# reason -> transient (retried with backoff) or deterministic (not retried)
-REASONS = {
-    "out_of_memory": False,
-    "timeout": False,
-    "cancelled": False,  # a user stopped it (mark failed, clear): do what they asked
-    "killed": True,      # a signal from outside (preemption, reboot, docker kill): try again
-    "communication_error": True,
-    "preflight_failed": True,
-    "engine_unreachable": True,
-    "lease_timeout": True,
-    "dataset_missing": False,
-    "image_missing": False,
-    "contract_missing_or_invalid": False,
-    "unknown": False,
-}
+from scalebench_kit.names import FAILURE_FILE
+from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
 
 CUDA_OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OOM when allocating|RESOURCE_EXHAUSTED|"
                       r"cudaErrorMemoryAllocation|torch\.OutOfMemoryError", re.I)
@@ -94,8 +81,6 @@ def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, sta
     """The attempt's failure record (failure.json): what the store, `scalebench results` and the report read."""
     from scalebench_kit.contract import write_json_atomic
 
-    from .runs import FAILURE_FILE
-
     record = {"reason": failure.reason, "exit_code": failure.exit_code, "transient": failure.transient,
               "attempt": attempt, "stage": stage, "message": line, "output_tail": (logs or [])[-OUTPUT_TAIL_LINES:]}
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -106,7 +91,7 @@ def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, sta
 def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:
     """A task before the cells failed: each planned cell that has not started gets a failed
     attempt 1 naming that task, so nothing is reported as merely missing. Returns the lines."""
-    from .runs import attempt_dir
+    from .attempt_folders import attempt_dir
 
     lines = []
     for cell in cells:

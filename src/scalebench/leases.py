@@ -24,12 +24,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from sqlalchemy import create_engine, delete, event, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from . import paths, topology
 from .config import Host
-from .store import DeviceLeaseRow, LeaseEventRow, LeaseHostRow, check_schema
+from .db import check_schema, make_engine
+from .lease_tables import DeviceLeaseRow, LeaseEventRow, LeaseHostRow
 
 log = logging.getLogger(__name__)
 LEASE_LABEL = "org.scalebench.lease"
@@ -110,18 +111,7 @@ class LeaseManager:
         self.ttl_s = ttl_s
         self.stop_containers = stop_containers
         self.me = socket.gethostname()
-        if self.url.startswith("sqlite"):
-            self.engine = create_engine(self.url, connect_args={"timeout": 60, "isolation_level": None})
-
-            @event.listens_for(self.engine, "connect")
-            def _wal(conn, _):
-                conn.execute("PRAGMA journal_mode=WAL")
-
-            @event.listens_for(self.engine, "begin")
-            def _immediate(conn):
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            self.engine = create_engine(self.url, pool_pre_ping=True)
+        self.engine = make_engine(self.url, immediate=True)
         check_schema(self.engine, self.url)
 
     def _lock_host(self, conn, host: str) -> None:

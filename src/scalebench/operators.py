@@ -21,14 +21,16 @@ from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
-from scalebench_kit.contract import CELL_SPEC_FILE, CONTRACT_VERSION, RESULT_FILE, ContractError, load_result, write_json_atomic
+from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
+from scalebench_kit.names import ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE
 
-from . import notes, preflight, runs
+from . import notes, preflight
+from .attempt_folders import attempt_dir
 from .cells import timing_policy
 from .config import Benchmark, Configs, Host, Resolved
 from .container import settings
 from .failures import OUTPUT_TAIL_LINES, Failure, classify, write_failure
-from .runs import PLACEMENT_FILE
+from .provenance import git_revision
 
 
 class CellFailedMixin:
@@ -158,9 +160,9 @@ class CellDockerOperator(DockerOperator):
         configs = Configs()
         bench = configs.benchmark(self.benchmark_id)
         res = bench.resolved(cell["profile"])
-        out = runs.attempt_dir(cell, number)
+        out = attempt_dir(cell, number)
         out.mkdir(parents=True, exist_ok=True)
-        for stale in (RESULT_FILE, runs.FAILURE_FILE, runs.VALIDATION_FILE, PLACEMENT_FILE, "events.jsonl"):
+        for stale in ATTEMPT_FILES:  # a cleared and rerun task reuses its attempt number
             (out / stale).unlink(missing_ok=True)
         return Attempt(cell=cell, number=number, bench=bench, host=configs.fleet.host(self.host_name), resolved=res,
                        policy=timing_policy(cell["profile"]), timeout_s=res.cell_timeout_minutes * 60, out=out)
@@ -188,7 +190,7 @@ class CellDockerOperator(DockerOperator):
         try:
             return preflight.check(lease.device_ids)
         except preflight.PreflightFailed as exc:
-            write_json_atomic(a.out / "preflight.json", exc.report)
+            write_json_atomic(a.out / PREFLIGHT_FILE, exc.report)
             raise self.fail(a, Failure("preflight_failed", None, str(exc))) from None
 
     def spec(self, a: Attempt, lease, checked: dict) -> None:
@@ -212,7 +214,7 @@ class CellDockerOperator(DockerOperator):
                      "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
             "model": {"name": bench.id, **bench.model},
             "provenance": {"image": self.image, "image_digest": self._image_digest(a),
-                           "git_revision": runs.git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
+                           "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
                            "resolved_config": a.resolved.summary()},
         }
         write_json_atomic(a.out / CELL_SPEC_FILE, doc)

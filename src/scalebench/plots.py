@@ -1,10 +1,11 @@
 """The report's plots (matplotlib, PNG): speedup, relative time in the study's layout,
-accuracy with error bars, time breakdown, nightly throughput trend with alerts marked."""
+accuracy with error bars, time breakdown, nightly throughput trend with alerts marked.
+They draw what `report.build` decided; nothing is computed here."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from .regress import judge
+from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 
 
 def _plt():
@@ -24,35 +25,35 @@ def _save(fig, ax, path: Path, legend: bool = True) -> None:
     _plt().close(fig)
 
 
-def speedup(doc: dict, path: Path) -> None:
+def speedup(rep, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    top = max([max(r["speedup"], default=1) for r in doc["rows"]] + [2])
+    top = max([max(r.speedup, default=1) for r in rep.rows] + [2])
     ax.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
-    for r in doc["rows"]:
-        ns = sorted(r["speedup"])
+    for r in rep.rows:
+        ns = sorted(r.speedup)
         err = [[0, 0]] * len(ns)
         for i, n in enumerate(ns):
-            ci = r["relative_time_ci"].get(n)
+            ci = r.relative_time_ci.get(n)
             if ci:  # speedup = 1/r: the CI flips
-                s = r["speedup"][n]
+                s = r.speedup[n]
                 err[i] = [s - 1 / ci[1], 1 / ci[0] - s]
-        ax.errorbar(ns, [r["speedup"][n] for n in ns], yerr=list(zip(*err)) if ns else None, marker="o", capsize=3,
-                    label=r["benchmark"])
+        ax.errorbar(ns, [r.speedup[n] for n in ns], yerr=list(zip(*err)) if ns else None, marker="o", capsize=3,
+                    label=r.benchmark)
     ax.set(xlabel="GPUs", ylabel="speedup T1/Tn", title="Speedup vs GPUs (95% CI)", xticks=range(1, top + 1))
     ax.grid(alpha=0.3)
     _save(fig, ax, path)
 
 
-def relative_time(doc: dict, path: Path) -> None:
+def relative_time(rep, path: Path) -> None:
     plt = _plt()
-    counts = [n for n in doc["gpu_counts"] if n > 1] or [1]
-    names = [r["benchmark"] for r in doc["rows"]] + ["average"]
+    counts = [n for n in rep.gpu_counts if n > 1] or [1]
+    names = [r.benchmark for r in rep.rows] + ["average"]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names)), 4), dpi=100)
     width = 0.8 / len(counts)
     for i, n in enumerate(counts):
-        vals = [100 * r["relative_time"].get(n, float("nan")) for r in doc["rows"]] + \
-               [100 * doc["average"].get(n, float("nan"))]
+        vals = [100 * r.relative_time.get(n, float("nan")) for r in rep.rows] + \
+               [100 * rep.average.get(n, float("nan"))]
         ax.bar([x + i * width for x in range(len(names))], vals, width, label=f"{n} GPUs")
     ax.axhline(100, color="k", linewidth=0.8)
     ax.set_xticks([x + width * (len(counts) - 1) / 2 for x in range(len(names))], names, rotation=20, ha="right", fontsize=7)
@@ -60,23 +61,23 @@ def relative_time(doc: dict, path: Path) -> None:
     _save(fig, ax, path)
 
 
-def accuracy(doc: dict, path: Path) -> None:
+def accuracy(rep, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    for r in doc["rows"]:
-        for m, per in r["metrics"].items():
+    for r in rep.rows:
+        for m, per in r.metrics.items():
             ns = sorted(per)
-            iq = r["metric_iqr"].get(m, {})
+            iq = r.metric_iqr.get(m, {})
             ax.errorbar(ns, [per[n] for n in ns], yerr=[iq.get(n, 0) / 2 for n in ns], marker="o", capsize=3,
-                        label=f"{r['benchmark']} {m}")
+                        label=f"{r.benchmark} {ACCURACY_METRICS[m].display}")
     ax.set(xlabel="GPUs", ylabel="metric (median, IQR bars)", title="Accuracy vs GPUs", ylim=(0, 1))
     ax.grid(alpha=0.3)
     _save(fig, ax, path)
 
 
-def breakdown(doc: dict, path: Path) -> None:
+def breakdown(rep, path: Path) -> None:
     plt = _plt()
-    bars = [(f"{r['benchmark'][:14]}\n{n} GPU", r["breakdown"][n]) for r in doc["rows"] for n in sorted(r["breakdown"])]
+    bars = [(f"{r.benchmark[:14]}\n{n} GPU", r.breakdown[n]) for r in rep.rows for n in sorted(r.breakdown)]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(bars)), 4), dpi=100)
     bottom = [0.0] * len(bars)
     for part in ("setup_s", "warmup_s", "train_s", "eval_s"):
@@ -88,25 +89,28 @@ def breakdown(doc: dict, path: Path) -> None:
     _save(fig, ax, path)
 
 
-def trend(series, opts, path: Path) -> None:
+def trend(rep, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    for s in [s for s in series if s.key.metric == "images_per_s"][:12]:
-        js = judge(s, opts.gates, opts.shifts)
-        ax.plot([j.night for j in js], [j.value for j in js], marker=".", label=f"{s.key.benchmark} {s.key.gpus} GPU")
+    by_key: dict = {}
+    for j in rep.judged:
+        if j.key.metric == THROUGHPUT.name:
+            by_key.setdefault(j.key, []).append(j)
+    for key, js in list(by_key.items())[:12]:
+        ax.plot([j.night for j in js], [j.value for j in js], marker=".", label=f"{key.benchmark} {key.gpus} GPU")
         hits = [j for j in js if j.alert]
         ax.scatter([j.night for j in hits], [j.value for j in hits], s=80, facecolors="none", edgecolors="red")
-    ax.set(ylabel="images/s (scheduled nights)", title="Nightly throughput (red: regression alert)")
+    ax.set(ylabel=f"{THROUGHPUT.display} (scheduled nights)", title="Nightly throughput (red: regression alert)")
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
     _save(fig, ax, path)
 
 
-def render_all(doc: dict, series, opts, out: Path) -> list[str]:
-    made = []
-    for name, fn in (("speedup.png", lambda p: speedup(doc, p)), ("relative_time.png", lambda p: relative_time(doc, p)),
-                     ("accuracy.png", lambda p: accuracy(doc, p)), ("breakdown.png", lambda p: breakdown(doc, p)),
-                     ("trend.png", lambda p: trend(series, opts, p))):
-        fn(out / name)
-        made.append(name)
-    return made
+DRAW = {"speedup.png": speedup, "relative_time.png": relative_time, "accuracy.png": accuracy,
+        "breakdown.png": breakdown, "trend.png": trend}
+
+
+def render_all(rep, out: Path) -> None:
+    """Every plot the report lists (Report.plots), into `out`."""
+    for name in rep.plots:
+        DRAW[name](rep, out / name)

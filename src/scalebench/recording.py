@@ -3,28 +3,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench_kit.contract import CELL_SPEC_FILE, RESULT_FILE, ContractError, load_result, read_json
+from scalebench_kit.contract import ContractError, load_result, read_json
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, VALIDATION_FILE
 
-from . import runs
-from .runs import PLACEMENT_FILE
+from .attempt_folders import attempt_dir
 from .store import Store
 
 
-def attempt_record(attempt_dir: Path) -> tuple[str, dict]:
+def attempt_record(folder: Path) -> tuple[str, dict]:
     """(status, fields) for one attempt folder, from what it holds on disk."""
-    failure = attempt_dir / runs.FAILURE_FILE
-    validation = attempt_dir / runs.VALIDATION_FILE
+    failure = folder / FAILURE_FILE
+    validation = folder / VALIDATION_FILE
     if failure.exists():
         doc = read_json(failure)
         return "failed", {"reason": doc.get("reason"), "message": doc.get("message"), "exit_code": doc.get("exit_code")}
-    if not (attempt_dir / RESULT_FILE).exists():
-        return "failed", {"reason": "contract_missing_or_invalid", "message": f"{attempt_dir}: no {RESULT_FILE}"}
+    if not (folder / RESULT_FILE).exists():
+        return "failed", {"reason": "contract_missing_or_invalid", "message": f"{folder}: no {RESULT_FILE}"}
     try:
-        contract = load_result(attempt_dir / RESULT_FILE)
+        contract = load_result(folder / RESULT_FILE)
     except ContractError as exc:
         return "invalid", {"reason": "contract_missing_or_invalid", "message": str(exc)}
     if not validation.exists():
-        return "invalid", {"reason": "not_validated", "message": f"{attempt_dir}: not validated", "contract": contract}
+        return "invalid", {"reason": "not_validated", "message": f"{folder}: not validated", "contract": contract}
     verdict = read_json(validation)
     if not verdict.get("success"):
         return "invalid", {"reason": "validation_failed", "message": verdict.get("message"), "contract": contract}
@@ -36,11 +36,11 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
     counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
     not_valid = []
     for cell in cells:
-        attempts = sorted(runs.attempt_dir(cell, 1).parent.glob("attempt-*"),
+        attempts = sorted(attempt_dir(cell, 1).parent.glob("attempt-*"),
                           key=lambda p: int(p.name.split("-")[1]))
         # an attempt that failed before its container (lease, pre-flight, a task before the cells)
         # has failure.json but no cell.json: it still counts, with its reason
-        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists() or (a / runs.FAILURE_FILE).exists()]
+        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists() or (a / FAILURE_FILE).exists()]
         if not attempts:  # planned and never started: the only meaning of "missing"
             counts["missing"] += 1
             not_valid.append(f"{cell['label']}: missing (never started)")

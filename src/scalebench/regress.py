@@ -1,7 +1,9 @@
 """Nightly regression detection: a figure is flagged when it is worse than its trailing
 baseline by a magnitude gate AND a noise gate (robust z on the baseline's median/MAD), and
 alerts only when confirmed on the next night. Baselines compare like with like (the series
-key) and take scheduled nights only; an acknowledged shift restarts the baseline."""
+key) and take scheduled nights only; an acknowledged shift restarts the baseline. A flagged
+night joins the baseline only once the next night clears it, so a step cannot widen its own
+baseline; a confirmed regression's nights never join it."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,10 +11,12 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalebench_kit.names import ALL_METRICS
+
 from .stats import robust_z
 
 # metric -> +1 if higher is better, -1 if lower is better
-DIRECTION = {"images_per_s": +1, "train_s": -1, "precision": +1, "recall": +1, "iou": +1, "accuracy": +1, "map50": +1}
+DIRECTION = {name: +1 if m.higher_is_better else -1 for name, m in ALL_METRICS.items()}
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,14 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
     direction = DIRECTION.get(series.key.metric, +1)
     since = max((s.since for s in shifts if s.covers(series.key)), default=None)
     out: list[Judgement] = []
-    history: list[list] = []  # [value, excluded]; a confirmed regression's nights leave the baseline
+    history: list[list] = []  # [value, state]: "in" the baseline, "pending" (flagged), "out" (confirmed)
     streak = 0
     for night, value in series.points:
         if since and night < since:
             continue
-        base = [v for v, excluded in history if not excluded][-gates.window:]
-        history.append([value, False])
+        base = [v for v, state in history if state == "in"][-gates.window:]
+        entry = [value, "in"]
+        history.append(entry)
         if len(base) < gates.min_history:
             out.append(Judgement(series.key, night, value, None, None, None, False, False, "building baseline"))
             streak = 0
@@ -92,11 +97,18 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
         change = -direction * (value - med) / abs(med) if med else 0.0
         z = -direction * robust_z(value, base)
         flagged = change >= gates.magnitude and z >= gates.z
-        streak = streak + 1 if flagged else 0
+        if flagged:
+            streak += 1
+            entry[1] = "pending"
+        else:  # this night clears the flagged nights before it: they were noise, and join the baseline
+            streak = 0
+            for h in history:
+                if h[1] == "pending":
+                    h[1] = "in"
         alert = streak >= gates.confirm
         if alert:  # keep judging later nights against the level before the regression
             for h in history[-streak:]:
-                h[1] = True
+                h[1] = "out"
         out.append(Judgement(series.key, night, value, med, change, z, flagged, alert))
     return out
 

@@ -1,10 +1,15 @@
 """The nightly report: the study's table regenerated from stored cells, with statistics,
 conclusions written from the numbers, plots, regression alerts and checks on the table.
 
-Definitions (DESIGN.md): relative time r(n) = T(n)/T(1), speedup S(n) = T(1)/T(n), efficiency
-E(n) = S(n)/n; T is steady training time (set-up, warm-up and eval excluded), the median over
-repeats; r(n) is taken per epoch count and averaged over epoch counts. A ratio is only taken
-against a 1-GPU baseline from the same run conditions (image digest, resolved config, profile).
+Compute, then render: `build` returns a `Report` (typed, every figure decided there, table
+checks included); `render` writes it as Markdown, HTML, JSON and plots without computing
+anything again. `build_report` reads the store once for a night; `write_report` does both.
+
+Definitions (docs/architecture.md): relative time r(n) = T(n)/T(1), speedup S(n) = T(1)/T(n),
+efficiency E(n) = S(n)/n; T is steady training time (set-up, warm-up and eval excluded), the
+median over repeats; r(n) is taken per epoch count and averaged over epoch counts. A ratio is
+only taken against a 1-GPU baseline from the same run conditions (image digest, resolved
+config, profile).
 """
 from __future__ import annotations
 
@@ -12,15 +17,21 @@ import datetime as dt
 import html
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Callable
 
-from . import paths
+from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
+                                  REPORTS_INDEX_JSON)
+
+from . import nights, paths
 from .regress import Gates, Judgement, Series, SeriesKey, Shift, judge
+from .stats import Verdict
 
-METRICS = ("precision", "recall", "iou")
 STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
 LOOKBACK_NIGHTS = 120  # history judged for a night's regressions (baselines use the last 20 of them)
+PLOTS = ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png")
+TIME_PARTS = ("setup_s", "warmup_s", "train_s", "eval_s")
 
 
 @dataclass
@@ -32,7 +43,72 @@ class Options:
     n_boot: int = 1000
     lineage: dict[str, str] = field(default_factory=dict)  # benchmark -> image name (not digest)
     lr_policies: dict[str, str] = field(default_factory=dict)  # benchmark -> "linear 0.01@256"
+    metrics: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> its configured accuracy metrics
     config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
+
+
+@dataclass
+class Row:
+    """One benchmark's run of the night, every figure the report states about it."""
+    benchmark: str
+    run_id: str
+    run_type: str
+    profile: str
+    scaling_mode: str
+    lr_policy: str
+    parameters: int | None
+    global_batch: dict[int, int]
+    train_epochs: dict[int, int]        # the epoch count train_s and iqr_s are taken at (the longest run)
+    train_s: dict[int, float]           # median over repeats at train_epochs[n]
+    iqr_s: dict[int, float]             # IQR over the same repeats
+    relative_time: dict[int, float]
+    relative_time_ci: dict[int, tuple[float, float]]
+    speedup: dict[int, float]
+    efficiency: dict[int, float]
+    metrics: dict[str, dict[int, float]]
+    metric_iqr: dict[str, dict[int, float]]
+    verdicts: dict[str, dict[int, Verdict]]
+    breakdown: dict[int, dict[str, float | None]]
+    cells: int
+    valid: int
+    not_valid: list[dict]
+    refused: list[str]
+    time_to_accuracy: None = None       # not measured: these trainers evaluate once
+
+
+@dataclass
+class Report:
+    night: str
+    generated: str
+    complete: bool
+    expected: list[str]
+    missing: list[str]
+    source: str                         # "scheduled" or "manual": which runs feed the table
+    manual_runs: list[dict]
+    config_errors: dict[str, str]
+    gpu_counts: list[int]
+    metrics: list[str]                  # accuracy metrics shown, in the names module's order
+    rows: list[Row]
+    average: dict[int, float]
+    conclusions: list[str]
+    alerts: list[str]
+    flagged: list[str]
+    judged: list[Judgement]             # every night of every series (the trend plot marks alerts)
+    series: int
+    table_checks: list[str]
+    plots: tuple[str, ...] = PLOTS
+
+    def to_json(self) -> dict:
+        """table.json: the same figures, with verdicts as their texts."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged")}
+        doc["rows"] = []
+        for r in self.rows:
+            row = {k: v for k, v in asdict(r).items() if k != "verdicts"}
+            row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff}
+                                        for n, v in per.items()} for m, per in r.verdicts.items()}
+            doc["rows"].append(row)
+        doc["plots"] = list(self.plots)
+        return doc
 
 
 def _med(xs):
@@ -74,8 +150,8 @@ def _baseline_ok(cell: dict, ones: list[dict]) -> bool:
                and o["profile"] == cell["profile"] for o in ones)
 
 
-def bench_row(bench: str, mine: list[dict], opts: Options, lr_policy: str = "") -> dict:
-    from .stats import bootstrap_ratio_ci, equivalence, iqr
+def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | None = None) -> Row:
+    from .stats import bootstrap_mean_ratio_ci, equivalence, iqr
 
     valid = [c for c in mine if c["figure"] is not None]
     ones = [c for c in valid if c["gpus"] == 1]
@@ -86,47 +162,46 @@ def bench_row(bench: str, mine: list[dict], opts: Options, lr_policy: str = "") 
         times.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
     gpus = sorted({g for _, g in times})
     epochs = sorted({e for e, _ in times})
-    rel, ci, spread = {}, {}, {}
+    rel, ci = {}, {}
     for n in gpus:
         pairs = [(times[(e, 1)], times[(e, n)]) for e in epochs if (e, 1) in times and (e, n) in times]
         if not pairs:
             continue
         rel[n] = statistics.fmean(statistics.median(tn) / statistics.median(t1) for t1, tn in pairs)
-        cis = [bootstrap_ratio_ci(t1, tn, n_boot=opts.n_boot) for t1, tn in pairs]
-        if n > 1 and all(cis):
-            ci[n] = (statistics.fmean(c[0] for c in cis), statistics.fmean(c[1] for c in cis))
-        spread[n] = iqr(times[(epochs[-1], n)]) if (epochs[-1], n) in times else None
+        interval = bootstrap_mean_ratio_ci(pairs, n_boot=opts.n_boot) if n > 1 else None
+        if interval:
+            ci[n] = interval
+    train_epochs = {n: max(e for e, g in times if g == n) for n in gpus}
     last = max(epochs) if epochs else None
+    names = opts.metrics.get(bench) or [m for m in ACCURACY_METRICS
+                                        if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
-                      and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in METRICS}
-    values = {m: v for m, v in values.items() if any(v.values())}
-    verdicts = {m: {n: equivalence(v.get(1, []), v[n], opts.margin) for n in gpus if n > 1 and v.get(n)}
-                for m, v in values.items()}
-    breakdown = {}
-    for n in gpus:
-        ts = [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n]
-        breakdown[n] = {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in ("setup_s", "warmup_s", "train_s", "eval_s")}
-    return {
-        "benchmark": bench, "run_id": mine[0]["run_id"], "run_type": mine[0]["run_type"], "profile": mine[0]["profile"],
-        "scaling_mode": mine[0]["scaling_mode"], "lr_policy": lr_policy,
-        "global_batch": {c["gpus"]: c["global_batch"] for c in mine},
-        "train_s": {n: statistics.median([v for (e, g), t in times.items() if g == n for v in t]) for n in gpus},
-        "relative_time": rel, "relative_time_ci": ci, "iqr_s": spread,
-        "speedup": {n: 1 / r for n, r in rel.items()}, "efficiency": {n: 1 / r / n for n, r in rel.items()},
-        "metrics": {m: {n: statistics.median(v) for n, v in per.items() if v} for m, per in values.items()},
-        "metric_iqr": {m: {n: iqr(v) for n, v in per.items() if v} for m, per in values.items()},
-        "verdicts": verdicts, "breakdown": breakdown, "time_to_accuracy": None,
-        "cells": len(mine), "valid": len(valid),
-        "not_valid": [{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
-                      for c in mine if c["figure"] is None],
-        "refused": [c["label"] for c in refused],
-    }
+                      and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
+    return Row(
+        benchmark=bench, run_id=mine[0]["run_id"], run_type=mine[0]["run_type"], profile=mine[0]["profile"],
+        scaling_mode=mine[0]["scaling_mode"], lr_policy=opts.lr_policies.get(bench, ""), parameters=parameters,
+        global_batch={c["gpus"]: c["global_batch"] for c in mine}, train_epochs=train_epochs,
+        train_s={n: statistics.median(times[(e, n)]) for n, e in train_epochs.items()},
+        iqr_s={n: iqr(times[(e, n)]) for n, e in train_epochs.items()},
+        relative_time=rel, relative_time_ci=ci,
+        speedup={n: 1 / r for n, r in rel.items()}, efficiency={n: 1 / r / n for n, r in rel.items()},
+        metrics={m: {n: statistics.median(v) for n, v in per.items() if v} for m, per in values.items()},
+        metric_iqr={m: {n: iqr(v) for n, v in per.items() if v} for m, per in values.items()},
+        verdicts={m: {n: equivalence(v.get(1, []), v[n], opts.margin) for n in gpus if n > 1 and v.get(n)}
+                  for m, v in values.items()},
+        breakdown={n: {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in TIME_PARTS}
+                   for n in gpus for ts in [[c["figure"]["timing"] or {} for c in usable if c["gpus"] == n]]},
+        cells=len(mine), valid=len(valid),
+        not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
+                   for c in mine if c["figure"] is None],
+        refused=[c["label"] for c in refused],
+    )
 
 
-def average_row(rows: list[dict]) -> dict[int, float]:
+def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
     """Mean relative time per GPU count over the benchmarks that have it."""
-    counts = sorted({n for r in rows for n in r["relative_time"]})
-    return {n: statistics.fmean([r["relative_time"][n] for r in rows if n in r["relative_time"]]) for n in counts}
+    counts = sorted({n for rt in relative_times for n in rt})
+    return {n: statistics.fmean([rt[n] for rt in relative_times if n in rt]) for n in counts}
 
 
 def regression_series(cells: list[dict], opts: Options) -> list[Series]:
@@ -138,7 +213,7 @@ def regression_series(cells: list[dict], opts: Options) -> list[Series]:
         f = c["figure"]
         base = dict(benchmark=c["benchmark"], gpus=c["gpus"], profile=c["profile"], host_class=c["host"],
                     scaling_mode=c["scaling_mode"], image_lineage=opts.lineage.get(c["benchmark"], ""))
-        vals = {"images_per_s": f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in METRICS}}
+        vals = {"images_per_s": f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
         for metric, v in vals.items():
             if v is not None:
                 acc.setdefault(SeriesKey(metric=metric, **base), {}).setdefault(c["night"], []).append(v)
@@ -146,7 +221,7 @@ def regression_series(cells: list[dict], opts: Options) -> list[Series]:
             for k, nights in sorted(acc.items())]
 
 
-def conclusions(rows: list[dict], avg: dict[int, float], params: dict[str, int], opts: Options) -> list[str]:
+def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[str]:
     from .stats import spearman
 
     out = []
@@ -156,28 +231,32 @@ def conclusions(rows: list[dict], avg: dict[int, float], params: dict[str, int],
     if multi:
         figs = ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
         study = ", ".join(f"{100 * STUDY_AVERAGE[n]:.1f}%" for n in multi if n in STUDY_AVERAGE)
-        k = len([r for r in rows if r["relative_time"]])
+        k = len([r for r in rows if r.relative_time])
         out.append(f"Averaged over {k} benchmark{'s' if k != 1 else ''}, training took {figs} of the 1-GPU time "
                    f"(the study reported {study}).")
-        best = min(((r["relative_time"][n], n, r) for r in rows for n in r["relative_time"] if n > 1), key=lambda x: x[0])
+        best = min(((r.relative_time[n], n, r) for r in rows for n in r.relative_time if n > 1), key=lambda x: x[0])
         r_, n_, row = best
         figure = f"{100 * r_:.1f}% of the 1-GPU time (speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%)"
         if r_ < 1:
-            out.append(f"The largest saving: {row['benchmark']} at {n_} GPUs, {figure}.")
+            out.append(f"The largest saving: {row.benchmark} at {n_} GPUs, {figure}.")
         else:
-            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row['benchmark']} "
+            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row.benchmark} "
                        f"at {n_} GPUs, {figure}.")
         top = max(multi)
-        pts = [(params[r["benchmark"]], r["efficiency"][top]) for r in rows if top in r["efficiency"] and r["benchmark"] in params]
+        pts = [(r.parameters, r.efficiency[top]) for r in rows if top in r.efficiency and r.parameters]
         rho = spearman([p for p, _ in pts], [e for _, e in pts])
         if rho is None:
             out.append(f"Whether more complex models gain more cannot be tested: {len(pts)} benchmark(s) with "
                        f"parameter counts and {top}-GPU results (Spearman's test needs 3).")
+        elif rho[1] is None:
+            same = "parameter count" if len({p for p, _ in pts}) == 1 else f"{top}-GPU efficiency"
+            out.append(f"Whether more complex models gain more cannot be tested: all {len(pts)} benchmarks have the "
+                       f"same {same}, so the rank correlation is undefined (no rho, no p-value).")
         else:
             verdict = "supported" if rho[0] > 0 and rho[1] < 0.05 else "not supported"
             out.append(f"More complex models gain more: {verdict} (Spearman's rho between parameter count and "
                        f"{top}-GPU efficiency {rho[0]:+.2f}, p = {rho[1]:.2f}, {len(pts)} benchmarks).")
-    verdicts = [(r["benchmark"], m, n, v) for r in rows for m, per in r["verdicts"].items() for n, v in per.items()]
+    verdicts = [(r.benchmark, m, n, v) for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     if verdicts:
         eq = sum(v.kind == "equivalent" for *_, v in verdicts)
         worse = [f"{b} {m} at {n} GPUs ({v.text()})" for b, m, n, v in verdicts if v.kind == "worse"]
@@ -205,71 +284,69 @@ def _verdict_cell(per: dict) -> str:
     return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
 
 
-def markdown(doc: dict) -> str:
-    rows, counts = doc["rows"], doc["gpu_counts"]
-    out = [f"# scalebench report: night {doc['night']}", ""]
-    if doc["complete"]:
-        out.append(f"Complete: every scheduled benchmark ({len(doc['expected'])}) has recorded its run for this night.")
+def markdown(rep: Report) -> str:
+    rows, counts, mets = rep.rows, rep.gpu_counts, rep.metrics
+    out = [f"# scalebench report: night {rep.night}", ""]
+    if rep.complete:
+        out.append(f"Complete: every scheduled benchmark ({len(rep.expected)}) has recorded its run for this night.")
     else:
-        out.append(f"**Partial report**: scheduled runs not yet recorded for this night: {', '.join(doc['missing']) or '–'}. "
+        out.append(f"**Partial report**: scheduled runs not yet recorded for this night: {', '.join(rep.missing) or '–'}. "
                    "Regression alerts wait for the complete report.")
-    if doc["source"] == "manual" and doc["rows"]:
+    if rep.source == "manual" and rows:
         out += ["", "**Manual runs only**: this night has no scheduled run, so the table below is made from manual "
                 "runs (the last one per benchmark); they never feed the regression baseline."]
-    for stem, err in sorted(doc["config_errors"].items()):
+    for stem, err in sorted(rep.config_errors.items()):
         out += ["", f"**Config error**: benchmark `{stem}` does not load and did not run: {err}"]
-    out += ["", f"Generated {doc['generated']}. Relative training time T(n)/T(1): median over repeats per epoch count, "
-            "averaged over epoch counts; 95% bootstrap CI in the detail table.", ""]
-    head = ["benchmark", *[f"{m} verdict" for m in METRICS], *[f"{n} GPU" for n in counts]]
+    out += ["", f"Generated {rep.generated}. Relative training time T(n)/T(1): median over repeats per epoch count, "
+            "averaged over epoch counts; 95% bootstrap CI of that average in the detail table.", ""]
+    display = [ACCURACY_METRICS[m].display for m in mets]
+    head = ["benchmark", *[f"{d} verdict" for d in display], *[f"{n} GPU" for n in counts]]
     out += ["## The study's table", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        out.append("| " + " | ".join([r["benchmark"], *[_verdict_cell(r["verdicts"].get(m, {})) for m in METRICS],
-                                     *[_pct(r["relative_time"].get(n)) for n in counts]]) + " |")
-    avg = doc["average"]
-    incomplete = [n for n in counts if sum(n in r["relative_time"] for r in rows) < len(rows)]
+        out.append("| " + " | ".join([r.benchmark, *[_verdict_cell(r.verdicts.get(m, {})) for m in mets],
+                                     *[_pct(r.relative_time.get(n)) for n in counts]]) + " |")
+    incomplete = [n for n in counts if sum(n in r.relative_time for r in rows) < len(rows)]
     label = "average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else "")
-    out.append("| " + " | ".join([label, "", "", "", *[_pct(avg.get(n)) for n in counts]]) + " |")
-    out += ["", "## Conclusions", ""] + [f"- {s}" for s in doc["conclusions"]]
-    out += ["", "## Detail per GPU count", "",
-            "| benchmark | GPUs | scaling | global batch | LR policy | train s (IQR) | relative time (95% CI) | speedup | efficiency | precision | recall | IoU |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out.append("| " + " | ".join([label, *[""] * len(mets), *[_pct(rep.average.get(n)) for n in counts]]) + " |")
+    out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
+    cols = ["benchmark", "GPUs", "scaling", "global batch", "LR policy", "epochs", "train s, median (IQR)",
+            "relative time (95% CI)", "speedup", "efficiency", *display]
+    out += ["", "## Detail per GPU count", "", "Train s is steady training time at the longest epoch count run, "
+            "median and interquartile range over repeats.", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        for n in sorted(r["train_s"]):
-            ci = r["relative_time_ci"].get(n)
-            rel = _pct(r["relative_time"].get(n)) + (f" ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)" if ci else "")
-            sp, ef = r["speedup"].get(n), r["efficiency"].get(n)
+        for n in sorted(r.train_s):
+            ci = r.relative_time_ci.get(n)
+            rel = _pct(r.relative_time.get(n)) + (f" ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)" if ci else "")
+            sp, ef = r.speedup.get(n), r.efficiency.get(n)
             eff = _pct(ef) + (" (super-linear)" if ef and ef > 1 else "")
-            iq = r["iqr_s"].get(n)
-            mets = [f"{r['metrics'][m][n]:.3f}" if n in r["metrics"].get(m, {}) else "–" for m in METRICS]
-            out.append(f"| {r['benchmark']} | {n} | {r['scaling_mode']} | {r['global_batch'].get(n, '–')} | {r['lr_policy']} | "
-                       f"{r['train_s'][n]:.2f}{f' ({iq:.2f})' if iq is not None else ''} | {rel} | "
-                       f"{'–' if sp is None else f'{sp:.2f}x'} | {eff} | " + " | ".join(mets) + " |")
+            values = [f"{r.metrics[m][n]:.3f}" if n in r.metrics.get(m, {}) else "–" for m in mets]
+            out.append("| " + " | ".join([r.benchmark, str(n), r.scaling_mode, str(r.global_batch.get(n, "–")),
+                                          r.lr_policy, str(r.train_epochs[n]), f"{r.train_s[n]:.2f} ({r.iqr_s[n]:.2f})",
+                                          rel, "–" if sp is None else f"{sp:.2f}x", eff, *values]) + " |")
     out += ["", "Time to accuracy: not measured (these runs evaluate once, after training).", "",
             "## Accuracy verdicts (vs 1 GPU)", ""]
-    lines = [f"- {r['benchmark']} {m} at {n} GPUs: {v['text']}" for r in rows for m, per in r["verdicts_text"].items()
-             for n, v in per.items()]
+    lines = [f"- {r.benchmark} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
+             for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
     out += ["", "## Regressions", ""]
-    if doc["alerts"]:
-        out += [f"- ALERT: {a}" for a in doc["alerts"]]
-    if doc["flagged"]:
-        out += [f"- flagged, awaiting confirmation: {a}" for a in doc["flagged"]]
-    if not doc["alerts"] and not doc["flagged"]:
-        out.append(f"- none ({doc['series']} series judged against their baselines)")
+    out += [f"- ALERT: {a}" for a in rep.alerts]
+    out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
+    if not rep.alerts and not rep.flagged:
+        out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Table checks (Great Expectations)", ""]
-    out += [f"- {x}" for x in doc["table_checks"]] or ["- all passed"]
+    out += [f"- {x}" for x in rep.table_checks] or ["- all passed"]
     out += ["", "## Cells missing, invalid or refused", ""]
-    bad = [f"- {r['benchmark']}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r["not_valid"]]
-    bad += [f"- {r['benchmark']}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
-            for r in rows for lab in r["refused"]]
+    bad = [f"- {r.benchmark}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
+    bad += [f"- {r.benchmark}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
+            for r in rows for lab in r.refused]
     out += bad or ["- none"]
     out += ["", "## Manual runs of this night", ""]
-    for r in doc["manual_runs"]:
-        out.append(f"- {r['benchmark']} run {r['run_id']}: {r['valid']} of {r['cells']} cells valid")
-        out += [f"  - {x['label']}: {x['status']} ({x['reason']})" for x in r["not_valid"]]
-    if not doc["manual_runs"]:
+    for m in rep.manual_runs:
+        out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")
+        out += [f"  - {x['label']}: {x['status']} ({x['reason']})" for x in m["not_valid"]]
+    if not rep.manual_runs:
         out.append("- none")
-    out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in doc["plots"]]
+    out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in rep.plots]
     return "\n".join(out) + "\n"
 
 
@@ -284,66 +361,66 @@ def to_html(md: str, title: str = "scalebench report") -> str:
             f"<style>{style}</style></head><body>{body}</body></html>")
 
 
-def build(cells: list[dict], night: str, opts: Options, runs: list[dict], params: dict[str, int]) -> dict:
-    """Everything the report says for one night, as data (table.json)."""
+def build(cells: list[dict], night: str, opts: Options, runs: list[dict],
+          model_size: Callable[[str, str], int | None] = lambda bench, run_id: None) -> Report:
+    """Everything the report says about one night, decided once. `cells` are the store's figures
+    over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
+    from .validation import validate_table
+
     chosen, source = choose_runs(cells, night)
-    rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts,
-                      opts.lr_policies.get(b, "")) for b, run in sorted(chosen.items())]
-    avg = average_row(rows)
+    rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
+            for b, run in sorted(chosen.items())]
+    avg = average_row([r.relative_time for r in rows])
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     missing = sorted(set(opts.expected) - recorded)
     today = dt.date.fromisoformat(night)
-    since = (today - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
-    series = regression_series([c for c in cells if since <= c["night"] <= night], opts)
-    judged: list[Judgement] = [j for s in series for j in judge(s, opts.gates, opts.shifts) if j.night == today]
-    for r in rows:
-        r["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff} for n, v in per.items()}
-                              for m, per in r["verdicts"].items()}
-    doc = {
-        "night": night, "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "complete": not missing, "expected": sorted(opts.expected), "missing": missing, "source": source,
-        "manual_runs": manual_runs(cells, night), "config_errors": opts.config_errors,
-        "gpu_counts": sorted({n for r in rows for n in r["train_s"]}) or [1],
-        "rows": rows, "average": avg, "conclusions": conclusions(rows, avg, params, opts),
-        "alerts": [j.line() for j in judged if j.alert], "flagged": [j.line() for j in judged if j.flagged and not j.alert],
-        "series": len(series), "table_checks": [], "plots": [], "_series": series,
-    }
-    return doc
+    series = regression_series(cells, opts)
+    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts)]
+    tonight = [j for j in judged if j.night == today]
+    rep = Report(
+        night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        complete=not missing, expected=sorted(opts.expected), missing=missing, source=source,
+        manual_runs=manual_runs(cells, night), config_errors=dict(opts.config_errors),
+        gpu_counts=sorted({n for r in rows for n in r.train_s}) or [1],
+        metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
+        rows=rows, average=avg, conclusions=conclusions(rows, avg, opts),
+        alerts=[j.line() for j in tonight if j.alert], flagged=[j.line() for j in tonight if j.flagged and not j.alert],
+        judged=judged, series=len(series), table_checks=[],
+    )
+    rep.table_checks = validate_table(rep)
+    return rep
 
 
-def write(doc: dict, cells: list[dict], out: Path, opts: Options) -> Path:
+def render(rep: Report, out: Path) -> Path:
+    """Write the report's files into `out` (and nothing outside it): report.md, report.html,
+    table.json and the plots. Returns the path of report.md."""
     from . import plots
-    from .validation import validate_table
 
     out.mkdir(parents=True, exist_ok=True)
-    series = doc.pop("_series")
-    doc["table_checks"] = validate_table(doc)
-    doc["plots"] = plots.render_all(doc, series, opts, out)
-    md = markdown(doc)
-    (out / "report.md").write_text(md)
-    (out / "report.html").write_text(to_html(md, f"scalebench report {doc['night']}"))
-    rows = [{k: v for k, v in r.items() if k != "verdicts"} for r in doc["rows"]]
-    (out / "table.json").write_text(json.dumps({**doc, "rows": rows}, indent=2, default=str))
-    write_index(out.parent)
-    return out / "report.md"
+    plots.render_all(rep, out)
+    md = markdown(rep)
+    (out / REPORT_MD).write_text(md)
+    (out / REPORT_HTML).write_text(to_html(md, f"scalebench report {rep.night}"))
+    (out / REPORT_TABLE).write_text(json.dumps(rep.to_json(), indent=2, default=str))
+    return out / REPORT_MD
 
 
 def write_index(root: Path) -> Path:
     """reports/index.html: every night kept, newest first, with its status and alerts."""
     nights = []
-    for d in sorted((p for p in root.iterdir() if (p / "table.json").exists()), reverse=True):
-        t = json.loads((d / "table.json").read_text())
+    for d in sorted((p for p in root.iterdir() if (p / REPORT_TABLE).exists()), reverse=True):
+        t = json.loads((d / REPORT_TABLE).read_text())
         nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
                        "benchmarks": len(t["rows"])})
-    (root / "index.json").write_text(json.dumps(nights, indent=2))
-    items = "".join(f"<tr><td><a href='{n['night']}/report.html'>{n['night']}</a></td>"
+    (root / REPORTS_INDEX_JSON).write_text(json.dumps(nights, indent=2))
+    items = "".join(f"<tr><td><a href='{n['night']}/{REPORT_HTML}'>{n['night']}</a></td>"
                     f"<td>{'complete' if n['complete'] else 'partial'}</td><td>{n['benchmarks']}</td>"
                     f"<td>{n['alerts']}</td></tr>" for n in nights)
-    (root / "index.html").write_text(
+    (root / REPORTS_INDEX_HTML).write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>scalebench reports</title></head><body>"
         "<h1>scalebench reports</h1><table border='1' cellpadding='4'><thead><tr><th>night</th><th>status</th>"
         f"<th>benchmarks</th><th>alerts</th></tr></thead><tbody>{items}</tbody></table></body></html>")
-    return root / "index.html"
+    return root / REPORTS_INDEX_HTML
 
 
 def options_from_configs() -> Options:
@@ -357,21 +434,39 @@ def options_from_configs() -> Options:
                    lineage={b: c.images.get("gpu", "") for b, c in good.items()},
                    lr_policies={b: f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
                                 for b, c in good.items()},
+                   metrics={b: list(c.metrics) for b, c in good.items()},
                    config_errors={stem: str(err) for stem, err in broken.items()})
+
+
+def build_report(store, night: str | None = None, opts: Options | None = None) -> Report:
+    """The report of one night (default: today, UTC) from the store: figures over the lookback
+    window, the night's runs, and each chosen run's model size from its contract."""
+    night = night or nights.today()
+    opts = opts or options_from_configs()
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+    cells = store.figures(up_to_night=night, since_night=since)
+
+    def model_size(bench: str, run_id: str) -> int | None:
+        key = next((c["key"] for c in cells if c["benchmark"] == bench and c["run_id"] == run_id
+                    and c["figure"] is not None), None)
+        contract = store.contract(key) if key else None
+        return ((contract or {}).get("model") or {}).get("parameters")
+
+    return build(cells, night, opts, store.runs(night), model_size)
+
+
+def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:
+    """Build one night's report into reports/<night>/ and refresh the index of nights beside it."""
+    rep = build_report(store, night, opts)
+    path = render(rep, paths.reports_dir() / rep.night)
+    write_index(paths.reports_dir())
+    return rep, path
 
 
 def write_report(store, out_dir: Path | str | None = None, night: str | None = None,
                  opts: Options | None = None) -> Path:
-    """Build and write the report of one night (default: today, UTC) from the store."""
-    night = night or dt.datetime.now(dt.timezone.utc).date().isoformat()
-    opts = opts or options_from_configs()
-    since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
-    cells = store.figures(up_to_night=night, since_night=since)
-    params = {}
-    for b, run in choose_runs(cells, night)[0].items():
-        key = next((c["key"] for c in cells if c["run_id"] == run and c["figure"] is not None), None)
-        contract = store.contract(key) if key else None
-        if contract and (contract.get("model") or {}).get("parameters"):
-            params[b] = contract["model"]["parameters"]
-    doc = build(cells, night, opts, store.runs(), params)
-    return write(doc, cells, Path(out_dir or paths.reports_dir() / night), opts)
+    """Build and render one night's report: published by default; with `out_dir`, into that
+    folder only (no index). Returns the path of report.md."""
+    if out_dir is None:
+        return publish(store, night, opts)[1]
+    return render(build_report(store, night, opts), Path(out_dir))

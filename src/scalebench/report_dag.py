@@ -11,6 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.assets import AssetOrTimeSchedule
 from airflow.timetables.trigger import CronTriggerTimetable
 
+from . import nights
 from .config import Configs
 from .dag_factory import START, results_asset
 
@@ -21,9 +22,9 @@ REPORT_CRON = "0 7 * * *"
 def nights_to_report(triggering_asset_events, night_param: str | None, run_after) -> list[str]:
     """The nights the benchmark runs behind these asset events belong to (a run that records late
     regenerates its own night's report); without events, the `night` param, else the cron's day."""
-    nights = {str(e.extra["night"]) for events in (triggering_asset_events or {}).values() for e in events
-              if (e.extra or {}).get("night")}
-    return sorted(nights) or [night_param or run_after.date().isoformat()]
+    found = {str(e.extra["night"]) for events in (triggering_asset_events or {}).values() for e in events
+             if (e.extra or {}).get("night")}
+    return sorted(found) or [night_param or nights.night_at(run_after)]
 
 
 def build_report_dag(configs: Configs | None = None) -> DAG:
@@ -48,21 +49,17 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
         def write_report(**context) -> dict:
             """The report of each night this DAG run is for: the nights of the benchmark runs that
             triggered it (a late run regenerates its own night), else the `night` param, else today."""
-            import json
-
-            from .report import write_report as write
+            from .report import publish
             from .store import Store
 
-            nights = nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
-                                      context["dag_run"].run_after)
             store = Store()
             summaries = []
-            for night in nights:
-                path = write(store, night=night)
-                doc = json.loads((path.parent / "table.json").read_text())
-                print(f"report for night {night} ({'complete' if doc['complete'] else 'partial'}): {path}")
-                summaries.append({"night": night, "path": str(path), "complete": doc["complete"],
-                                  "missing": doc["missing"], "alerts": doc["alerts"]})
+            for night in nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
+                                          context["dag_run"].run_after):
+                rep, path = publish(store, night)
+                print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
+                summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
+                                  "alerts": rep.alerts})
             return {"nights": summaries}
 
         @task

@@ -17,16 +17,27 @@ def iqr(values: list[float]) -> float:
 def bootstrap_ratio_ci(t1: list[float], tn: list[float], *, n_boot: int = 2000, level: float = 0.95,
                        seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap CI of median(tn) / median(t1), resampling each side's repeats."""
-    if len(t1) < 2 or len(tn) < 2:
+    return bootstrap_mean_ratio_ci([(t1, tn)], n_boot=n_boot, level=level, seed=seed)
+
+
+def bootstrap_mean_ratio_ci(pairs: list[tuple[list[float], list[float]]], *, n_boot: int = 2000,
+                            level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
+    """Percentile bootstrap CI of the mean over epoch counts of median(tn) / median(t1): each
+    replicate resamples the repeats of every epoch count (both sides), takes each ratio of
+    medians and averages them, so the interval is that of the averaged ratio itself (not an
+    average of per-epoch interval ends, which is wider). None when a side has < 2 repeats."""
+    if not pairs or any(len(t1) < 2 or len(tn) < 2 for t1, tn in pairs):
         return None
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    a, b = np.asarray(t1, float), np.asarray(tn, float)
-    ra = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
-    rb = np.median(rng.choice(b, size=(n_boot, b.size)), axis=1)
-    ratios = rb / ra
-    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    total = np.zeros(n_boot)
+    for t1, tn in pairs:
+        a, b = np.asarray(t1, float), np.asarray(tn, float)
+        ra = np.median(rng.choice(a, size=(n_boot, a.size)), axis=1)
+        rb = np.median(rng.choice(b, size=(n_boot, b.size)), axis=1)
+        total += rb / ra
+    lo, hi = np.quantile(total / len(pairs), [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 
 
@@ -84,11 +95,14 @@ def equivalence(base: list[float], other: list[float], margin: float) -> Verdict
     return Verdict(kind, diff, ci, margin, n)
 
 
-def spearman(x: list[float], y: list[float]) -> tuple[float, float] | None:
+def spearman(x: list[float], y: list[float]) -> tuple[float, float] | tuple[None, None] | None:
     """Spearman's rho and its two-sided p-value (exact, by permutation, up to 8 pairs; the
-    t approximation beyond), or None with fewer than 3 pairs."""
+    t approximation beyond); None with fewer than 3 pairs; (None, None) when either side is
+    constant, where the rank correlation is undefined (no rho, no p-value)."""
     if len(x) < 3:
         return None
+    if len(set(x)) == 1 or len(set(y)) == 1:
+        return None, None
     import itertools
 
     from scipy import stats as st

@@ -1,21 +1,19 @@
 """Results store: every attempt of every cell, in any SQLAlchemy database (SQLite by default).
 
-Schema changes go through Alembic migrations (scalebench/migrations), applied only by the explicit
-`scalebench db upgrade` (make runs it); opening a store checks the schema and never migrates. A cell's figure is its
-latest valid attempt; failed or invalid attempts are kept for the record but never hide it.
+The schema is the database's (scalebench.db): opening a store checks it and never migrates. A
+cell's figure is its latest valid attempt; failed or invalid attempts are kept for the record
+but never hide it.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint,
-                        create_engine, select)
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from . import paths
+from . import nights, paths
+from .db import Base, check_schema, make_engine
 
 STATUSES = ("valid", "invalid", "failed")
 
@@ -29,10 +27,6 @@ def config_sha(contract: dict | None) -> str | None:
     if resolved is None:
         return None
     return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Base(DeclarativeBase):
-    pass
 
 
 class CellRow(Base):
@@ -94,127 +88,14 @@ class BenchmarkRunRow(Base):
     counts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
-class LeaseHostRow(Base):
-    """One row per host; updating it serialises lease decisions for that host."""
-    __tablename__ = "lease_hosts"
-    host: Mapped[str] = mapped_column(String(100), primary_key=True)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class DeviceLeaseRow(Base):
-    __tablename__ = "device_leases"
-    __table_args__ = (UniqueConstraint("host", "device_id", name="uq_one_lease_per_device"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    lease_id: Mapped[str] = mapped_column(String(64), index=True)
-    host: Mapped[str] = mapped_column(String(100))
-    device_id: Mapped[str] = mapped_column(String(32))
-    cell_key: Mapped[str] = mapped_column(String(64))
-    holder_host: Mapped[str] = mapped_column(String(255))
-    holder_pid: Mapped[int] = mapped_column(Integer)
-    exclusive: Mapped[bool] = mapped_column(Boolean)
-    acquired_at: Mapped[float] = mapped_column(Float)
-    heartbeat_at: Mapped[float] = mapped_column(Float)
-
-
-class LeaseEventRow(Base):
-    __tablename__ = "lease_events"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    lease_id: Mapped[str] = mapped_column(String(64))
-    host: Mapped[str] = mapped_column(String(100))
-    devices: Mapped[str] = mapped_column(String(255))
-    cell_key: Mapped[str] = mapped_column(String(64))
-    event: Mapped[str] = mapped_column(String(16))
-    detail: Mapped[str | None] = mapped_column(Text, nullable=True)
-    at: Mapped[float] = mapped_column(Float)
-
-
 CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
                "seed", "scaling_mode", "per_device_batch", "global_batch", "label")
-
-
-HEAD_REVISION = "0003"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
-
-
-class StoreNotReady(RuntimeError):
-    """The results database is missing or at an older schema: `scalebench db upgrade` fixes it."""
-
-
-def schema_revision(engine) -> str | None:
-    """The Alembic revision the database is at, or None when it has no schema yet."""
-    from sqlalchemy import inspect, text
-
-    with engine.connect() as conn:
-        if not inspect(conn).has_table("alembic_version"):
-            return None
-        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-
-
-def check_schema(engine, url: str) -> None:
-    """Refuse to work on a database that `scalebench db upgrade` has not brought to this version."""
-    found = schema_revision(engine)
-    if found != HEAD_REVISION:
-        where = url.split("@")[-1]  # never print a password
-        raise StoreNotReady(f"results store {where} is at schema revision {found or 'none (empty database)'}; "
-                            f"this scalebench needs {HEAD_REVISION}: run `scalebench db upgrade`")
-
-
-@contextlib.contextmanager
-def _migration_lock(url: str, engine):
-    """One migrator at a time: a file lock beside a SQLite file, an advisory lock on PostgreSQL."""
-    if url.startswith("sqlite:///"):
-        import fcntl
-
-        db = Path(url.removeprefix("sqlite:///"))
-        db.parent.mkdir(parents=True, exist_ok=True)
-        with open(db.with_name(db.name + ".migrate-lock"), "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-    elif engine.dialect.name == "postgresql":
-        from sqlalchemy import text
-
-        with engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(7311)"))  # any fixed key shared by all migrators
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT pg_advisory_unlock(7311)"))
-    else:
-        yield
-
-
-def upgrade(url: str | None = None) -> tuple[str | None, str]:
-    """Bring the database to the newest schema (Alembic upgrade head), idempotent and locked, so
-    several processes starting at once are safe. Returns (revision before, revision after)."""
-    import logging
-
-    from alembic import command
-    from alembic.config import Config
-
-    url = url or paths.store_url()
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url)
-    try:
-        with _migration_lock(url, engine):
-            before = schema_revision(engine)
-            if before != HEAD_REVISION:
-                cfg = Config()
-                cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-                cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-                logging.getLogger("alembic").setLevel(logging.WARNING)  # no "Context impl ..." chatter
-                command.upgrade(cfg, "head")
-            return before, schema_revision(engine)
-    finally:
-        engine.dispose()
 
 
 class Store:
     def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
-        self.engine = create_engine(self.url)
+        self.engine = make_engine(self.url)
         check_schema(self.engine, self.url)
 
     def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
@@ -252,7 +133,7 @@ class Store:
     def _cell_row(s: Session, cell: dict, now: dt.datetime) -> CellRow:
         row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
         if row is None:
-            row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or now.date().isoformat(),
+            row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or nights.today(),
                           created_at=now)
             s.add(row)
             s.flush()
@@ -272,7 +153,7 @@ class Store:
                 row = BenchmarkRunRow(dag_id=dag_id, run_id=run_id, benchmark=benchmark)
                 s.add(row)
             now = dt.datetime.now(dt.timezone.utc)
-            row.run_type, row.night, row.counts, row.recorded_at = run_type, night or now.date().isoformat(), counts, now
+            row.run_type, row.night, row.counts, row.recorded_at = run_type, night or nights.today(), counts, now
 
     def runs(self, night: str | None = None) -> list[dict]:
         with Session(self.engine) as s:

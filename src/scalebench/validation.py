@@ -6,8 +6,9 @@ and DAG files must parse fast.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
+
+from scalebench_kit.names import ACCURACY_METRICS
 
 REQUIRED = ("train_s", "total_s", "setup_s", "eval_s", "images_per_s", "world_size", "device_count",
             "per_device_batch", "global_batch", "epochs_recorded")
@@ -55,10 +56,14 @@ def flatten(contract: dict) -> dict:
 
 
 def _quiet_context():
+    """An in-memory GX context with analytics off and no progress bars (they read as errors in task
+    logs); set through its own config, never through this process's environment."""
     import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
+                                                            ProgressBarsConfig)
 
-    ctx = gx.get_context(mode="ephemeral")
+    config = DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(), analytics_enabled=False)
+    ctx = gx.get_context(mode="ephemeral", project_config=config)
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     return ctx
 
@@ -77,7 +82,7 @@ def expectations(cell: dict, metrics: list[str], bounds: dict[str, tuple[float, 
         out.append(E.ExpectColumnValuesToBeBetween(column=col, min_value=0))
     for m in metrics:
         lo, hi = bounds.get(m, (0.0, 1.0))
-        if m in ("precision", "recall", "iou", "accuracy", "map50"):
+        if ACCURACY_METRICS[m].fraction:
             lo, hi = max(lo, 0.0), min(hi, 1.0)
         out.append(E.ExpectColumnValuesToBeBetween(column=m, min_value=lo, max_value=hi))
     n = cell["gpus"]
@@ -108,7 +113,6 @@ def validate_result(cell: dict, contract: dict, metrics: list[str], bounds: dict
     import great_expectations as gx
     import pandas as pd
 
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     row = flatten(contract)
     # NaN must read as null, not as a number outside the bounds.
     row = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
@@ -128,7 +132,7 @@ def validate_result(cell: dict, contract: dict, metrics: list[str], bounds: dict
     return Verdict(success=not failures, failures=failures, checked=len(result.results))
 
 
-def validate_table(doc: dict) -> list[str]:
+def validate_table(rep) -> list[str]:
     """GX on the aggregated table: every expected cell present or marked, efficiency in (0, 1.5],
     every ratio taken against a matching 1-GPU baseline. Returns the failures (empty: all met);
     super-linear efficiency is listed, not capped."""
@@ -136,14 +140,14 @@ def validate_table(doc: dict) -> list[str]:
     import pandas as pd
 
     rows = []
-    for r in doc["rows"]:
-        statuses = [x["status"] for x in r["not_valid"]] + ["valid"] * r["valid"]
-        rows += [{"benchmark": r["benchmark"], "gpus": None, "efficiency": None, "status": s, "baseline_ok": True}
+    for r in rep.rows:
+        statuses = [x["status"] for x in r.not_valid] + ["valid"] * r.valid
+        rows += [{"benchmark": r.benchmark, "gpus": None, "efficiency": None, "status": s, "baseline_ok": True}
                  for s in statuses]
-        rows += [{"benchmark": r["benchmark"], "gpus": n, "efficiency": e, "status": "valid", "baseline_ok": True}
-                 for n, e in r["efficiency"].items()]
-        rows += [{"benchmark": r["benchmark"], "gpus": None, "efficiency": None, "status": "refused",
-                  "baseline_ok": False} for _ in r["refused"]]
+        rows += [{"benchmark": r.benchmark, "gpus": n, "efficiency": e, "status": "valid", "baseline_ok": True}
+                 for n, e in r.efficiency.items()]
+        rows += [{"benchmark": r.benchmark, "gpus": None, "efficiency": None, "status": "refused",
+                  "baseline_ok": False} for _ in r.refused]
     if not rows:
         return []
     df = pd.DataFrame(rows)
@@ -157,6 +161,6 @@ def validate_table(doc: dict) -> list[str]:
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="baseline_ok", value_set=[True]))
     result = batch.validate(suite)
     out = [_describe(r) for r in result.results if not r.success]
-    out += [f"super-linear efficiency (flagged, not capped): {r['benchmark']} at {n} GPUs {100 * e:.0f}%"
-            for r in doc["rows"] for n, e in r["efficiency"].items() if e > 1]
+    out += [f"super-linear efficiency (flagged, not capped): {r.benchmark} at {n} GPUs {100 * e:.0f}%"
+            for r in rep.rows for n, e in r.efficiency.items() if e > 1]
     return out

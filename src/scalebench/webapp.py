@@ -12,6 +12,8 @@ import re
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 
+from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
+
 from . import paths
 
 NIGHT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -31,7 +33,7 @@ def create_app() -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def index():
-        page = root() / "index.html"
+        page = root() / REPORTS_INDEX_HTML
         if not page.exists():
             return HTMLResponse("<h1>scalebench reports</h1><p>No report yet: run the scalebench_nightly_report DAG "
                                 "or <code>scalebench report</code>.</p>")
@@ -39,7 +41,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/nights")
     def nights():
-        page = root() / "index.json"
+        page = root() / REPORTS_INDEX_JSON
         return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
 
     @app.get("/latest")
@@ -51,7 +53,7 @@ def create_app() -> FastAPI:
 
     @app.get("/{night}/")
     def night_page(night: str):
-        return RedirectResponse("report.html")
+        return RedirectResponse(REPORT_HTML)
 
     @app.get("/{night}/{name}")
     def night_file(night: str, name: str):

@@ -14,10 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .names import CELL_SPEC_FILE, EVENTS_FILE, RESULT_FILE  # noqa: F401  (re-exported: the contract's files)
+
 CONTRACT_VERSION = 1
-CELL_SPEC_FILE = "cell.json"
-RESULT_FILE = "metrics.json"
-EVENTS_FILE = "events.jsonl"
 
 
 class ContractError(ValueError):

@@ -6,10 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-EVENT_KEYS = frozenset({
-    "run_start", "init_start", "init_stop", "data_ready", "model_ready", "warmup_stop",
-    "epoch_start", "epoch_stop", "eval_start", "eval_stop", "train_stop", "run_stop", "metric", "error",
-})
+from .names import EVENT_KEYS
 
 
 class EventLog:

@@ -1,8 +1,10 @@
-"""Alembic environment for the results store (run programmatically by scalebench.store.migrate)."""
+"""Alembic environment for the results database (run by scalebench.db.upgrade)."""
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from scalebench.store import Base
+import scalebench.lease_tables  # noqa: F401  (their tables join Base.metadata)
+import scalebench.store  # noqa: F401
+from scalebench.db import Base
 
 config = context.config
 connectable = engine_from_config(config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.",

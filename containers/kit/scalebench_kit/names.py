@@ -1,0 +1,67 @@
+"""Every name the orchestrator, the trainers and the report share, defined once (in the spirit
+of MLPerf logging's constants module). Code imports these; it never spells them again.
+Standard library only: this module is installed in every training image."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# -- files of one attempt folder ----------------------------------------------------------------
+CELL_SPEC_FILE = "cell.json"          # what to run (orchestrator -> trainer)
+RESULT_FILE = "metrics.json"          # the result contract (trainer -> orchestrator)
+EVENTS_FILE = "events.jsonl"          # event lines, keys below
+FAILURE_FILE = "failure.json"         # why an attempt failed, at any stage
+VALIDATION_FILE = "validation.json"   # the GX verdict on the result
+PLACEMENT_FILE = "placement.json"     # devices, timing policy, co-tenants
+PREFLIGHT_FILE = "preflight.json"     # NVML report of a failed pre-flight
+ATTEMPT_FILES = (CELL_SPEC_FILE, RESULT_FILE, EVENTS_FILE, FAILURE_FILE, VALIDATION_FILE, PLACEMENT_FILE,
+                 PREFLIGHT_FILE)
+
+# -- files of one night's report (reports/<night>/) and of the reports folder --------------------
+REPORT_MD, REPORT_HTML, REPORT_TABLE = "report.md", "report.html", "table.json"
+REPORTS_INDEX_HTML, REPORTS_INDEX_JSON = "index.html", "index.json"
+
+
+# -- metrics -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Metric:
+    name: str            # the key in metrics.json and in configs
+    display: str         # how tables and plots name it
+    higher_is_better: bool
+    fraction: bool       # a value in [0, 1]
+
+
+ACCURACY_METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("precision", "precision", True, True),
+    Metric("recall", "recall", True, True),
+    Metric("iou", "IoU", True, True),
+    Metric("accuracy", "accuracy", True, True),
+    Metric("map50", "mAP@0.5", True, True),
+)}
+THROUGHPUT = Metric("images_per_s", "images/s", True, False)
+TRAIN_TIME = Metric("train_s", "train s", False, False)
+ALL_METRICS: dict[str, Metric] = {**ACCURACY_METRICS, THROUGHPUT.name: THROUGHPUT, TRAIN_TIME.name: TRAIN_TIME}
+
+# -- failure reasons: class -> transient (retried with backoff) -----------------------------------
+FAILURE_REASONS: dict[str, bool] = {
+    "out_of_memory": False,
+    "timeout": False,
+    "cancelled": False,           # a user stopped it (mark failed, clear): do what they asked
+    "killed": True,               # a signal from outside (preemption, reboot, docker kill): try again
+    "communication_error": True,
+    "preflight_failed": True,
+    "engine_unreachable": True,
+    "lease_timeout": True,
+    "dataset_missing": False,
+    "image_missing": False,
+    "contract_missing_or_invalid": False,
+    "unknown": False,
+}
+# reasons an attempt is recorded invalid (it ran, but its result is not usable)
+INVALID_REASONS = ("contract_missing_or_invalid", "not_validated", "validation_failed")
+
+# -- event keys (events.jsonl) -------------------------------------------------------------------
+EVENT_KEYS = frozenset({
+    "run_start", "init_start", "init_stop", "data_ready", "model_ready", "warmup_stop",
+    "epoch_start", "epoch_stop", "train_stop", "eval_start", "precise_bn", "eval_stop", "run_stop",
+    "metric", "error",
+})
