@@ -161,7 +161,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
     assert "- flaky: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in text
-    assert "| flaky | – | – | 100.0% |" in text
+    assert "| flaky | – | – | – | 100.0% |" in text  # IoU: the UNet row of this night reports it
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
     [check] = [t for t in unet_ti["task_instances"] if t["task_id"] == "check_dataset"]

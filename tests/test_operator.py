@@ -191,7 +191,9 @@ def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypat
 @pytest.mark.parametrize("where, error, reason, transient", [
     ("inspect_image", requests.exceptions.ConnectionError("Connection refused"), "engine_unreachable", True),
     ("inspect_image", docker.errors.ImageNotFound("No such image"), "image_missing", False),
-    ("wait", docker.errors.APIError("500 Server Error: dockerd restarting"), "engine_unreachable", True),
+    ("wait", requests.exceptions.ConnectionError("Connection aborted: dockerd restarting"), "engine_unreachable", True),
+    ("create_container", docker.errors.APIError("500 Server Error", explanation='could not select device driver ""'),
+     "unknown", False),
 ])
 def test_engine_down_and_image_missing(cell_op, where, error, reason, transient):
     op, ctx, cell, client, _ = cell_op(0)
@@ -229,4 +231,18 @@ def test_an_unforeseen_error_still_leaves_a_record(cell_op, monkeypatch):
     monkeypatch.setattr("scalebench.operators.settings", mock.Mock(side_effect=KeyError("threads")))
     exc = _fails(op, ctx)
     assert exc.failure.reason == "unknown" and "failed at spec: unknown" in str(exc) and "KeyError" in str(exc)
+    assert _no_leases_held()
+
+
+def test_the_execution_timeout_backstop_stops_the_container_before_freeing_the_devices(cell_op):
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    op, ctx, cell, client, _ = cell_op(0)
+    held_at_stop = []
+    client.stop.side_effect = lambda *a, **k: held_at_stop.append(len(LeaseManager().holders()))
+    client.wait.side_effect = AirflowTaskTimeout()
+    with pytest.raises(AirflowTaskTimeout):
+        op.execute(ctx)
+    assert held_at_stop == [1]  # the devices were still leased while their container stopped
+    assert _record(cell)["reason"] == "timeout" and "execution_timeout (backstop)" in _record(cell)["message"]
     assert _no_leases_held()

@@ -49,7 +49,7 @@ def cmd_results(args, configs: Configs):
 
 def _result_line(c: dict) -> str:
     """One cell: its figure when valid; else the last attempt's class, exit code and message."""
-    head = f"{c['benchmark']:28} {c['run_id'][:32]:32} {c['label']:30} {c['status']:8}"
+    head = f"{c['benchmark']:28} {c['run_id']:40} {c['label']:30} {c['status']:8}"
     if c["figure"]:
         return f"{head} train {c['figure']['train_s']:.2f} s (attempt {c['figure']['attempt']})"
     if not c["attempts"]:

@@ -63,15 +63,13 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
     if sig:
         outside = " (docker kill or stop, preemption, host shutdown)" if sig in EXTERNAL_SIGNALS else ""
         return Failure("killed", exit_code, f"the container's main process was ended by {sig}{outside}")
-    m = CUDA_OOM.search(text)
-    if m:
-        return Failure("out_of_memory", exit_code, f"device memory exhausted ({m.group(0)})")
-    m = COMM.search(text)
-    if m:
-        return Failure("communication_error", exit_code, f"collective communication failed ({m.group(0)[:120]})")
-    m = DATASET.search(text)
-    if m:
-        return Failure("dataset_missing", exit_code, f"dataset missing or malformed ({m.group(0)[:120]})")
+    for pattern, reason, what in ((CUDA_OOM, "out_of_memory", "device memory exhausted"),
+                                  (COMM, "communication_error", "collective communication failed"),
+                                  (DATASET, "dataset_missing", "dataset missing or malformed")):
+        m = pattern.search(text)
+        if m:  # quote the whole output line the match is on
+            line = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()
+            return Failure(reason, exit_code, f"{what} ({line[:200]})")
     last = next((ln.strip() for ln in reversed(output) if ln.strip()), "no output")
     return Failure("unknown", exit_code, f"last output line: {last[:200]}")
 

@@ -134,11 +134,13 @@ class CellDockerOperator(DockerOperator):
                 if failure:
                     raise self.fail(attempt, failure, outcome.lines)
                 return self.collect(attempt, lease, outcome)
+            except AirflowTaskTimeout:  # the execution_timeout backstop: stop the container before the
+                self._stop_container("execution timeout reached")  # lease frees its devices
+                raise
             finally:
                 self._lease = None
                 lease.release()
-        except AirflowTaskTimeout:  # the execution_timeout backstop fired inside a phase
-            self._stop_container("execution timeout reached")
+        except AirflowTaskTimeout:
             self.fail(attempt, Failure("timeout", None, "ran past the task's execution_timeout (backstop)"))
             raise
         except (CellFailed, AirflowFailException):  # CellFailedPermanently is an AirflowFailException
@@ -247,8 +249,7 @@ class CellDockerOperator(DockerOperator):
                 lines = [str(x) for x in (exc.logs or [])]
                 exit_code = None
             except _engine_errors() as exc:
-                raise self.fail(a, Failure("engine_unreachable", None, f"Docker engine failed during the run "
-                                           f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+                raise self.fail(a, self._engine_failure(exc)) from None
         finally:
             watchdog.cancel()
             self.log.info("::endgroup::")
@@ -300,6 +301,17 @@ class CellDockerOperator(DockerOperator):
                                            "build it with `make images`")) from None
             raise self.fail(a, Failure("engine_unreachable", None, f"Docker engine did not answer "
                                        f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+
+    @staticmethod
+    def _engine_failure(exc: BaseException) -> Failure:
+        """An engine that refused the container (bad mount, unknown device driver) will refuse it
+        again: permanent. One that did not answer or dropped the connection: transient."""
+        import docker.errors
+
+        if isinstance(exc, docker.errors.APIError):
+            return Failure("unknown", None, f"the Docker engine refused the container: {exc.explanation or exc}")
+        return Failure("engine_unreachable", None, f"Docker engine failed during the run "
+                                                   f"({type(exc).__name__}: {str(exc)[:200]})")
 
     def _stop_container(self, why: str) -> None:
         container = getattr(self, "container", None)

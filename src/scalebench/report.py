@@ -228,6 +228,8 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
     if not rows:
         return ["No benchmark has valid results for this night."]
     multi = [n for n in sorted(avg) if n > 1]
+    if not multi:
+        out.append("No benchmark has valid results at more than one GPU count this night, so no scaling is compared.")
     if multi:
         figs = ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
         study = ", ".join(f"{100 * STUDY_AVERAGE[n]:.1f}%" for n in multi if n in STUDY_AVERAGE)

@@ -1,4 +1,4 @@
-"""Accuracy metrics, defined once for every framework (DESIGN: definitions the report uses)."""
+"""Accuracy metrics, defined once for every framework (as docs/architecture.md defines them)."""
 from __future__ import annotations
 
 import numpy as np
