@@ -5,7 +5,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from scalebench_kit.names import FAILURE_FILE
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE
 from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
 
 CUDA_OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OOM when allocating|RESOURCE_EXHAUSTED|"
@@ -88,13 +88,14 @@ def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, sta
 
 def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:
     """A task before the cells failed: each planned cell that has not started gets a failed
-    attempt 1 naming that task, so nothing is reported as merely missing. Returns the lines."""
+    attempt 1 naming that task (a retry of the task rewrites it), so nothing is reported as
+    merely missing. Returns the lines."""
     from .attempt_folders import attempt_dir
 
     lines = []
     for cell in cells:
         out = attempt_dir(cell, 1)
-        if out.exists() and any(out.iterdir()):
+        if (out / CELL_SPEC_FILE).exists():
             continue  # the cell did start: its own record stands
         line = failure.line(cell, 1, stage)
         write_failure(out, failure, line, attempt=1, stage=stage)

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .names import CELL_SPEC_FILE, EVENTS_FILE, RESULT_FILE  # noqa: F401  (re-exported: the contract's files)
+from .names import RESULT_FILE
 
 CONTRACT_VERSION = 1
 

@@ -56,8 +56,6 @@ FAILURE_REASONS: dict[str, bool] = {
     "contract_missing_or_invalid": False,
     "unknown": False,
 }
-# reasons an attempt is recorded invalid (it ran, but its result is not usable)
-INVALID_REASONS = ("contract_missing_or_invalid", "not_validated", "validation_failed")
 
 # -- event keys (events.jsonl) -------------------------------------------------------------------
 EVENT_KEYS = frozenset({

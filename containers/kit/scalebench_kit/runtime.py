@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .contract import CELL_SPEC_FILE, CONTRACT_VERSION, EVENTS_FILE, load_cell_spec, write_result
+from .contract import CONTRACT_VERSION, load_cell_spec, write_result
+from .names import CELL_SPEC_FILE, EVENTS_FILE
 from .events import EventLog
 
 RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
