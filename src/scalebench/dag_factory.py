@@ -12,6 +12,7 @@ import datetime as dt
 from airflow.sdk import DAG, Asset, Param, TaskGroup, get_current_context, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
+from airflow.timetables.trigger import CronTriggerTimetable
 
 from . import cells as cellmod
 from . import nights, notes
@@ -19,7 +20,13 @@ from .attempt_folders import attempt_dir, safe
 from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
-START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def nightly(cron: str | None) -> CronTriggerTimetable | None:
+    """The cron schedule, first run at the next cron time: unpausing a DAG must not start a run of
+    the interval that just passed (with a start_date and catchup=False Airflow would; on GPUs
+    that is hours of cells ahead of any manual trigger). Hence also no start_date on our DAGs."""
+    return CronTriggerTimetable(cron, timezone="UTC", run_immediately=False) if cron else None
 
 
 def results_asset(bench_id: str) -> Asset:
@@ -54,8 +61,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
     with DAG(
         dag_id=bench.dag_id,
         description=bench.title,
-        schedule=bench.schedule,
-        start_date=START,
+        schedule=nightly(bench.schedule),
         catchup=False,
         max_active_runs=1,
         params=params_for(bench, fleet),
@@ -195,7 +201,6 @@ def build_config_error_dag(stem: str, error: ConfigError) -> DAG:
         dag_id=f"scalebench_{safe(stem)}",
         description=f"CONFIG ERROR: {message.splitlines()[0][:200]}",
         schedule=None,
-        start_date=START,
         catchup=False,
         tags=["scalebench", "config-error"],
         doc_md=f"**The config of benchmark `{stem}` does not load**, so its DAG cannot be built. Fix the file "

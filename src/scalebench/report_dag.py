@@ -9,11 +9,10 @@ from __future__ import annotations
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.assets import AssetOrTimeSchedule
-from airflow.timetables.trigger import CronTriggerTimetable
 
 from . import nights
 from .config import Configs
-from .dag_factory import START, results_asset
+from .dag_factory import nightly, results_asset
 
 REPORT_DAG_ID = "scalebench_nightly_report"
 REPORT_CRON = "0 7 * * *"
@@ -37,8 +36,7 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
     with DAG(
         dag_id=REPORT_DAG_ID,
         description="Aggregate stored cells into the night's scaling report, and alert on regressions",
-        schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(REPORT_CRON, timezone="UTC"), assets=any_asset),
-        start_date=START,
+        schedule=AssetOrTimeSchedule(timetable=nightly(REPORT_CRON), assets=any_asset),
         catchup=False,
         max_active_runs=1,
         tags=["scalebench", "report"],
