@@ -14,11 +14,12 @@ export AIRFLOW__CORE__PARALLELISM := 4
 export GX_ANALYTICS_ENABLED := false
 DEMO_CONF := {"gpu_counts": [1, 2], "repeats": 2, "profile": "smoke", "seed": 0}
 
-.PHONY: help venv docker images browser airflow-db demo test lock clean
+.PHONY: help venv docker images browser airflow-db airflow airflow-stop airflow-status demo test lock clean
 help:
 	@echo "make demo   - run ResNet50+Keras (smoke, 1 and 2 devices, 2 repeats) in Airflow and write the report"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
+	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +49,15 @@ airflow-db: venv
 	$(BIN)/airflow db migrate > $(STATE)/airflow-migrate.log 2>&1 || { tail -20 $(STATE)/airflow-migrate.log; exit 1; }
 	$(BIN)/scalebench db upgrade
 	$(BIN)/scalebench pools --apply
+
+airflow: venv images airflow-db  # api-server, scheduler, dag-processor, triggerer; prints the login
+	$(BIN)/python deploy/local/airflow_service.py start
+
+airflow-stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python deploy/local/airflow_service.py stop; fi
+
+airflow-status:
+	$(BIN)/python deploy/local/airflow_service.py status
 
 demo: venv images airflow-db
 	@start=$$(date +%s); \

@@ -57,6 +57,10 @@ requires_docker = pytest.mark.skipif(
 )
 
 
+chromium = pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")) and os.environ.get("CI") != "true",
+                              reason="needs Debian's chromium and chromium-driver (make test installs them)")
+
+
 def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
     from scalebench.cells import cell_key, cell_label
 

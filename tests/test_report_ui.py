@@ -1,7 +1,6 @@
 """The report pages inside the Airflow UI: login enforced on every plugin route, and a real
 browser (Debian's headless Chromium) that logs in and finds the table."""
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, api_server, free_port
+from tests.conftest import ROOT, api_server, chromium, free_port
+from tests.service_clients import browser, ui_login
 
 NIGHT = "2026-11-28"
 BIN = Path(sys.executable).parent
@@ -77,33 +77,14 @@ def test_with_the_login_the_pages_images_and_json_are_served(server):
     assert view["name"] == "Scaling report" and view["href"] == "/scalebench/latest"
 
 
-chromium = pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")) and os.environ.get("CI") != "true",
-                              reason="needs Debian's chromium and chromium-driver (make test installs them)")
-
-
 @chromium
 def test_a_browser_logs_in_and_sees_the_report_table_inside_the_airflow_ui(server, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
 
     base, home = server
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
-                "--window-size=1400,1000", f"--user-data-dir={tmp_path / 'chrome'}"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
-    try:
-        wait = WebDriverWait(driver, 60)
-        driver.get(f"{base}/plugin/scalebench-report")
-        wait.until(EC.presence_of_element_located((By.NAME, "username"))).send_keys("ops")
-        driver.find_element(By.NAME, "password").send_keys("s3cret")
-        next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text == "Sign in").click()
-        wait.until(lambda d: "/auth/login" not in d.current_url)
+    with browser(tmp_path / "chrome") as driver:
+        wait = ui_login(driver, base, "ops", "s3cret", "/plugin/scalebench-report")
         driver.get(f"{base}/plugin/scalebench-report")
         frame = wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe")))
         driver.switch_to.frame(frame)
@@ -114,5 +95,3 @@ def test_a_browser_logs_in_and_sees_the_report_table_inside_the_airflow_ui(serve
         driver.save_screenshot(str(shot))
         assert shot.read_bytes()[:4] == b"\x89PNG"
         print(f"\nscreenshot: {shot}")
-    finally:
-        driver.quit()

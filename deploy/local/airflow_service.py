@@ -1,0 +1,175 @@
+"""Airflow as a service on one machine (`make airflow` / `make airflow-stop`).
+
+Starts the api-server, scheduler, dag-processor and triggerer on the LocalExecutor with the
+SQLite metadata DB in $AIRFLOW_HOME, one admin user with a generated password, and the settings
+a new user would otherwise guess (sizing, plugins, examples off, the note connection, DAGs
+unpaused at creation). Records each process it started, so `stop` ends those processes and
+their children, and nothing else.
+
+Usage: python deploy/local/airflow_service.py start|stop|status   (the Makefile sets the env)
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+COMPONENTS = ["api-server", "scheduler", "dag-processor", "triggerer"]  # api-server first: the others call it
+USER = "admin"
+HOME = Path(os.environ["AIRFLOW_HOME"])
+SERVICE = HOME / "service"
+PIDS = SERVICE / "pids.json"
+SECRETS = SERVICE / "secrets.json"
+PASSWORDS = SERVICE / "passwords.json"
+PORT = int(os.environ.get("AIRFLOW_PORT", "8080"))
+URL = f"http://localhost:{PORT}"
+AIRFLOW = Path(sys.executable).parent / "airflow"
+
+
+def load_secrets() -> dict:
+    """The admin password and the keys every component must share (JWTs signed by the scheduler
+    are checked by the api-server), generated once and kept private to this user."""
+    SERVICE.mkdir(parents=True, exist_ok=True)
+    if SECRETS.exists():
+        return json.loads(SECRETS.read_text())
+    made = {"password": secrets.token_urlsafe(12), "jwt_secret": secrets.token_urlsafe(32),
+            "api_secret_key": secrets.token_urlsafe(32)}
+    for path, doc in ((SECRETS, made), (PASSWORDS, {USER: made["password"]})):
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(doc))
+    return made
+
+
+def parallelism() -> int:
+    """Every device slot of the fleet busy with a cell, plus room for the light tasks around them."""
+    from scalebench.config import Configs
+
+    return sum(len(h.device_ids) for h in Configs().fleet.hosts) + 4
+
+
+def service_env(keys: dict) -> dict:
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(PASSWORDS),
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
+        "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
+        "AIRFLOW__API__PORT": str(PORT),
+        "AIRFLOW__API__BASE_URL": URL,
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{URL}/execution/",
+        "AIRFLOW__CORE__PARALLELISM": str(parallelism()),
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # schedules wait for their next cron time
+        # task notes go through the REST API of this api-server (see scalebench.notes)
+        "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{USER}:{keys['password']}@localhost:{PORT}",
+    })
+    return env
+
+
+def recorded() -> dict[str, psutil.Process]:
+    """The processes this service started that are still the same processes (pid and start time)."""
+    if not PIDS.exists():
+        return {}
+    alive = {}
+    for name, rec in json.loads(PIDS.read_text()).items():
+        try:
+            proc = psutil.Process(rec["pid"])
+            if abs(proc.create_time() - rec["started"]) < 1:
+                alive[name] = proc
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def healthy(timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{URL}/api/v2/monitor/health", timeout=3) as r:
+                doc = json.load(r)
+            if all(doc.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "triggerer",
+                                                                         "dag_processor")):
+                return True
+        except OSError:
+            pass
+        time.sleep(1)
+    return False
+
+
+def start() -> int:
+    running = recorded()
+    if running and set(running) == set(COMPONENTS):
+        print(login_line(load_secrets()) + " (already running)")
+        return 0
+    if running:
+        print(f"restarting: {sorted(set(COMPONENTS) - set(running))} had stopped")
+        stop()
+    keys = load_secrets()
+    env = service_env(keys)
+    began = time.monotonic()
+    pids = {}
+    for name in COMPONENTS:
+        log = open(SERVICE / f"{name}.log", "ab")
+        proc = subprocess.Popen([str(AIRFLOW), name], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        pids[name] = {"pid": proc.pid, "started": psutil.Process(proc.pid).create_time()}
+        PIDS.write_text(json.dumps(pids))
+    if not healthy(240):
+        print(f"Airflow did not become healthy within 240 s; logs: {SERVICE}/*.log", file=sys.stderr)
+        stop()
+        return 1
+    print(login_line(keys) + f" (started in {time.monotonic() - began:.0f} s; logs: {SERVICE}; stop: make airflow-stop)")
+    return 0
+
+
+def login_line(keys: dict) -> str:
+    return f"Airflow UI: {URL}  user: {USER}  password: {keys['password']}  (also in {PASSWORDS})"
+
+
+def stop() -> int:
+    procs = recorded()
+    tree = [p for proc in procs.values() for p in [proc, *_children(proc)]]
+    for p in tree:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, left = psutil.wait_procs(tree, timeout=30)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(left, timeout=10)
+    PIDS.unlink(missing_ok=True)
+    print(f"stopped {len(procs)} Airflow components ({len(tree)} processes)" if procs else "Airflow was not running")
+    return 0
+
+
+def _children(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def status() -> int:
+    procs = recorded()
+    for name in COMPONENTS:
+        print(f"{name:14} {'running, pid ' + str(procs[name].pid) if name in procs else 'stopped'}")
+    return 0 if set(procs) == set(COMPONENTS) else 3
+
+
+if __name__ == "__main__":
+    action = sys.argv[1] if len(sys.argv) > 1 else ""
+    if action not in ("start", "stop", "status"):
+        sys.exit("usage: airflow_service.py start|stop|status")
+    sys.exit({"start": start, "stop": stop, "status": status}[action]())
