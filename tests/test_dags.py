@@ -21,12 +21,15 @@ def dagbag():
 
 def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
     assert dagbag.import_errors == {}
-    expected = {f"scalebench_{b}" for b in Configs().benchmarks} | {"scalebench_nightly_report"}
+    expected = {f"scalebench_{b}" for b in Configs().benchmarks} | {"scalebench_nightly_report", "scalebench_maintenance"}
     assert set(dagbag.dags) == expected
-    assert len(expected) == 7
+    assert len(expected) == 8
+    maintenance = dagbag.dags["scalebench_maintenance"]
+    assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
 
 
-@pytest.mark.parametrize("dag_id", ["scalebench_resnet50_keras_cifar10", "scalebench_nightly_report"])
+@pytest.mark.parametrize("dag_id", ["scalebench_resnet50_keras_cifar10", "scalebench_nightly_report",
+                                    "scalebench_maintenance"])
 def test_unpausing_waits_for_the_next_cron_time_instead_of_running_the_past_interval(dagbag, dag_id):
     import datetime as dt
 
@@ -95,7 +98,7 @@ def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    assert len(bag.dags) == 7 and "scalebench_nightly_report" in bag.dags
+    assert len(bag.dags) == 8 and "scalebench_nightly_report" in bag.dags
     placeholder = bag.dags["scalebench_unet_torch_voc2007"]
     assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
     assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md

@@ -1,4 +1,4 @@
-"""`scalebench` command line: configs, cells, results, report, data, pools, db."""
+"""`scalebench` command line: configs, cells, results, report, data, pools, db, prune."""
 from __future__ import annotations
 
 import argparse
@@ -87,6 +87,18 @@ def cmd_pools(args, configs: Configs) -> dict:
     return {"pools": wanted, "applied": bool(args.apply)}
 
 
+def cmd_prune(args, configs: Configs) -> dict:
+    from . import paths
+    from .prune import prune
+
+    days = args.older_than if args.older_than is not None else configs.fleet.retention_days
+    try:
+        found = prune(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=args.dry_run)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return found.summary(days, args.dry_run)
+
+
 def cmd_db(args, configs: Configs) -> str:
     from . import paths
     from .db import upgrade
@@ -123,13 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="smoke", choices=PROFILES)
     p = sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)")
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
+    p = sub.add_parser("prune", help="remove bulky files older than the retention age (never a result row, "
+                                     "an attempt's record files or a report)")
+    p.add_argument("--older-than", type=float, metavar="DAYS", help="age in days (default: fleet retention_days)")
+    p.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     p = sub.add_parser("db", help="the results database")
     p.add_argument("action", choices=["upgrade"], help="upgrade: create or migrate the schema (idempotent, locked)")
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
-                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db}[args.cmd](args, configs)
+                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
     except (ConfigError, DatasetError, StoreNotReady, ProjectNotFound) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2

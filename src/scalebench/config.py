@@ -69,6 +69,7 @@ class Host(Strict):
 
 class Fleet(Strict):
     night_budget_minutes: PosFloat = 480
+    retention_days: PosFloat = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
     hosts: Annotated[list[Host], Field(min_length=1)]
 
     @model_validator(mode="after")

@@ -56,6 +56,13 @@ def reports_dir() -> Path:
     return state_dir() / "reports"
 
 
+def airflow_logs_dir() -> Path:
+    """Airflow's task logs: its configured base log folder, else $AIRFLOW_HOME/logs, else the default home's."""
+    if os.environ.get("AIRFLOW__LOGGING__BASE_LOG_FOLDER"):
+        return Path(os.environ["AIRFLOW__LOGGING__BASE_LOG_FOLDER"])
+    return Path(os.environ.get("AIRFLOW_HOME", state_dir() / "airflow")) / "logs"
+
+
 def synthetic_data_dir() -> Path:
     return state_dir() / "data" / "synthetic"
 
