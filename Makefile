@@ -14,12 +14,14 @@ export AIRFLOW__CORE__PARALLELISM := 4
 export GX_ANALYTICS_ENABLED := false
 DEMO_CONF := {"gpu_counts": [1, 2], "repeats": 2, "profile": "smoke", "seed": 0}
 
-.PHONY: help venv docker images browser airflow-db airflow airflow-stop airflow-status demo test lock clean
+.PHONY: help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run ResNet50+Keras (smoke, 1 and 2 devices, 2 repeats) in Airflow and write the report"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
+	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
+	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +61,28 @@ airflow-stop:
 airflow-status:
 	$(BIN)/python deploy/local/airflow_service.py status
 
+secrets:  # .env for docker-compose.yaml with fresh random secrets (kept if it exists)
+	deploy/make-secrets.sh
+
+stack-images: docker images
+	@[ -f .env ] || { echo "no .env: run make secrets first"; exit 1; }
+	deploy/build-images.sh
+
+stack: stack-images  # control host: PostgreSQL, Redis, Airflow (Celery) and this host's worker
+	deploy/stack.sh up
+
+stack-down:
+	deploy/stack.sh down
+
+gpu-worker: docker  # on a GPU host: its Celery worker (CONTROL_HOST and SCALEBENCH_WORKER_QUEUES set)
+	deploy/stack.sh compose -f docker-compose.yaml -f deploy/gpu-host.compose.yaml up -d --no-deps airflow-worker
+
+e2e: venv browser
+	@[ -f .env ] || deploy/make-secrets.sh
+	$(MAKE) stack
+	SCALEBENCH_STACK_ENV=$(CURDIR)/.env $(BIN)/python -m pytest -q -p no:cacheprovider -m stack tests/test_stack.py $(PYTEST_ARGS); \
+	  rc=$$?; deploy/stack.sh down; exit $$rc
+
 demo: venv images airflow-db
 	@start=$$(date +%s); \
 	$(BIN)/scalebench data resnet50_keras_cifar10 --profile smoke > /dev/null && \
@@ -71,6 +95,7 @@ demo: venv images airflow-db
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG log: $(STATE)/demo-dag.log)"
 
 test: venv images browser airflow-db
+	deploy/build-images.sh postgres  # the lease and store tests on PostgreSQL
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lock:

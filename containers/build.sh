@@ -12,9 +12,7 @@ base="${BASE_IMAGE:-scalebench/debian-base:bookworm}"
 image="scalebench/${stack}:${IMAGE_TAG:-$variant}"
 [ -f "$here/$stack/Dockerfile" ] || { echo "build.sh: no Dockerfile at $here/$stack/Dockerfile" >&2; exit 1; }
 if [ "$base" = "scalebench/debian-base:bookworm" ]; then "$here/base/make-base-image.sh" "$base"; fi
-mkdir -p "$here/.build-ca"
-ca="${SCALEBENCH_EXTRA_CA:-/etc/ssl/certs/ca-certificates.crt}"
-if [ -f "$ca" ]; then cmp -s "$ca" "$here/.build-ca/ca.crt" || cp "$ca" "$here/.build-ca/ca.crt"; else : >"$here/.build-ca/ca.crt"; fi
+"$here/build-ca.sh"
 echo "building $image from $base ($variant)"
 DOCKER_BUILDKIT=0 docker build -q -f "$here/$stack/Dockerfile" \
   --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" -t "$image" "$here" >/dev/null

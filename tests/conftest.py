@@ -37,6 +37,43 @@ def isolated_state(tmp_path, monkeypatch, upgraded_store_file):
     return home
 
 
+POSTGRES_IMAGE = os.environ.get("SCALEBENCH_TEST_POSTGRES_IMAGE", "scalebench/postgres:15")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL (the deployment's image) on a free local port, for the session."""
+    if not docker_ready(POSTGRES_IMAGE):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs {POSTGRES_IMAGE} (make test builds it)")
+        pytest.skip(f"needs a Docker engine and {POSTGRES_IMAGE} (make test builds it)")
+    port, password = free_port(), "test-only-password"
+    name = f"scalebench-test-pg-{os.getpid()}"
+    subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "-e", f"POSTGRES_PASSWORD={password}",
+                    "-p", f"127.0.0.1:{port}:5432", POSTGRES_IMAGE], check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 90
+        while subprocess.run(["docker", "exec", name, "pg_isready", "-h", "127.0.0.1", "-U", "postgres"],
+                             capture_output=True).returncode != 0:
+            assert time.monotonic() < deadline, "PostgreSQL did not start within 90 s"
+            time.sleep(0.5)
+        yield name, f"postgresql+psycopg2://postgres:{password}@127.0.0.1:{port}"
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+@pytest.fixture
+def postgres_database(postgres_server, request):
+    """A fresh, empty database on the session's PostgreSQL; its URL."""
+    import re
+
+    name, base = postgres_server
+    db = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    for sql in (f"DROP DATABASE IF EXISTS {db}", f"CREATE DATABASE {db}"):
+        subprocess.run(["docker", "exec", name, "psql", "-U", "postgres", "-c", sql], check=True, capture_output=True)
+    return f"{base}/{db}"
+
+
 @pytest.fixture
 def config_tree(tmp_path):
     """A writable copy of include/configs to break on purpose."""

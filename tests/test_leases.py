@@ -14,10 +14,15 @@ from scalebench.topology import choose
 HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])
 
 
-def _url(tmp_path):
-    url = f"sqlite:///{tmp_path / 'leases.db'}"
-    upgrade(url)
-    return url
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    """Leases on both stores: SQLite (BEGIN IMMEDIATE) and PostgreSQL (the host row's lock)."""
+    if request.param == "postgresql":
+        made = request.getfixturevalue("postgres_database")
+    else:
+        made = f"sqlite:///{tmp_path / 'leases.db'}"
+    upgrade(made)
+    return made
 
 
 def _worker(url, seed, rounds, out_path):
@@ -35,8 +40,7 @@ def _worker(url, seed, rounds, out_path):
         fh.writelines(lines)
 
 
-def test_concurrent_leases_never_overlap_and_are_all_released(tmp_path):
-    url = _url(tmp_path)
+def test_concurrent_leases_never_overlap_and_are_all_released(url, tmp_path):
     mgr = LeaseManager(url)
     out = tmp_path / "intervals.txt"
     procs = [mp.get_context("fork").Process(target=_worker, args=(url, s, 12, out)) for s in range(8)]
@@ -66,8 +70,7 @@ def _hold_then_wait(url, ready):
     time.sleep(600)
 
 
-def test_a_sigkilled_holders_lease_is_reclaimed_and_logged(tmp_path):
-    url = _url(tmp_path)
+def test_a_sigkilled_holders_lease_is_reclaimed_and_logged(url, tmp_path):
     stopped = []
     mgr = LeaseManager(url, ttl_s=3600, stop_containers=lambda lease_id: stopped.append(lease_id) or ["c0ffee"])
     ready = mp.get_context("fork").Event()
@@ -89,11 +92,11 @@ def test_a_sigkilled_holders_lease_is_reclaimed_and_logged(tmp_path):
     print(f"\nreclaim of a SIGKILLed holder took {reclaim_s * 1000:.0f} ms")
 
 
-def test_expired_heartbeat_is_reclaimed(tmp_path):
-    mgr = LeaseManager(_url(tmp_path), ttl_s=0.3, stop_containers=lambda lease_id: [])
+def test_expired_heartbeat_is_reclaimed(url, tmp_path):
+    mgr = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: [])
     first = mgr.acquire(HOST, 4, "stale")  # this pid lives: only the heartbeat age can free it
     with pytest.raises(LeaseTimeout, match="no 1 free devices on gpu-a for cell fresh"):
-        LeaseManager(_url(tmp_path), ttl_s=3600).acquire(HOST, 1, "fresh", timeout_s=0.2, poll_s=0.05)
+        LeaseManager(url, ttl_s=3600).acquire(HOST, 1, "fresh", timeout_s=0.2, poll_s=0.05)
     time.sleep(0.4)
     second = mgr.acquire(HOST, 1, "fresh", timeout_s=2)
     assert second.device_ids == ["0"] and "heartbeat" in [e for e in mgr.events() if e.event == "reclaimed"][0].detail
@@ -101,8 +104,8 @@ def test_expired_heartbeat_is_reclaimed(tmp_path):
     assert [e.detail for e in mgr.events() if e.event == "released"] == ["was already reclaimed"]
 
 
-def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(tmp_path):
-    mgr = LeaseManager(_url(tmp_path), ttl_s=1.0, stop_containers=lambda lease_id: [])
+def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(url, tmp_path):
+    mgr = LeaseManager(url, ttl_s=1.0, stop_containers=lambda lease_id: [])
     a = mgr.acquire(HOST, 1, "a")
     a.start_heartbeat(0.1)
     b = mgr.acquire(HOST, 1, "b")
@@ -116,8 +119,8 @@ def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(tmp_path):
         lease.release()
 
 
-def test_exclusive_lease_waits_for_an_empty_host_and_blocks_others(tmp_path):
-    mgr = LeaseManager(_url(tmp_path), stop_containers=lambda lease_id: [])
+def test_exclusive_lease_waits_for_an_empty_host_and_blocks_others(url, tmp_path):
+    mgr = LeaseManager(url, stop_containers=lambda lease_id: [])
     packed = mgr.acquire(HOST, 1, "packed")
     with pytest.raises(LeaseTimeout):
         mgr.acquire(HOST, 2, "timed", exclusive=True, timeout_s=0.2, poll_s=0.05)

@@ -34,9 +34,11 @@ def _upgrade_in_child(url, q):
         q.put(repr(exc))
 
 
-def test_concurrent_upgrades_of_a_fresh_sqlite_file_are_safe(tmp_path):
-    """Several DAG runs starting in the same minute: one migrates, the others find it done."""
-    url = f"sqlite:///{tmp_path / 'race.db'}"
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_concurrent_upgrades_of_a_fresh_store_are_safe(tmp_path, request, backend):
+    """Several DAG runs starting in the same minute: one migrates, the others find it done
+    (a file lock beside SQLite, an advisory lock on PostgreSQL)."""
+    url = request.getfixturevalue("postgres_database") if backend == "postgresql" else f"sqlite:///{tmp_path / 'race.db'}"
     ctx = mp.get_context("fork")
     q = ctx.Queue()
     procs = [ctx.Process(target=_upgrade_in_child, args=(url, q)) for _ in range(4)]
@@ -46,6 +48,17 @@ def test_concurrent_upgrades_of_a_fresh_sqlite_file_are_safe(tmp_path):
     for p in procs:
         p.join(30)
     assert sorted(map(str, results)) == sorted(map(str, [(None, HEAD_REVISION)] + [(HEAD_REVISION, HEAD_REVISION)] * 3))
+
+
+def test_the_store_records_and_reads_cells_on_postgresql(postgres_database):
+    upgrade(postgres_database)
+    store = Store(postgres_database)
+    cell = sample_cell()
+    store.record_attempt(cell, 1, "failed", reason="killed", exit_code=137)
+    store.record_attempt(cell, 2, "valid", contract=sample_contract(cell, train_s=7.5))
+    [stored] = store.cells()
+    assert stored["status"] == "valid" and stored["figure"]["train_s"] == 7.5
+    assert [(a["attempt"], a["reason"]) for a in stored["attempts"]] == [(1, "killed"), (2, None)]
 
 
 def test_same_attempt_twice_is_one_row_and_a_retry_is_a_new_attempt():

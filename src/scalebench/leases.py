@@ -105,10 +105,11 @@ class Lease:
 
 
 class LeaseManager:
-    def __init__(self, url: str | None = None, *, ttl_s: float = DEFAULT_TTL_S,
+    def __init__(self, url: str | None = None, *, ttl_s: float | None = None,
                  stop_containers: Callable[[str], list[str]] = stop_lease_containers):
         self.url = url or paths.store_url()
-        self.ttl_s = ttl_s
+        # a deployment may shorten it (SCALEBENCH_LEASE_TTL_S), e.g. for a lost-worker drill
+        self.ttl_s = ttl_s if ttl_s is not None else float(os.environ.get("SCALEBENCH_LEASE_TTL_S", DEFAULT_TTL_S))
         self.stop_containers = stop_containers
         self.me = socket.gethostname()
         self.engine = make_engine(self.url, immediate=True)

@@ -1,6 +1,7 @@
 """Where a result came from, beyond what the cell spec says: the orchestrator's own revision."""
 from __future__ import annotations
 
+import os
 import subprocess
 
 from . import paths
@@ -9,6 +10,8 @@ from . import paths
 def git_revision() -> str:
     """The checkout's commit (+ "-dirty" with uncommitted changes to tracked files), read afresh
     for every cell: a long-lived worker must not report the revision it started with."""
+    if os.environ.get("SCALEBENCH_GIT_REVISION"):  # an installed image has no checkout: its build records it
+        return os.environ["SCALEBENCH_GIT_REVISION"]
     root = paths.project_root()
     if root is None:
         return "unknown"

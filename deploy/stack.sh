@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The distributed deployment on this host (docker-compose.yaml): up (build, start, wait for
+# health, print the login), down (stop and remove the containers; data volume kept), ps.
+# Uses Compose v2 (`docker compose`) when present, else docker-compose v1 (installed from
+# Debian's packages when missing and run as root on Debian).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+if docker compose version >/dev/null 2>&1; then compose=(docker compose); ps_all=(ps -a -q); else
+  ps_all=(ps -q)
+  if ! command -v docker-compose >/dev/null; then
+    if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+      echo "installing docker-compose (Debian package)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+    else echo "stack.sh: install Docker Compose (v2 plugin or docker-compose 1.29)" >&2; exit 1; fi
+  fi
+  compose=(docker-compose)
+fi
+[ -f .env ] || { echo "stack.sh: no .env; run 'make secrets' first" >&2; exit 1; }
+get() { sed -n "s/^$1=//p" .env | tail -1; }
+
+case "${1:-}" in
+  up)
+    began=$(date +%s)
+    mkdir -p "$(get SCALEBENCH_STATE)"
+    if ! "${compose[@]}" up -d --no-build; then
+      "${compose[@]}" logs --tail 20 airflow-init >&2; exit 1
+    fi
+    for _ in $(seq 1 120); do
+      unhealthy=$("${compose[@]}" "${ps_all[@]}" | xargs docker inspect -f '{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' \
+                  | grep -v -E ' (healthy|exited)$' || true)
+      [ -z "$unhealthy" ] && break
+      sleep 5
+    done
+    if [ -n "$unhealthy" ]; then echo "not healthy after 600 s: $unhealthy" >&2; exit 1; fi
+    init_rc=$(docker inspect -f '{{.State.ExitCode}}' "$("${compose[@]}" "${ps_all[@]}" airflow-init)")
+    [ "$init_rc" = 0 ] || { "${compose[@]}" logs airflow-init | tail -20 >&2; exit 1; }
+    echo "Airflow UI: http://localhost:$(get AIRFLOW_PORT)  user: admin  password: $(get AIRFLOW_ADMIN_PASSWORD)  (from .env; stack healthy in $(( $(date +%s) - began )) s; stop: make stack-down)"
+    ;;
+  down) "${compose[@]}" down --remove-orphans ;;
+  ps) "${compose[@]}" ps ;;
+  compose) shift; "${compose[@]}" "$@" ;;
+  *) echo "usage: deploy/stack.sh up|down|ps|compose ARGS" >&2; exit 2 ;;
+esac
