@@ -77,11 +77,17 @@ stack-down:
 gpu-worker: docker  # on a GPU host: its Celery worker (CONTROL_HOST and SCALEBENCH_WORKER_QUEUES set)
 	deploy/stack.sh compose -f docker-compose.yaml -f deploy/gpu-host.compose.yaml up -d --no-deps airflow-worker
 
+# e2e: the stack on ResNet50 + a failing "drill" benchmark, with the task heartbeat timeout and
+# the lease TTL lowered so that the killed-worker drill resolves in minutes, not the defaults' 5 + 2
+E2E_ENV := SCALEBENCH_CONFIGS=$(STATE)/e2e-configs AIRFLOW_TASK_HEARTBEAT_TIMEOUT=60 SCALEBENCH_LEASE_TTL_S=30
 e2e: venv browser
 	@[ -f .env ] || deploy/make-secrets.sh
-	$(MAKE) stack
-	SCALEBENCH_STACK_ENV=$(CURDIR)/.env $(BIN)/python -m pytest -q -p no:cacheprovider -m stack tests/test_stack.py $(PYTEST_ARGS); \
-	  rc=$$?; deploy/stack.sh down; exit $$rc
+	$(BIN)/python -m tests.drill_configs $(STATE)/e2e-configs
+	$(E2E_ENV) $(MAKE) stack
+	SCALEBENCH_STACK_ENV=$(CURDIR)/.env $(BIN)/python -m pytest -q -s -p no:cacheprovider -m stack tests/test_stack.py $(PYTEST_ARGS); \
+	  rc=$$?; $(E2E_ENV) deploy/stack.sh down; \
+	  left=$$(docker ps -aq --filter label=org.scalebench.lease; docker ps -aq --filter label=com.docker.compose.project=scalebench); \
+	  [ -z "$$left" ] || { echo "left behind: $$left"; rc=1; }; exit $$rc
 
 demo: venv images airflow-db
 	@start=$$(date +%s); \

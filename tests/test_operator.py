@@ -246,3 +246,24 @@ def test_the_execution_timeout_backstop_stops_the_container_before_freeing_the_d
     assert held_at_stop == [1]  # the devices were still leased while their container stopped
     assert _record(cell)["reason"] == "timeout" and "execution_timeout (backstop)" in _record(cell)["message"]
     assert _no_leases_held()
+
+
+def test_an_attempt_lost_with_its_worker_gets_its_record_on_the_retry(cell_op):
+    """A Celery worker killed mid-cell writes nothing; its retry records what happened to it,
+    so the store shows a failed attempt with a reason, not an unvalidated result."""
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    lost = attempt_dir(cell, 1)
+    lost.mkdir(parents=True)
+    (lost / "cell.json").write_text("{}")
+    (lost / "metrics.json").write_text(json.dumps(sample_contract(cell)))  # its orphaned container finished
+    ctx["ti"].try_number = 2
+    op.execute(ctx)
+    record = _record(cell, 1)
+    assert record["reason"] == "worker_lost" and record["transient"] and record["attempt"] == 1
+    assert "retried as attempt 2" in record["message"]
+    ctx["ti"].try_number = 3  # an attempt with a verdict (validated, or its own failure.json) is left alone
+    (attempt_dir(cell, 2) / "validation.json").write_text('{"success": true}')
+    op.execute(ctx)
+    assert not (attempt_dir(cell, 2) / "failure.json").exists() and _record(cell, 1) == record
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["failed"] == 1 and counts["valid"] == 1

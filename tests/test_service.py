@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 
 import psutil
 import pytest
-import yaml
 
-from tests.conftest import CONFIGS, ROOT, chromium, free_port, requires_docker
+from tests.conftest import ROOT, chromium, free_port, requires_docker
+from tests.drill_configs import write_drill_configs
 from tests.service_clients import AirflowApi, browser, ui_login
 
 pytestmark = [requires_docker, pytest.mark.slow]
@@ -29,14 +29,7 @@ def make(target, env, timeout):
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("service")
-    tree = tmp / "configs"
-    (tree / "benchmarks").mkdir(parents=True)
-    (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
-    (tree / "benchmarks" / "resnet50_keras_cifar10.yaml").write_text(
-        (CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
-    drill = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
-    drill.update(id="drill", retries=0, entrypoint=["sh", "-c", "echo 'RuntimeError: drill cell fails on purpose' >&2; exit 3"])
-    (tree / "benchmarks" / "drill.yaml").write_text(yaml.safe_dump(drill))
+    tree = write_drill_configs(tmp / "configs")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(SCALEBENCH_HOME=str(tmp / "state"), AIRFLOW_HOME=str(tmp / "state" / "airflow"),
                AIRFLOW_PORT=str(free_port()), SCALEBENCH_CONFIG_DIR=str(tree))

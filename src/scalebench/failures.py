@@ -5,7 +5,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, VALIDATION_FILE
 from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
 
 CUDA_OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OOM when allocating|RESOURCE_EXHAUSTED|"
@@ -84,6 +84,27 @@ def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, sta
     attempt_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(attempt_dir / FAILURE_FILE, record)
     return record
+
+
+def account_for_lost_attempts(cell: dict, current: int) -> list[str]:
+    """Earlier attempts of this cell that left no verdict (no failure.json, no validation.json)
+    died with their task process (a killed Celery worker, a lost host): the scheduler retried
+    them without anyone writing their record. Each gets one now, so it is not mistaken for an
+    unvalidated result. Returns the lines."""
+    from .attempt_folders import attempt_dir
+
+    lines = []
+    for number in range(1, current):
+        out = attempt_dir(cell, number)
+        if not out.exists() or (out / FAILURE_FILE).exists() or (out / VALIDATION_FILE).exists():
+            continue
+        failure = Failure("worker_lost", None, f"the task process of attempt {number} was lost (worker killed, host "
+                                               f"restarted or task heartbeat timeout) before it wrote a record; "
+                                               f"retried as attempt {current}")
+        line = failure.line(cell, number, "run")
+        write_failure(out, failure, line, attempt=number, stage="run")
+        lines.append(line)
+    return lines
 
 
 def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:

@@ -29,7 +29,7 @@ from .attempt_folders import attempt_dir
 from .cells import timing_policy
 from .config import Benchmark, Configs, Host, Resolved
 from .container import settings
-from .failures import OUTPUT_TAIL_LINES, Failure, classify, write_failure
+from .failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
 from .provenance import git_revision
 
 
@@ -166,6 +166,8 @@ class CellDockerOperator(DockerOperator):
         out.mkdir(parents=True, exist_ok=True)
         for stale in ATTEMPT_FILES:  # a cleared and rerun task reuses its attempt number
             (out / stale).unlink(missing_ok=True)
+        for line in account_for_lost_attempts(cell, number):
+            print(line)
         return Attempt(cell=cell, number=number, bench=bench, host=configs.fleet.host(self.host_name), resolved=res,
                        policy=timing_policy(cell["profile"]), timeout_s=res.cell_timeout_minutes * 60, out=out)
 

@@ -47,6 +47,7 @@ FAILURE_REASONS: dict[str, bool] = {
     "timeout": False,
     "cancelled": False,           # a user stopped it (mark failed, clear): do what they asked
     "killed": True,               # a signal from outside (preemption, reboot, docker kill): try again
+    "worker_lost": True,          # the task's own process died with its worker: no record was written
     "communication_error": True,
     "preflight_failed": True,
     "engine_unreachable": True,
