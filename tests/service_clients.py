@@ -84,3 +84,25 @@ def ui_login(driver, base: str, user: str, password: str, page: str = "/"):
     next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text == "Sign in").click()
     wait.until(lambda d: "/auth/login" not in d.current_url)
     return wait
+
+
+def trigger_form_text(driver, wait, base: str, dag_id: str) -> str:
+    """Open the DAG's page, click Trigger; the text of the form with its Params."""
+    from selenium.webdriver.common.by import By
+
+    def trigger_button(d):
+        return next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger"), None)
+
+    driver.get(f"{base}/dags/{dag_id}")
+    wait.until(trigger_button).click()
+    wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def task_log_text(driver, wait, base: str, dag_id: str, run_id: str, task_id: str, map_index: int, marker: str) -> str:
+    """Open a mapped task instance's log tab and wait until `marker` is shown; the page text."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base}/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mapped/{map_index}")
+    wait.until(lambda d: marker in d.find_element(By.TAG_NAME, "body").text)
+    return driver.find_element(By.TAG_NAME, "body").text

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT, chromium, free_port, requires_docker
 from tests.drill_configs import write_drill_configs
-from tests.service_clients import AirflowApi, browser, ui_login
+from tests.service_clients import AirflowApi, browser, task_log_text, trigger_form_text, ui_login
 
 pytestmark = [requires_docker, pytest.mark.slow]
 RESNET = "scalebench_resnet50_keras_cifar10"
@@ -108,18 +108,12 @@ def test_a_browser_sees_the_trigger_form_the_failed_cell_log_and_the_report(serv
     api = service["api"]
     with browser(service["tmp"] / "chrome") as driver:
         wait = ui_login(driver, api.base, api.user, api.password, f"/dags/{RESNET}")
-        driver.get(f"{api.base}/dags/{RESNET}")
-        wait.until(lambda d: any(b.text.strip() == "Trigger" for b in d.find_elements(By.TAG_NAME, "button")))
-        next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger").click()
-        wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
-        form = driver.find_element(By.TAG_NAME, "body").text
+        form = trigger_form_text(driver, wait, api.base, RESNET)
         assert "GPU counts" in form and "Profile" in form and "Which GPU counts to run" in form
-
-        run_id = runs["ids"][DRILL]
-        driver.get(f"{api.base}/dags/{DRILL}/runs/{run_id}/tasks/local_1gpu.train/mapped/0")
         # the log tab: the reason line, then the container output tail (only the log has that heading)
-        wait.until(lambda d: "lines of the container output" in d.find_element(By.TAG_NAME, "body").text)
-        assert "failed: unknown, exit code 3: last output line" in driver.find_element(By.TAG_NAME, "body").text
+        log = task_log_text(driver, wait, api.base, DRILL, runs["ids"][DRILL], "local_1gpu.train", 0,
+                            "lines of the container output")
+        assert "failed: unknown, exit code 3: last output line" in log
 
         driver.get(f"{api.base}/plugin/scalebench-report")
         driver.switch_to.frame(wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe"))))

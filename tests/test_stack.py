@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service_clients import AirflowApi, browser, ui_login
+from tests.service_clients import AirflowApi, browser, task_log_text, trigger_form_text, ui_login
 
 ENV_FILE = os.environ.get("SCALEBENCH_STACK_ENV")
 pytestmark = [pytest.mark.stack, pytest.mark.skipif(not ENV_FILE, reason="make e2e runs these against the stack")]
@@ -91,20 +91,14 @@ def test_the_report_dag_ran_from_the_asset_and_its_page_needs_the_login(api, fir
 
 
 def test_a_browser_sees_the_trigger_form_and_the_failed_cells_reason(api, first_runs, tmp_path):
-    from selenium.webdriver.common.by import By
-
     assert first_runs["done"][DRILL]["state"] == "failed"
     with browser(tmp_path / "chrome") as driver:
         wait = ui_login(driver, api.base, api.user, api.password, f"/dags/{RESNET}")
-        driver.get(f"{api.base}/dags/{RESNET}")
-        wait.until(lambda d: any(b.text.strip() == "Trigger" for b in d.find_elements(By.TAG_NAME, "button")))
-        next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger").click()
-        wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
-        form = driver.find_element(By.TAG_NAME, "body").text
+        form = trigger_form_text(driver, wait, api.base, RESNET)
         assert "GPU counts" in form and "Profile" in form
-        driver.get(f"{api.base}/dags/{DRILL}/runs/{first_runs['ids'][DRILL]}/tasks/local_1gpu.train/mapped/0")
-        wait.until(lambda d: "lines of the container output" in d.find_element(By.TAG_NAME, "body").text)
-        assert "failed: unknown, exit code 3: last output line" in driver.find_element(By.TAG_NAME, "body").text
+        log = task_log_text(driver, wait, api.base, DRILL, first_runs["ids"][DRILL], "local_1gpu.train", 0,
+                            "lines of the container output")
+        assert "failed: unknown, exit code 3: last output line" in log
 
 
 def test_a_worker_killed_mid_cell_costs_that_attempt_only(api):
