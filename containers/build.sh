@@ -15,5 +15,5 @@ if [ "$base" = "scalebench/debian-base:bookworm" ]; then "$here/base/make-base-i
 "$here/build-ca.sh"
 echo "building $image from $base ($variant)"
 DOCKER_BUILDKIT=0 docker build -q -f "$here/$stack/Dockerfile" \
-  --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" -t "$image" "$here" >/dev/null
+  --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" -t "$image" "$here" >/dev/null 2> >(grep -v -e "^DEPRECATED: The legacy builder" -e "BuildKit is currently disabled" -e "^ *environment-variable" -e "^$" >&2)
 docker image inspect -f "$image {{.Id}} {{.Size}} bytes" "$image"

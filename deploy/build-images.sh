@@ -13,7 +13,7 @@ get() { sed -n "s/^$1=//p" "$env_file" | tail -1; }
 build() {  # IMAGE DOCKERFILE [build args...]
   local image="$1" file="$2"; shift 2
   echo "building $image"
-  DOCKER_BUILDKIT=0 docker build -q -f "$root/$file" --build-arg BASE_IMAGE="$base" "$@" -t "$image" "$root" >/dev/null
+  DOCKER_BUILDKIT=0 docker build -q -f "$root/$file" --build-arg BASE_IMAGE="$base" "$@" -t "$image" "$root" >/dev/null 2> >(grep -v -e "^DEPRECATED: The legacy builder" -e "BuildKit is currently disabled" -e "^ *environment-variable" -e "^$" >&2)
   docker image inspect -f "$image {{.Size}} bytes" "$image"
 }
 if [ "${1:-}" = postgres ]; then build scalebench/postgres:15 deploy/postgres/Dockerfile; exit 0; fi
