@@ -28,19 +28,24 @@ def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
     assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
 
 
-@pytest.mark.parametrize("dag_id", ["scalebench_resnet50_keras_cifar10", "scalebench_nightly_report",
-                                    "scalebench_maintenance"])
-def test_unpausing_waits_for_the_next_cron_time_instead_of_running_the_past_interval(dagbag, dag_id):
+@pytest.mark.parametrize("dag_id, now", [
+    ("scalebench_resnet50_keras_cifar10", "2026-12-01T01:30:00"),  # half an hour after its cron time
+    ("scalebench_nightly_report", "2026-12-01T07:01:00"),
+    ("scalebench_maintenance", "2026-12-06T05:10:00"),  # a Sunday
+])
+def test_unpausing_waits_for_the_next_cron_time_instead_of_running_the_past_one(dagbag, dag_id, now, monkeypatch):
     import datetime as dt
 
     from airflow.timetables.base import TimeRestriction
 
     dag = dagbag.dags[dag_id]
     assert dag.start_date is None and not dag.catchup
-    before = dt.datetime.now(dt.timezone.utc)
+    frozen = dt.datetime.fromisoformat(now).replace(tzinfo=dt.timezone.utc)
+    monkeypatch.setattr("airflow.timetables.trigger.utcnow", lambda: frozen)
     first = dag.timetable.next_dagrun_info(last_automated_data_interval=None,
                                            restriction=TimeRestriction(earliest=None, latest=None, catchup=False))
-    assert first.run_after > before  # a past interval would start a full night of cells at once
+    assert first.run_after > frozen  # the past time would start a full night of cells at once
+    assert (first.run_after - frozen) < dt.timedelta(days=7)
 
 
 def test_task_chain_routing_and_names(dagbag):
