@@ -37,6 +37,7 @@ docker:
 
 images: docker
 	containers/build.sh tensorflow cpu
+	containers/build.sh torch cpu
 
 browser:  # Debian's headless Chromium + driver, for the UI test
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \

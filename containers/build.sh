@@ -13,6 +13,8 @@ image="scalebench/${stack}:${IMAGE_TAG:-$variant}"
 [ -f "$here/$stack/Dockerfile" ] || { echo "build.sh: no Dockerfile at $here/$stack/Dockerfile" >&2; exit 1; }
 if [ "$base" = "scalebench/debian-base:bookworm" ]; then "$here/base/make-base-image.sh" "$base"; fi
 "$here/build-ca.sh"
+mkdir -p "$here/.wheels/$stack"  # wheels a build needs from the host (e.g. torch's CPU build)
+if [ "$variant" = cpu ] && [ -x "$here/$stack/fetch-wheels.sh" ]; then "$here/$stack/fetch-wheels.sh" >/dev/null; fi
 echo "building $image from $base ($variant)"
 DOCKER_BUILDKIT=0 docker build -q -f "$here/$stack/Dockerfile" \
   --build-arg BASE_IMAGE="$base" --build-arg VARIANT="$variant" -t "$image" "$here" >/dev/null 2> >(grep -v -e "^DEPRECATED: The legacy builder" -e "BuildKit is currently disabled" -e "^ *environment-variable" -e "^$" >&2)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, api_get, api_server, free_port, requires_docker
+from tests.conftest import ROOT, api_get, api_server, docker_ready, free_port, requires_docker
 
 BIN = Path(sys.executable).parent
 DAG_ID = "scalebench_resnet50_keras_cifar10"
@@ -121,8 +121,8 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m trainers.resnet50_keras; "
                                                    "echo 'NCCL error: unhandled system error' >&2; exit 1"])
     (tree / "benchmarks" / "flaky.yaml").write_text(yaml.safe_dump(doc))
-    unet = "unet_torch_voc2007.yaml"  # no VOC reader yet: its check_dataset fails before any cell starts
-    (tree / "benchmarks" / unet).write_text((CONFIGS / "benchmarks" / unet).read_text())
+    frcnn = "frcnn_tf_voc2007.yaml"  # no VOC detection reader yet: its check_dataset fails before any cell starts
+    (tree / "benchmarks" / frcnn).write_text((CONFIGS / "benchmarks" / frcnn).read_text())
     home = tmp_path / "state"
     (tmp_path / "passwords.json").write_text(json.dumps({"ops": "s3cret"}))
     port = free_port()
@@ -136,10 +136,10 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
                        json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
         (tmp_path / "dags-test.log").write_text(log)
         ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_flaky/dagRuns/~/taskInstances")
-        rc, unet_log = run([BIN / "airflow", "dags", "test", "scalebench_unet_torch_voc2007", "-c",
-                            json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
-        (tmp_path / "dags-test-unet.log").write_text(unet_log)
-        unet_ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_unet_torch_voc2007/dagRuns/~/taskInstances")
+        rc, det_log = run([BIN / "airflow", "dags", "test", "scalebench_frcnn_tf_voc2007", "-c",
+                           json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+        (tmp_path / "dags-test-frcnn.log").write_text(det_log)
+        det_ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_frcnn_tf_voc2007/dagRuns/~/taskInstances")
     assert "state=failed" in log, log[-4000:]
     reason = ("cell g2-e3-r1 (2 GPUs · 3 epochs · repeat 1) attempt 1 failed: communication_error, exit code 1 "
               "(transient): collective communication failed (NCCL error: unhandled system error)")
@@ -161,15 +161,47 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
     assert "- flaky: 2 GPUs · 3 epochs · repeat 1: failed (communication_error)" in text
-    assert "| flaky | – | – | – | 100.0% |" in text  # IoU: the UNet row of this night reports it
+    assert "| flaky | – | – | – | 100.0% |" in text  # precision, recall, IoU: the detection row of this night reports IoU
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
-    [check] = [t for t in unet_ti["task_instances"] if t["task_id"] == "check_dataset"]
+    [check] = [t for t in det_ti["task_instances"] if t["task_id"] == "check_dataset"]
     assert check["state"] == "failed" and check["note"].startswith(
-        "check_dataset failed (dataset_missing): unet_torch_voc2007: dataset 'voc2007': unknown dataset format")
+        "check_dataset failed (dataset_missing): frcnn_tf_voc2007: dataset 'voc2007': unknown dataset format")
     assert check["note"].endswith("2 planned cells recorded as failed")
-    assert ("2 of 2 cells have no valid result: 1 GPU · 2 epochs · repeat 1: failed (dataset_missing); "
-            "2 GPUs · 2 epochs · repeat 1: failed (dataset_missing)") in unet_log, unet_log[-3000:]
-    rc, out = run([BIN / "scalebench", "results", "--benchmark", "unet_torch_voc2007"], env, 120)
+    assert ("2 of 2 cells have no valid result: 1 GPU · 1 epoch · repeat 1: failed (dataset_missing); "
+            "2 GPUs · 1 epoch · repeat 1: failed (dataset_missing)") in det_log, det_log[-3000:]
+    rc, out = run([BIN / "scalebench", "results", "--benchmark", "frcnn_tf_voc2007"], env, 120)
     assert rc == 0 and out.count("failed   dataset_missing, exit code none, attempt 1 of 1") == 2, out
     assert "missing" not in out.replace("dataset_missing", "")
+
+
+requires_torch_image = pytest.mark.skipif(not docker_ready("scalebench/torch:cpu") and os.environ.get("CI") != "true",
+                                          reason="needs a Docker engine and scalebench/torch:cpu (make images)")
+
+
+@requires_torch_image
+@pytest.mark.slow
+def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_path):
+    """The real UNet DAG: VOC2007-format synthetic data, torchrun with DDP over gloo on 1 and 2
+    CPU device slots, results validated by GX, recorded, and the UNet row in the report."""
+    env = airflow_env(tmp_path)
+    prepare_homes(env)
+    dag = "scalebench_unet_torch_voc2007"
+    rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+    (tmp_path / "dags-test.log").write_text(log)
+    assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
+    contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
+    assert [p.parent.parent.name for p in contracts] == ["g1-e12-r1", "g2-e12-r1"]
+    for path in contracts:
+        doc = json.loads(path.read_text())
+        n = doc["cell"]["gpus"]
+        assert doc["devices"]["world_size"] == n and doc["system"]["backend"] == "gloo"
+        assert doc["model"]["architecture"] == "UNet" and doc["model"]["strategy"] == "DistributedDataParallel"
+        assert doc["training"]["global_batch"] == 8 * n and doc["timing"]["steps"] == 12 * (192 // (8 * n))
+        assert doc["loss_curve"][-1] < doc["loss_curve"][0]
+        assert doc["metrics"]["iou"] >= 0.5, doc["metrics"]  # background everywhere scores far below
+        print(f"\n{n} device(s): mIoU {doc['metrics']['iou']:.3f}, train {doc['timing']['train_s']:.1f} s, "
+              f"total {doc['timing']['total_s']:.1f} s")
+    rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
+    assert rc == 0, out
+    assert "| unet_torch_voc2007 |" in (tmp_path / "report" / "report.md").read_text()

@@ -8,15 +8,27 @@ import pytest
 from tests.conftest import ROOT
 
 
-@pytest.mark.slow
-def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
+def resolved(stack: str, variant: str) -> dict[str, str]:
+    """What containers/resolve.sh says the variant installs: name -> version."""
     pip = str(Path(sys.executable).parent / "pip")
-    out = subprocess.run([str(ROOT / "containers/resolve.sh"), "tensorflow", "gpu"], capture_output=True, text=True,
+    out = subprocess.run([str(ROOT / "containers/resolve.sh"), stack, variant], capture_output=True, text=True,
                          timeout=600, env={"PIP": pip, "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-3000:]
-    installs = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
+
+
+@pytest.mark.slow
+def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
+    installs = resolved("tensorflow", "gpu")
     assert installs["tensorflow"] == "2.20.0"
     assert {"nvidia-nccl-cu12", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"} <= set(installs)
+
+
+@pytest.mark.slow
+def test_torch_gpu_variant_resolves_to_the_cuda_build_not_the_hosts_cpu_wheel():
+    installs = resolved("torch", "gpu")
+    assert installs["torch"] == "2.13.0"  # not 2.13.0+cpu from a local wheel folder
+    assert {"nvidia-nccl-cu13", "nvidia-cudnn-cu13", "nvidia-ml-py"} <= set(installs)
 
 
 def test_cpu_and_gpu_variants_pin_the_same_versions():
@@ -24,3 +36,6 @@ def test_cpu_and_gpu_variants_pin_the_same_versions():
     gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
     strip = lambda lines: sorted(l.replace("[and-cuda]", "").replace("tensorflow-cpu", "tensorflow") for l in lines if l and not l.startswith("#"))  # noqa: E731
     assert strip(cpu) == strip(gpu)
+    cpu, gpu = ((ROOT / f"containers/torch/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
+    pins = lambda lines: sorted(l.replace("+cpu", "") for l in lines if l and not l.startswith("#"))  # noqa: E731
+    assert sorted(set(pins(gpu)) - set(pins(cpu))) == ["nvidia-ml-py==13.615.71"]  # NVML only where GPUs are

@@ -267,3 +267,29 @@ def test_an_attempt_lost_with_its_worker_gets_its_record_on_the_retry(cell_op):
     assert not (attempt_dir(cell, 2) / "failure.json").exists() and _record(cell, 1) == record
     counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
     assert counts["failed"] == 1 and counts["valid"] == 1
+
+
+TORCHRUN_TAIL = """/opt/venv/bin/python3: No module named trainers.unet_voc
+E1130 05:58:49.480000 1 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: /opt/venv/bin/python3
+Traceback (most recent call last):
+  File "/opt/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+trainers.unet_voc FAILED
+------------------------------------------------------------
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================""".splitlines()
+
+
+@pytest.mark.parametrize("lines, detail", [
+    (TORCHRUN_TAIL, "last output line: /opt/venv/bin/python3: No module named trainers.unet_voc"),
+    (["step 3", "scalebench: trainer failed: RuntimeError: cell asked for 2 devices", "Traceback (most recent call last):",
+      "RuntimeError: cell asked for 2 devices"], "RuntimeError: cell asked for 2 devices"),
+    (["step 3", "Segmentation fault in libfoo", ""], "last output line: Segmentation fault in libfoo"),
+    ([], "last output line: no output"),
+])
+def test_an_unknown_failure_names_the_cause_not_the_launchers_summary(lines, detail):
+    from scalebench.failures import classify
+
+    assert classify(1, lines).detail == detail

@@ -71,3 +71,17 @@ def test_segmentation_scores_on_hand_made_masks():
     assert got["precision"] == pytest.approx(np.mean([3 / 5, 3 / 4, 1 / 1]))
     assert got["recall"] == pytest.approx(np.mean([3 / 4, 3 / 4, 1 / 2]))
     assert got["accuracy"] == pytest.approx(7 / 10)
+
+
+def test_the_dataset_registry_checks_and_fingerprints_a_vocdevkit_tree(tree):
+    from scalebench_kit import datasets
+
+    fmt = "vocdevkit-2007-seg"
+    assert datasets.missing_files(tree, fmt) == [] and datasets.missing_files(tree / "VOCdevkit", fmt) == []
+    before = datasets.fingerprint(tree, fmt)
+    png = tree / "VOCdevkit" / "VOC2007" / "SegmentationClass" / "2007_000004.png"
+    png.write_bytes(png.read_bytes() + b"\0")
+    assert datasets.fingerprint(tree, fmt) != before
+    png.unlink()
+    assert datasets.missing_files(tree, fmt) == [str(png)]
+    assert datasets.missing_files(tree / "elsewhere", fmt)[0].endswith("ImageSets/Segmentation/train.txt")

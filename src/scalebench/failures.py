@@ -70,8 +70,26 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
         if m:  # quote the whole output line the match is on
             line = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()
             return Failure(reason, exit_code, f"{what} ({line[:200]})")
-    last = next((ln.strip() for ln in reversed(output) if ln.strip()), "no output")
-    return Failure("unknown", exit_code, f"last output line: {last[:200]}")
+    trainer = next((ln.strip() for ln in reversed(output) if ln.startswith(TRAINER_FAILED)), None)
+    if trainer:
+        return Failure("unknown", exit_code, trainer[len(TRAINER_FAILED):].strip()[:200])
+    return Failure("unknown", exit_code, f"last output line: {last_meaningful_line(output)[:200]}")
+
+
+TRAINER_FAILED = "scalebench: trainer failed:"  # what the kit's main_guard prints for any exception
+# torchrun's line when a child process failed; what follows is its own traceback and summary table
+LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py.*failed \(exitcode: -?\d+\) local_rank")
+
+
+def last_meaningful_line(output: list[str]) -> str:
+    """The last non-blank line, or under torchrun the last one before its failure report (the
+    report ends in '====' rules and fields that name no cause; the child's error comes first)."""
+    cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
+    for scope in (output[:cut], output):
+        found = next((ln.strip() for ln in reversed(scope) if ln.strip()), None)
+        if found:
+            return found
+    return "no output"
 
 
 def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, stage: str,

@@ -2,17 +2,28 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from . import cifar10
+from . import cifar10, voc_seg
 
-# format name -> (sub-folder, files that must exist, synthetic writer)
+
+@dataclass(frozen=True)
+class Format:
+    base: Callable[[Path], Path]            # the folder the format's files are relative to
+    expected: Callable[[Path], list[str]]   # the files that must exist (may depend on split files)
+    write_synthetic: Callable[..., Path]    # small learnable data in exactly this layout
+
+
 FORMATS = {
-    "cifar10-python": (cifar10.DIRNAME, cifar10.EXPECTED_FILES, cifar10.write_synthetic),
+    "cifar10-python": Format(lambda root: Path(root) / cifar10.DIRNAME, lambda root: list(cifar10.EXPECTED_FILES),
+                             cifar10.write_synthetic),
+    "vocdevkit-2007-seg": Format(voc_seg.base_dir, voc_seg.expected_files, voc_seg.write_synthetic),
 }
 
 
-def _format(fmt: str):
+def _format(fmt: str) -> Format:
     try:
         return FORMATS[fmt]
     except KeyError:
@@ -20,23 +31,23 @@ def _format(fmt: str):
 
 
 def missing_files(root: str | Path, fmt: str) -> list[str]:
-    sub, files, _ = _format(fmt)
-    base = Path(root) / sub
-    return [str(base / f) for f in files if not (base / f).is_file()]
+    f = _format(fmt)
+    base = f.base(Path(root))
+    return [str(base / name) for name in f.expected(Path(root)) if not (base / name).is_file()]
 
 
 def fingerprint(root: str | Path, fmt: str) -> str:
     """sha256 over the format's files (names and bytes), so any change in the data shows."""
-    sub, files, _ = _format(fmt)
+    f = _format(fmt)
+    base = f.base(Path(root))
     digest = hashlib.sha256()
-    for name in sorted(files):
-        path = Path(root) / sub / name
+    for name in sorted(f.expected(Path(root))):
         digest.update(name.encode() + b"\0")
-        with path.open("rb") as fh:
+        with (base / name).open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     return "sha256:" + digest.hexdigest()
 
 
 def write_synthetic(root: str | Path, fmt: str, **sizes) -> Path:
-    return _format(fmt)[2](root, **sizes)
+    return _format(fmt).write_synthetic(root, **sizes)
