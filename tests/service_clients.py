@@ -73,11 +73,13 @@ def browser(profile_dir):
 
 
 def ui_login(driver, base: str, user: str, password: str, page: str = "/"):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(driver, 60)
+    # the UI re-renders while it loads: an element found a moment ago may be gone, so look again
+    wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
     driver.get(base + page)
     wait.until(EC.presence_of_element_located((By.NAME, "username"))).send_keys(user)
     driver.find_element(By.NAME, "password").send_keys(password)
@@ -90,11 +92,14 @@ def trigger_form_text(driver, wait, base: str, dag_id: str) -> str:
     """Open the DAG's page, click Trigger; the text of the form with its Params."""
     from selenium.webdriver.common.by import By
 
-    def trigger_button(d):
-        return next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger"), None)
+    def click_trigger(d) -> bool:
+        button = next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == "Trigger"), None)
+        if button is not None:
+            button.click()  # a stale button raises, and the wait looks again
+        return button is not None
 
     driver.get(f"{base}/dags/{dag_id}")
-    wait.until(trigger_button).click()
+    wait.until(click_trigger)
     wait.until(lambda d: "Run Parameters" in d.find_element(By.TAG_NAME, "body").text)
     return driver.find_element(By.TAG_NAME, "body").text
 
