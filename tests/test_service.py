@@ -128,7 +128,9 @@ def test_make_airflow_stop_ends_every_process_it_started_and_nothing_else(servic
     bystander = subprocess.Popen(["sleep", "300"], env=env)  # same Airflow home, not started by the service
     try:
         rc, out = make("airflow-stop", env, 120)
-        assert rc == 0 and f"stopped 4 Airflow components ({len(tree)} processes)" in out, out
+        stopped = re.search(r"stopped 4 Airflow components \((\d+) processes\)", out)
+        # the count is taken at stop time: a task process may have come or gone since the snapshot
+        assert rc == 0 and stopped and int(stopped.group(1)) >= len(started), out
         assert not [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert bystander.poll() is None
         left = [p.pid for p in psutil.process_iter(["environ"]) if p.pid != bystander.pid
