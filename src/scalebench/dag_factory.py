@@ -21,7 +21,6 @@ from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
 
-
 def nightly(cron: str | None) -> CronTriggerTimetable | None:
     """The cron schedule, first run at the next cron time: unpausing a DAG must not start a run of
     the time that just passed (on GPUs hours of cells ahead of any manual trigger). Hence no

@@ -5,7 +5,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, VALIDATION_FILE
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, TRAINER_FAILED, VALIDATION_FILE
 from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
 
 CUDA_OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OOM when allocating|RESOURCE_EXHAUSTED|"
@@ -76,7 +76,6 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
     return Failure("unknown", exit_code, f"last output line: {last_meaningful_line(output)[:200]}")
 
 
-TRAINER_FAILED = "scalebench: trainer failed:"  # what the kit's main_guard prints for any exception
 # torchrun's line when a child process failed; what follows is its own traceback and summary table
 LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py.*failed \(exitcode: -?\d+\) local_rank")
 

@@ -58,6 +58,8 @@ FAILURE_REASONS: dict[str, bool] = {
     "unknown": False,
 }
 
+TRAINER_FAILED = "scalebench: trainer failed:"  # the line a trainer prints for any exception (runtime.main_guard)
+
 # -- event keys (events.jsonl) -------------------------------------------------------------------
 EVENT_KEYS = frozenset({
     "run_start", "init_start", "init_stop", "data_ready", "model_ready", "warmup_stop",

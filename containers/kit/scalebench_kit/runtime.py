@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .contract import CONTRACT_VERSION, load_cell_spec, write_result
-from .names import CELL_SPEC_FILE, EVENTS_FILE
+from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
 from .events import EventLog
 
 RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
@@ -122,5 +122,5 @@ def main_guard(fn) -> None:
     try:
         fn()
     except Exception as exc:  # the orchestrator classifies failures from the exit code + output
-        print(f"scalebench: trainer failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print(f"{TRAINER_FAILED} {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         raise
