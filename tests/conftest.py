@@ -111,6 +111,17 @@ def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
     return cell
 
 
+def sample_breakdown(n: int, step_s: float, sync_share: float | None = None, data_share: float = 0.05) -> dict:
+    """A time breakdown of n ranks as the kit writes it; sync grows with n unless given."""
+    from scalebench_kit.timing import combine_ranks
+
+    sync = (0.1 * (n - 1) if sync_share is None else sync_share) * step_s
+    ranks = [{"rank": r, "pid": 100 + r, "timed_steps": 20, "step_s": step_s, "data_wait_s": data_share * step_s,
+              "sync_s": sync, "other_s": 0.02 * step_s, "compute_s": step_s * (0.98 - data_share) - sync,
+              "epoch_fixed_s": 0.1, "warmup_s": 1.0} for r in range(n)]
+    return combine_ranks(ranks, {"sync_s": "test"})
+
+
 def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **metrics):
     """A result document that satisfies the contract for `cell`."""
     n = cell["gpus"]
@@ -131,7 +142,8 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **
         "system": {"framework": "tensorflow", "framework_version": "2.20.0", "python": "3.11.2", "hostname": "x",
                    "cpu_count": 2},
         "timing": {"setup_s": 4.0, "warmup_s": 3.0, "train_s": train_s, "eval_s": 1.0, "total_s": train_s + 9,
-                   "epoch_s": [train_s / cell["epochs"]] * cell["epochs"], "steps": 30, "images_per_s": 50.0},
+                   "epoch_s": [train_s / cell["epochs"]] * cell["epochs"], "steps": 30, "images_per_s": 50.0,
+                   "breakdown": sample_breakdown(n, train_s)},
         "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
         "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5, **metrics},
     })

@@ -1,10 +1,11 @@
 import json
+import os
 import pickle
 
 import numpy as np
 import pytest
 
-from scalebench_kit import cifar10, datasets
+from scalebench_kit import cifar10, datasets, timing
 from scalebench_kit.contract import ContractError, contract_errors, load_result, write_result
 from scalebench_kit.events import EventLog, read_events
 from scalebench_kit.metrics import macro_precision_recall
@@ -74,12 +75,52 @@ def test_contract_rejects_nan_out_of_range_and_missing_fields(tmp_path):
     assert load_result(tmp_path / "metrics.json")["metrics"] == good["metrics"]
 
 
-def test_event_log_writes_json_lines_on_rank_zero_only(tmp_path):
-    EventLog(tmp_path / "e.jsonl", rank=0, echo=False).log("epoch_stop", 1, loss=0.5)
-    EventLog(tmp_path / "e.jsonl", rank=1, echo=False).log("epoch_stop", 1, loss=0.7)
+def test_event_log_lines_carry_rank_world_size_and_pid_and_every_rank_writes(tmp_path, capsys):
+    EventLog(tmp_path / "e.jsonl", rank=0, world_size=2).log("epoch_stop", 1, loss=0.5)
+    EventLog(tmp_path / "e.jsonl", rank=1, world_size=2).log("epoch_stop", 1, loss=0.7)
     events = read_events(tmp_path / "e.jsonl")
-    assert [(e["key"], e["value"], e["loss"]) for e in events] == [("epoch_stop", 1, 0.5)]
+    assert [(e["key"], e["rank"], e["world_size"], e["loss"]) for e in events] == [
+        ("epoch_stop", 0, 2, 0.5), ("epoch_stop", 1, 2, 0.7)]
+    assert all(e["pid"] == os.getpid() for e in events)
+    assert capsys.readouterr().out.count(":::SCALEBENCH") == 1  # only rank 0 echoes to the log
     with pytest.raises(ValueError, match="unknown event key 'epoch_end'"):
         EventLog(tmp_path / "e.jsonl").log("epoch_end")
     line = (tmp_path / "e.jsonl").read_text().splitlines()[0]
-    assert json.loads(line) == events[0] and set(events[0]) == {"key", "time", "value", "rank", "loss"}
+    assert json.loads(line) == events[0]
+    assert set(events[0]) == {"key", "time", "value", "rank", "world_size", "pid", "loss"}
+
+
+def test_step_timer_parts_add_up_to_the_step_and_warmup_is_kept_apart(monkeypatch):
+    clock = iter([0.0, 1.0, 1.5, 2.0, 10.0, 10.5, 11.0, 11.2])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    t = timing.StepTimer(warmup_steps=1)
+    t.start()
+    t.step_done(data_wait_s=0.1, compute_s=0.8, sync_s=0.0)    # 1.0 s: warm-up
+    t.step_done(data_wait_s=0.1, compute_s=0.3, sync_s=0.05)   # 0.5 s
+    t.step_done(data_wait_s=0.2, compute_s=0.2, sync_s=0.1)    # 0.5 s
+    t.epoch_fixed(7.5)
+    t.start()
+    t.step_done(data_wait_s=0.0, compute_s=0.4, sync_s=None)   # 0.5 s, sync not measured
+    assert t.warmup_s == 1.0 and t.train_s == 1.5 and t.timed_steps == 3
+    s = t.summary(rank=3)
+    assert s["rank"] == 3 and s["pid"] == os.getpid() and s["timed_steps"] == 3
+    assert s["step_s"] == 1.5 and s["data_wait_s"] == 0.3 and s["compute_s"] == 0.9
+    assert s["sync_s"] is None  # one step without it: the sum would be a lie
+    assert s["other_s"] == pytest.approx(1.5 - 0.3 - 0.9 - 0.15) and s["epoch_fixed_s"] == 7.5
+
+
+def test_the_slowest_rank_decides_the_cell_breakdown_and_every_rank_is_kept():
+    ranks = [{"rank": 1, "pid": 11, "timed_steps": 4, "step_s": 10.0, "data_wait_s": 1.0, "compute_s": 6.0,
+              "sync_s": 2.5, "other_s": 0.5, "epoch_fixed_s": 0.2, "warmup_s": 1.0},
+             {"rank": 0, "pid": 10, "timed_steps": 4, "step_s": 9.0, "data_wait_s": 0.5, "compute_s": 7.0,
+              "sync_s": 1.0, "other_s": 0.5, "epoch_fixed_s": 0.1, "warmup_s": 1.0}]
+    b = timing.combine_ranks(ranks, {"sync_s": "how"})
+    assert b["world_size"] == 2 and b["slowest_rank"] == 1 and b["step_s"] == 10.0 and b["sync_s"] == 2.5
+    assert b["shares"] == {"data_wait": 0.1, "compute": 0.6, "sync": 0.25, "other": 0.05}
+    assert [r["pid"] for r in b["per_rank"]] == [10, 11] and b["method"] == {"sync_s": "how"}
+
+
+def test_the_test_only_delay_sleeps_before_each_batch(monkeypatch):
+    slept = []
+    monkeypatch.setattr(timing.time, "sleep", slept.append)
+    assert list(timing.delayed([1, 2, 3], 0.25)) == [1, 2, 3] and slept == [0.25] * 3

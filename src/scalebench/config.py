@@ -127,10 +127,17 @@ class Sizes(Strict):
     warmup_steps: Annotated[int, Field(ge=0)] | None = None
     max_steps_per_epoch: PosInt | None = None
     synthetic_data: bool | None = None
+    eval_each_epoch: bool | None = None  # evaluate after every epoch (outside the timed region): time to accuracy
     cell_timeout_minutes: PosFloat | None = None
     bounds: dict[str, tuple[float, float]] | None = None
 
     _b = field_validator("bounds")(lambda cls, v: v if v is None else _check_bounds(v))
+
+
+class AccuracyTarget(Strict):
+    """Time to accuracy: the training time until the first evaluation with `metric` >= `target`."""
+    metric: Literal[tuple(ACCURACY_METRICS)]
+    target: Annotated[float, Field(gt=0, le=1)]
 
 
 class Benchmark(Strict):
@@ -157,6 +164,7 @@ class Benchmark(Strict):
     retries: Annotated[int, Field(ge=0, le=10)] = 2  # for transient failures only (engine, NCCL, pre-flight)
     retry_delay_s: Annotated[float, Field(ge=0)] = 60
     estimate: Estimate
+    time_to_accuracy: AccuracyTarget | None = None
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
@@ -166,6 +174,9 @@ class Benchmark(Strict):
         for m in self.metrics:
             if m not in self.bounds:
                 raise ValueError(f"metric {m!r} has no entry in bounds (expected bounds.{m}: [low, high])")
+        if self.time_to_accuracy and self.time_to_accuracy.metric not in self.metrics:
+            raise ValueError(f"time_to_accuracy.metric {self.time_to_accuracy.metric!r} is not one of this "
+                             f"benchmark's metrics {self.metrics}")
         if self.scaling_mode == "strong" and self.global_batch is None:
             raise ValueError("scaling_mode 'strong' needs global_batch (the fixed global batch)")
         if len(set(self.gpu_counts)) != len(self.gpu_counts):
@@ -182,6 +193,7 @@ class Benchmark(Strict):
             raise ConfigError(f"{self.id}: unknown profile {profile!r}; expected one of {list(PROFILES)}")
         base = {name: getattr(self, name, None) for name in Sizes.model_fields}  # None: not set for the study
         base["synthetic_data"] = False
+        base["eval_each_epoch"] = False
         over = self.profiles.get(profile)
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
@@ -190,7 +202,7 @@ class Benchmark(Strict):
 
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
-                     "cell_timeout_minutes", "bounds", "metrics"}
+                     "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy"}
 
 
 class Resolved(Sizes):

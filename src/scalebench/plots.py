@@ -77,16 +77,26 @@ def accuracy(rep, path: Path) -> None:
 
 def breakdown(rep, path: Path) -> None:
     plt = _plt()
-    bars = [(f"{r.benchmark[:14]}\n{n} GPU", r.breakdown[n]) for r in rep.rows for n in sorted(r.breakdown)]
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(bars)), 4), dpi=100)
-    bottom = [0.0] * len(bars)
-    for part in ("setup_s", "warmup_s", "train_s", "eval_s"):
-        vals = [b[1].get(part) or 0.0 for b in bars]
-        ax.bar(range(len(bars)), vals, bottom=bottom, label=part.removesuffix("_s"))
+    steps = [(f"{r.benchmark[:14]}\n{n} GPU", r.step_s[n]) for r in rep.rows for n in sorted(r.step_s)]
+    cells = [(f"{r.benchmark[:14]}\n{n} GPU", r.breakdown[n]) for r in rep.rows for n in sorted(r.breakdown)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(steps)), 4), dpi=100)
+    bottom = [0.0] * len(steps)
+    for part in ("data_wait", "compute", "sync", "other"):
+        vals = [b[1].get(part) or 0.0 for b in steps]
+        left.bar(range(len(steps)), vals, bottom=bottom, label=part.replace("_", " "))
         bottom = [x + y for x, y in zip(bottom, vals)]
-    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=6)
-    ax.set(ylabel="seconds (median cell)", title="Where a cell's time goes")
-    _save(fig, ax, path)
+    left.set_xticks(range(len(steps)), [b[0] for b in steps], fontsize=6)
+    left.set(ylabel="seconds per steady step (slowest rank)", title="Where a step's time goes")
+    if left.get_legend_handles_labels()[0]:
+        left.legend(fontsize=7)
+    bottom = [0.0] * len(cells)
+    for part in ("setup_s", "warmup_s", "train_s", "eval_s"):
+        vals = [b[1].get(part) or 0.0 for b in cells]
+        right.bar(range(len(cells)), vals, bottom=bottom, label=part.removesuffix("_s"))
+        bottom = [x + y for x, y in zip(bottom, vals)]
+    right.set_xticks(range(len(cells)), [b[0] for b in cells], fontsize=6)
+    right.set(ylabel="seconds (median cell)", title="Where a cell's time goes")
+    _save(fig, right, path)
 
 
 def trend(rep, path: Path) -> None:

@@ -32,6 +32,8 @@ STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
 LOOKBACK_NIGHTS = 120  # history judged for a night's regressions (baselines use the last 20 of them)
 PLOTS = ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png")
 TIME_PARTS = ("setup_s", "warmup_s", "train_s", "eval_s")
+STEP_PARTS = ("data_wait", "compute", "sync", "other")  # a steady step, as the kit's timing module splits it
+FLAT = 0.03  # a step share that moves less than 3 points between GPU counts is called flat
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Options:
     lr_policies: dict[str, str] = field(default_factory=dict)  # benchmark -> "linear 0.01@256"
     metrics: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> its configured accuracy metrics
     config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
+    targets: dict[str, tuple[str, float]] = field(default_factory=dict)  # benchmark -> (metric, time-to-accuracy target)
 
 
 @dataclass
@@ -69,11 +72,14 @@ class Row:
     metric_iqr: dict[str, dict[int, float]]
     verdicts: dict[str, dict[int, Verdict]]
     breakdown: dict[int, dict[str, float | None]]
+    step_s: dict[int, dict[str, float | None]]       # median seconds per steady step of each STEP_PART (slowest rank)
+    step_shares: dict[int, dict[str, float | None]]  # median share of the step; None: the framework does not expose it
     cells: int
     valid: int
     not_valid: list[dict]
     refused: list[str]
-    time_to_accuracy: None = None       # not measured: these trainers evaluate once
+    tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
+    time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
 
 
 @dataclass
@@ -175,6 +181,8 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
     last = max(epochs) if epochs else None
     names = opts.metrics.get(bench) or [m for m in ACCURACY_METRICS
                                         if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
+    timings = {n: [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n] for n in gpus}
+    target = opts.targets.get(bench)
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
@@ -190,12 +198,42 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
         verdicts={m: {n: equivalence(v.get(1, []), v[n], opts.margin) for n in gpus if n > 1 and v.get(n)}
                   for m, v in values.items()},
         breakdown={n: {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in TIME_PARTS}
-                   for n in gpus for ts in [[c["figure"]["timing"] or {} for c in usable if c["gpus"] == n]]},
+                   for n, ts in timings.items()},
+        step_s={n: step_figures(ts)[0] for n, ts in timings.items()},
+        step_shares={n: step_figures(ts)[1] for n, ts in timings.items()},
+        tta_target=f"{ACCURACY_METRICS[target[0]].display} >= {target[1]:g}" if target else None,
+        time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
+                                   if x is not None]) for n, ts in timings.items()
+                          if any(t.get("evaluations") for t in ts)} if target else {},
         cells=len(mine), valid=len(valid),
         not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
                    for c in mine if c["figure"] is None],
         refused=[c["label"] for c in refused],
     )
+
+
+def step_figures(timings: list[dict]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """(median seconds per steady step, median share) of each step part over cells' breakdowns;
+    a part is None when no cell measured it."""
+    per_step: dict[str, list[float]] = {p: [] for p in STEP_PARTS}
+    shares: dict[str, list[float]] = {p: [] for p in STEP_PARTS}
+    for t in timings:
+        b = t.get("breakdown") or {}
+        steps = b.get("timed_steps") or 0
+        for part in STEP_PARTS:
+            if b.get(f"{part}_s") is not None and steps:
+                per_step[part].append(b[f"{part}_s"] / steps)
+            if (b.get("shares") or {}).get(part) is not None:
+                shares[part].append(b["shares"][part])
+    return {p: _med(v) for p, v in per_step.items()}, {p: _med(v) for p, v in shares.items()}
+
+
+def time_to_target(timing: dict, metric: str, target: float) -> float | None:
+    """Training seconds until the first evaluation with metric >= target; None if none reached it."""
+    for ev in timing.get("evaluations") or []:
+        if (ev.get("metrics") or {}).get(metric, -1) >= target:
+            return ev["train_s"]
+    return None
 
 
 def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
@@ -219,6 +257,32 @@ def regression_series(cells: list[dict], opts: Options) -> list[Series]:
                 acc.setdefault(SeriesKey(metric=metric, **base), {}).setdefault(c["night"], []).append(v)
     return [Series(k, sorted((dt.date.fromisoformat(n), statistics.median(v)) for n, v in nights.items()))
             for k, nights in sorted(acc.items())]
+
+
+def step_sentence(row: Row) -> str | None:
+    """One sentence on what grows with the GPU count in a benchmark's steady step, led by the
+    part whose share grows most; None without two GPU counts that have a breakdown."""
+    counts = sorted(n for n, sh in row.step_shares.items() if any(v is not None for v in sh.values()))
+    if len(counts) < 2:
+        return None
+    lo, hi = counts[0], counts[-1]
+    a, b = row.step_shares[lo], row.step_shares[hi]
+    names = {"data_wait": "data wait", "compute": "compute", "sync": "sync", "other": "unattributed time"}
+    known = [p for p in STEP_PARTS if a.get(p) is not None and b.get(p) is not None]
+    if not known:
+        return None
+    lead = max(known, key=lambda p: b[p] - a[p])
+    unit = lambda n: f"{n} device{'s' if n != 1 else ''}"  # noqa: E731
+    parts = [f"{names[lead]} is {100 * b[lead]:.0f}% of the step at {unit(hi)}, {100 * a[lead]:.0f}% at {lo}"]
+    for p in known:
+        if p == lead:
+            continue
+        d = b[p] - a[p]
+        parts.append(f"{names[p]} flat ({100 * b[p]:.0f}%)" if abs(d) < FLAT else
+                     f"{names[p]} {'grows' if d > 0 else 'falls'} from {100 * a[p]:.0f}% to {100 * b[p]:.0f}%")
+    unmeasured = [names[p] for p in STEP_PARTS if p not in known]
+    tail = f" ({', '.join(unmeasured)} not exposed by this framework)" if unmeasured else ""
+    return f"{row.benchmark}: " + "; ".join(parts) + tail + "."
 
 
 def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[str]:
@@ -268,6 +332,7 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
         s += f"; worse: {'; '.join(worse)}" if worse else "; none is significantly worse"
         s += f"; {inconcl} inconclusive." if inconcl else "."
         out.append(s)
+    out += [x for x in map(step_sentence, rows) if x]
     return out
 
 
@@ -325,8 +390,27 @@ def markdown(rep: Report) -> str:
             out.append("| " + " | ".join([r.benchmark, str(n), r.scaling_mode, str(r.global_batch.get(n, "–")),
                                           r.lr_policy, str(r.train_epochs[n]), f"{r.train_s[n]:.2f} ({r.iqr_s[n]:.2f})",
                                           rel, "–" if sp is None else f"{sp:.2f}x", eff, *values]) + " |")
-    out += ["", "Time to accuracy: not measured (these runs evaluate once, after training).", "",
-            "## Accuracy verdicts (vs 1 GPU)", ""]
+    out += ["", "## Where a steady step goes", "", "Seconds per steady step of the slowest rank, median over "
+            "cells (share of the step in brackets); – where the framework does not expose the part.", "",
+            "| benchmark | GPUs | " + " | ".join(p.replace("_", " ") for p in STEP_PARTS) + " |",
+            "|" + "---|" * (2 + len(STEP_PARTS))]
+    for r in rows:
+        for n in sorted(r.step_s):
+            vals = [("–" if r.step_s[n][p] is None else f"{r.step_s[n][p]:.3f}"
+                     + ("" if r.step_shares[n][p] is None else f" ({100 * r.step_shares[n][p]:.0f}%)"))
+                    for p in STEP_PARTS]
+            out.append("| " + " | ".join([r.benchmark, str(n), *vals]) + " |")
+    out += ["", "## Time to accuracy", ""]
+    tta = [r for r in rows if r.time_to_accuracy]
+    for r in tta:
+        figs = ", ".join(f"{n} GPU{'s' if n != 1 else ''}: " + ("not reached" if v is None else
+                                                                 f"{v:.1f} s (training {r.train_s.get(n, 0):.1f} s)")
+                         for n, v in sorted(r.time_to_accuracy.items()))
+        out.append(f"- {r.benchmark} ({r.tta_target}): {figs}")
+    if not tta:
+        out.append("- not measured this night (per-epoch evaluation runs in the full profile of benchmarks with a "
+                   "time_to_accuracy target)")
+    out += ["", "## Accuracy verdicts (vs 1 GPU)", ""]
     lines = [f"- {r.benchmark} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
              for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
@@ -437,6 +521,8 @@ def options_from_configs() -> Options:
                    lr_policies={b: f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}"
                                 for b, c in good.items()},
                    metrics={b: list(c.metrics) for b, c in good.items()},
+                   targets={b: (c.time_to_accuracy.metric, c.time_to_accuracy.target) for b, c in good.items()
+                            if c.time_to_accuracy},
                    config_errors={stem: str(err) for stem, err in broken.items()})
 
 

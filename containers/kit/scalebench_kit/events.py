@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -10,23 +11,29 @@ from .names import EVENT_KEYS
 
 
 class EventLog:
-    """Appends {"key", "time", "value", "rank"...} lines; only rank 0 writes."""
+    """Appends {"key", "time", "value", "rank", "world_size", "pid"...} lines. Every rank writes
+    (one short line per write() on an O_APPEND file, so lines of different ranks never interleave);
+    only rank 0 echoes to the container log."""
 
-    def __init__(self, path: str | Path, rank: int = 0, echo: bool = True):
+    def __init__(self, path: str | Path, rank: int = 0, world_size: int = 1, echo: bool = True):
         self.path = Path(path)
         self.rank = rank
+        self.world_size = world_size
         self.echo = echo
 
     def log(self, key: str, value: Any = None, **meta: Any) -> dict:
         if key not in EVENT_KEYS:
             raise ValueError(f"unknown event key {key!r}; expected one of {sorted(EVENT_KEYS)}")
-        event = {"key": key, "time": time.time(), "value": value, "rank": self.rank, **meta}
-        if self.rank == 0:
-            line = json.dumps(event, sort_keys=True, default=str)
-            with self.path.open("a") as fh:
-                fh.write(line + "\n")
-            if self.echo:
-                print(":::SCALEBENCH " + line, flush=True)
+        event = {"key": key, "time": time.time(), "value": value, "rank": self.rank, "world_size": self.world_size,
+                 "pid": os.getpid(), **meta}
+        line = json.dumps(event, sort_keys=True, default=str)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+        if self.echo and self.rank == 0:
+            print(":::SCALEBENCH " + line, flush=True)
         return event
 
 

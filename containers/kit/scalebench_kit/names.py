@@ -64,5 +64,6 @@ TRAINER_FAILED = "scalebench: trainer failed:"  # the line a trainer prints for 
 EVENT_KEYS = frozenset({
     "run_start", "init_start", "init_stop", "data_ready", "model_ready", "warmup_stop",
     "epoch_start", "epoch_stop", "train_stop", "eval_start", "precise_bn", "eval_stop", "run_stop",
+    "step_breakdown",
     "metric", "error",
 })

@@ -12,6 +12,7 @@ from typing import Any
 from .contract import CONTRACT_VERSION, load_cell_spec, write_result
 from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
 from .events import EventLog
+from .timing import StepTimer, combine_ranks  # noqa: F401  (trainers import both from here)
 
 RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
 
@@ -30,35 +31,6 @@ def system_fingerprint(framework: str, framework_version: str, **extra: Any) -> 
     }
 
 
-class StepTimer:
-    """Per-step wall clock: the first `warmup_steps` steps are warm-up, the rest steady training."""
-
-    def __init__(self, warmup_steps: int):
-        self.warmup_steps = warmup_steps
-        self.step_times: list[float] = []
-        self._t = None
-
-    def start(self) -> None:
-        self._t = time.perf_counter()
-
-    def step_done(self) -> None:
-        now = time.perf_counter()
-        self.step_times.append(now - self._t)
-        self._t = now
-
-    @property
-    def warmup_s(self) -> float:
-        return float(sum(self.step_times[: self.warmup_steps]))
-
-    @property
-    def train_s(self) -> float:
-        return float(sum(self.step_times[self.warmup_steps:]))
-
-    @property
-    def timed_steps(self) -> int:
-        return max(len(self.step_times) - self.warmup_steps, 0)
-
-
 class Cell:
     """The running cell: reads cell.json from the results folder, logs events, writes metrics.json."""
 
@@ -67,7 +39,8 @@ class Cell:
         self.results_dir = Path(results_dir or os.environ.get(RESULTS_DIR_ENV, "/results"))
         self.spec = load_cell_spec(self.results_dir / CELL_SPEC_FILE)
         self.rank = int(os.environ.get("RANK", "0"))
-        self.events = EventLog(self.results_dir / EVENTS_FILE, rank=self.rank)
+        self.world_size = int(os.environ.get("WORLD_SIZE", self.spec["devices"]["count"]))
+        self.events = EventLog(self.results_dir / EVENTS_FILE, rank=self.rank, world_size=self.world_size)
         self.events.log("run_start", self.spec["cell"]["key"], label=self.spec["cell"]["label"])
 
     @property
@@ -78,12 +51,18 @@ class Cell:
     def devices(self) -> dict:
         return self.spec["devices"]
 
+    @property
+    def test_hooks(self) -> dict:
+        """Test-only options from cell.json (e.g. data_delay_s); the orchestrator never sets them."""
+        return self.spec.get("test_hooks") or {}
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
     def finish(self, *, system: dict, world_size: int, device_names: list[str], setup_s: float,
                timer: StepTimer, epoch_s: list[float], eval_s: float, loss_curve: list[float],
-               metrics: dict, model: dict | None = None, samples_per_step: int | None = None) -> Path | None:
+               metrics: dict, breakdown: dict, model: dict | None = None, samples_per_step: int | None = None,
+               evaluations: list[dict] | None = None) -> Path | None:
         """Write the result contract (rank 0 only); returns the metrics.json path."""
         if self.rank != 0:
             return None
@@ -108,7 +87,9 @@ class Cell:
                 "timed_steps": timer.timed_steps,
                 "warmup_steps": timer.warmup_steps,
                 "images_per_s": round(images / timer.train_s, 3) if timer.train_s > 0 else 0.0,
+                "breakdown": breakdown,
             },
+            "evaluations": evaluations or [],
             "loss_curve": [float(v) for v in loss_curve],
             "metrics": metrics,
         }

@@ -5,17 +5,44 @@ One script, unchanged: `python -m trainers.unet_voc` trains on one device; `torc
 on GPUs, gloo on CPU device slots). Weak scaling: each process takes per-device batch images
 per step from its DistributedSampler shard, so the global batch is per-device batch x N; the LR
 comes from cell.json (the config's policy). Warm-up steps are timed apart from steady training;
-evaluation runs after training, outside the timed region, over the whole val split exactly once
-(each rank a disjoint slice, confusion matrices summed), so no image counts twice.
+evaluation runs after training (and after every epoch when the cell asks, for time to accuracy),
+outside the timed region, over the whole val split exactly once (each rank a disjoint slice,
+confusion matrices summed), so no image counts twice.
+
+Time breakdown per step and rank (scalebench_kit.timing): data wait = blocked on the loader plus
+the copy to the device; exposed sync = from DDP handing its last gradient bucket to the all-reduce
+(a communication hook: the backward compute is done then) until backward() returns with every
+bucket reduced, i.e. the all-reduce time the backward pass did not hide; compute = the rest of
+forward, backward and the optimiser step. On GPUs the sync span is taken with CUDA events and
+the step is synchronised at its end.
+
+`python -m trainers.unet_voc --evaluate WEIGHTS` evaluates saved weights in one process on the
+cell's val split (the check that a DDP evaluation counts every image once).
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 
 from scalebench_kit import voc_seg
+from scalebench_kit.contract import load_cell_spec
+from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
-from scalebench_kit.runtime import Cell, StepTimer, main_guard, system_fingerprint
+from scalebench_kit.names import CELL_SPEC_FILE
+from scalebench_kit.runtime import RESULTS_DIR_ENV, Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+from scalebench_kit.timing import delayed
+
+WEIGHTS_FILE = "weights.pt"  # written only when cell.json's test_hooks ask (save_weights)
+BREAKDOWN_METHOD = {
+    "data_wait_s": "blocked in the DataLoader's next() plus the copy to the device",
+    "compute_s": "forward, loss, backward and optimiser step, less the exposed sync",
+    "sync_s": "DDP communication hook: from the last gradient bucket handed to the all-reduce (backward "
+              "compute done) until backward() returns with all buckets reduced; 0 on one device",
+    "other_s": "the rest of the step (loss read-out, bookkeeping): unattributed",
+    "epoch_fixed_s": "per epoch: sampler.set_epoch and starting the loader's iterator",
+}
 
 
 def build_unet(torch, num_classes: int, width: int = 16):
@@ -70,6 +97,72 @@ def setup_distributed(torch, devices: dict) -> tuple[int, int, object, str]:
     return rank, world, device, backend
 
 
+class SyncProbe:
+    """The DDP communication hook that finds the end of backward compute (see the module doc):
+    it stamps each bucket's hand-off and runs the stock all-reduce."""
+
+    def __init__(self, torch, device):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        self.torch, self.cuda, self.allreduce = torch, device.type == "cuda", allreduce_hook
+        self.last = None
+
+    def hook(self, state, bucket):
+        self.last = self._mark()
+        return self.allreduce(state, bucket)
+
+    def _mark(self):
+        if self.cuda:
+            event = self.torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def exposed_since_last_bucket(self, backward_end) -> float:
+        if self.last is None:
+            return 0.0
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            return self.last.elapsed_time(backward_end) / 1000.0
+        return backward_end - self.last
+
+
+def load_data(spec: dict):
+    """Train and val arrays (NHWC uint8, HxW labels) and the train split's channel statistics."""
+    data = spec["data"]
+    size = data.get("image_size") or 256
+    x_train, y_train = voc_seg.read_split(data["path"], "train", size, data.get("train_limit"))
+    x_val, y_val = voc_seg.read_split(data["path"], "val", size, data.get("test_limit"))
+    mean, std = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
+    return x_train, y_train, x_val, y_val, mean, std
+
+
+def to_tensors(torch, x, y, mean, std):
+    x = torch.from_numpy(((x.astype("float32") - mean) / std).astype("float32")).permute(0, 3, 1, 2).contiguous()
+    return x, torch.from_numpy(y.astype("int64"))
+
+
+def evaluate(torch, model, x_v, y_v, *, rank: int, world: int, batch: int, device) -> dict:
+    """Scores over the whole val split: each rank predicts a disjoint slice, the confusion
+    matrices are summed, so every image counts exactly once whatever the world size."""
+    import numpy as np
+
+    model.eval()
+    mine = list(range(rank, len(x_v), world))
+    cm = np.zeros((voc_seg.NUM_CLASSES, voc_seg.NUM_CLASSES), dtype=np.int64)
+    with torch.no_grad():
+        for start in range(0, len(mine), batch):
+            idx = mine[start:start + batch]
+            pred = model(x_v[idx].to(device)).argmax(dim=1).cpu().numpy()
+            cm += confusion_matrix(y_v[idx].numpy(), pred, voc_seg.NUM_CLASSES, ignore=voc_seg.IGNORE)
+    if world > 1:
+        total = torch.from_numpy(cm).to(device)
+        torch.distributed.all_reduce(total)
+        cm = total.cpu().numpy()
+    model.train()
+    return scores(cm)
+
+
 def main() -> None:
     cell = Cell()
     cell.events.log("init_start")
@@ -79,23 +172,16 @@ def main() -> None:
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    spec, train, data = cell.spec, cell.training, cell.spec["data"]
+    spec, train = cell.spec, cell.training
     rank, world, device, backend = setup_distributed(torch, cell.devices)
     if train["global_batch"] != train["per_device_batch"] * world:
         raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} x {world}")
     seed = spec["cell"]["seed"]
     torch.manual_seed(seed)
 
-    size = data.get("image_size") or 256
-    x_train, y_train = voc_seg.read_split(data["path"], "train", size, data.get("train_limit"))
-    x_val, y_val = voc_seg.read_split(data["path"], "val", size, data.get("test_limit"))
-    mean, std = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
-
-    def tensors(x, y):
-        x = torch.from_numpy(((x.astype("float32") - mean) / std).astype("float32")).permute(0, 3, 1, 2).contiguous()
-        return x, torch.from_numpy(y.astype("int64"))
-
-    train_set = TensorDataset(*tensors(x_train, y_train))
+    x_train, y_train, x_val, y_val, mean, std = load_data(spec)
+    train_set = TensorDataset(*to_tensors(torch, x_train, y_train, mean, std))
+    x_v, y_v = to_tensors(torch, x_val, y_val, mean, std)
     sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed, drop_last=True)
     loader = DataLoader(train_set, batch_size=train["per_device_batch"], sampler=sampler, drop_last=True)
     steps_per_epoch = len(loader)
@@ -107,72 +193,118 @@ def main() -> None:
 
     model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(device)
     params = sum(p.numel() for p in model.parameters())
+    probe = None
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        probe = SyncProbe(torch, device)
+        model.register_comm_hook(None, probe.hook)
     optimiser = torch.optim.Adam(model.parameters(), lr=train["lr"])
     loss_fn = nn.CrossEntropyLoss(ignore_index=voc_seg.IGNORE)
-    cell.events.log("model_ready", params, world_size=world, backend=backend, strategy="DistributedDataParallel"
+    cell.events.log("model_ready", params, backend=backend, strategy="DistributedDataParallel"
                     if world > 1 else "single process")
     setup_s = cell.elapsed()
     cell.events.log("init_stop", setup_s)
 
+    delay = cell.test_hooks.get("data_delay_s")
+    cuda = device.type == "cuda"
+    settle = torch.cuda.synchronize if cuda else (lambda: None)
     timer = StepTimer(train["warmup_steps"])
-    epoch_s, loss_curve = [], []
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    model.train()
-    for epoch in range(train["epochs"]):
-        t_epoch = time.perf_counter()
-        cell.events.log("epoch_start", epoch + 1)
-        sampler.set_epoch(epoch)
-        losses = []
-        timer.start()
-        for step, (x, y) in enumerate(loader):
-            if step == steps_per_epoch:
-                break
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            optimiser.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()  # DDP all-reduces the gradients here
-            optimiser.step()
-            sync()
-            timer.step_done()
-            losses.append(loss.item())
-            if len(timer.step_times) == timer.warmup_steps:
-                cell.events.log("warmup_stop", timer.warmup_s)
-        epoch_s.append(time.perf_counter() - t_epoch)
-        loss_curve.append(float(np.mean(losses)))
-        cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
-    cell.events.log("train_stop", timer.train_s)
+    epoch_s, loss_curve, evaluations, eval_s = [], [], [], 0.0
+    gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
+    with gpus:
+        model.train()
+        for epoch in range(train["epochs"]):
+            t_epoch = time.perf_counter()
+            cell.events.log("epoch_start", epoch + 1)
+            sampler.set_epoch(epoch)
+            batches = iter(loader if delay is None else delayed(loader, delay))
+            timer.epoch_fixed(time.perf_counter() - t_epoch)
+            losses = []
+            timer.start()
+            for _ in range(steps_per_epoch):
+                t_fetch = time.perf_counter()
+                if probe:
+                    probe.last = None
+                x, y = next(batches)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                settle()
+                t_data = time.perf_counter()
+                optimiser.zero_grad(set_to_none=True)
+                loss = loss_fn(model(x), y)
+                loss.backward()  # under DDP: returns once every gradient bucket is all-reduced
+                if probe:
+                    if cuda:
+                        backward_end = torch.cuda.Event(enable_timing=True)
+                        backward_end.record()
+                    else:
+                        backward_end = time.perf_counter()
+                optimiser.step()
+                settle()
+                t_done = time.perf_counter()
+                sync_s = probe.exposed_since_last_bucket(backward_end) if probe else 0.0
+                losses.append(loss.item())
+                timer.step_done(data_wait_s=t_data - t_fetch, compute_s=t_done - t_data - sync_s, sync_s=sync_s)
+                if len(timer.steps) == timer.warmup_steps:
+                    cell.events.log("warmup_stop", timer.warmup_s)
+            epoch_s.append(time.perf_counter() - t_epoch)
+            loss_curve.append(float(np.mean(losses)))
+            cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
+            if train.get("eval_each_epoch") and epoch + 1 < train["epochs"]:
+                t_eval = time.perf_counter()
+                scored = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"],
+                                  device=device)
+                eval_s += time.perf_counter() - t_eval
+                evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
+                cell.events.log("metric", scored, epoch=epoch + 1)
+        cell.events.log("train_stop", timer.train_s)
 
-    cell.events.log("eval_start")
-    t_eval = time.perf_counter()
-    model.eval()
-    x_v, y_v = tensors(x_val, y_val)
-    mine = list(range(rank, len(x_v), world))  # disjoint slices: every val image exactly once
-    cm = np.zeros((voc_seg.NUM_CLASSES, voc_seg.NUM_CLASSES), dtype=np.int64)
-    with torch.no_grad():
-        for start in range(0, len(mine), train["per_device_batch"]):
-            idx = mine[start:start + train["per_device_batch"]]
-            pred = model(x_v[idx].to(device)).argmax(dim=1).cpu().numpy()
-            cm += confusion_matrix(y_v[idx].numpy(), pred, voc_seg.NUM_CLASSES, ignore=voc_seg.IGNORE)
+        cell.events.log("eval_start")
+        t_eval = time.perf_counter()
+        metrics = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device)
+        eval_s += time.perf_counter() - t_eval
+        if train.get("eval_each_epoch"):
+            evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
+        cell.events.log("eval_stop", eval_s, **metrics)
+
+    mine = timer.summary(rank)
+    cell.events.log("step_breakdown", mine["step_s"], **mine)  # every rank's own figures in the log
+    ranks = [mine]
     if world > 1:
-        total = torch.from_numpy(cm).to(device)
-        torch.distributed.all_reduce(total)
-        cm = total.cpu().numpy()
-    metrics = scores(cm)
-    eval_s = time.perf_counter() - t_eval
-    cell.events.log("eval_stop", eval_s, **metrics)
+        ranks = [None] * world
+        torch.distributed.all_gather_object(ranks, mine)
+    unwrapped = model.module if world > 1 else model
+    if cell.test_hooks.get("save_weights") and rank == 0:
+        torch.save(unwrapped.state_dict(), cell.results_dir / WEIGHTS_FILE)
 
     system = system_fingerprint("pytorch", torch.__version__, backend=backend, cuda=torch.version.cuda,
-                                nccl=".".join(map(str, torch.cuda.nccl.version())) if device.type == "cuda" else None)
-    names = [torch.cuda.get_device_name(i) for i in range(world)] if device.type == "cuda" else \
-        [f"cpu:{i}" for i in range(world)]
+                                nccl=".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+                                topology=cell.devices.get("topology"), **gpus.fingerprint())
+    names = [torch.cuda.get_device_name(i) for i in range(world)] if cuda else [f"cpu:{i}" for i in range(world)]
+    breakdown = combine_ranks(ranks, BREAKDOWN_METHOD)
+    if gpus.summary():
+        breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer, epoch_s=epoch_s,
-                eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
+                eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evaluations,
                 model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"})
     if world > 1:
         torch.distributed.destroy_process_group()
 
 
+def evaluate_saved(weights: str) -> dict:
+    """One process, the cell's val split, weights saved by a (possibly distributed) run."""
+    import torch
+
+    spec = load_cell_spec(os.path.join(os.environ.get(RESULTS_DIR_ENV, "/results"), CELL_SPEC_FILE))
+    _, _, x_val, y_val, mean, std = load_data(spec)
+    model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES))
+    model.load_state_dict(torch.load(weights, map_location="cpu"))
+    x_v, y_v = to_tensors(torch, x_val, y_val, mean, std)
+    return evaluate(torch, model, x_v, y_v, rank=0, world=1, batch=spec["training"]["per_device_batch"],
+                    device=torch.device("cpu"))
+
+
 if __name__ == "__main__":
-    main_guard(main)
+    if sys.argv[1:2] == ["--evaluate"]:
+        print(json.dumps(evaluate_saved(sys.argv[2])))
+    else:
+        main_guard(main)

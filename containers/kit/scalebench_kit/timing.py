@@ -1,0 +1,100 @@
+"""Where each training step's time goes, per rank.
+
+A step runs from the end of the previous one (or `start()`) to `step_done()`. Inside it the
+trainer measures what it can separate: data wait (blocked on the loader, plus the copy to the
+device), compute (forward, backward, optimiser) and exposed gradient synchronisation (the part
+of the all-reduce not hidden behind the backward pass). What is left is `other`, the
+unattributed rest, stated rather than spread over the parts, so the parts always add up to the
+step. A part the framework does not expose is None, with the reason in `method`.
+
+The first `warmup_steps` steps are warm-up: recorded apart, never summed into the steady
+figures. Per-epoch fixed costs (sampler set-up, loader start) have their own bucket.
+Standard library only: this module runs in every image and on bare GPU hosts.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, Iterator
+
+PARTS = ("data_wait_s", "compute_s", "sync_s", "other_s")
+
+
+class StepTimer:
+    def __init__(self, warmup_steps: int):
+        self.warmup_steps = warmup_steps
+        self.steps: list[dict[str, float | None]] = []
+        self.fixed: list[float] = []   # per-epoch fixed costs, one entry per epoch
+        self._t: float | None = None
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def epoch_fixed(self, seconds: float) -> None:
+        self.fixed.append(seconds)
+
+    def step_done(self, data_wait_s: float | None = None, compute_s: float | None = None,
+                  sync_s: float | None = None) -> None:
+        now = time.perf_counter()
+        step = now - self._t
+        known = sum(v for v in (data_wait_s, compute_s, sync_s) if v is not None)
+        self.steps.append({"step_s": step, "data_wait_s": data_wait_s, "compute_s": compute_s, "sync_s": sync_s,
+                           "other_s": step - known})
+        self._t = now
+
+    @property
+    def step_times(self) -> list[float]:
+        return [s["step_s"] for s in self.steps]
+
+    @property
+    def warmup_s(self) -> float:
+        return float(sum(self.step_times[: self.warmup_steps]))
+
+    @property
+    def train_s(self) -> float:
+        return float(sum(self.step_times[self.warmup_steps:]))
+
+    @property
+    def timed_steps(self) -> int:
+        return max(len(self.steps) - self.warmup_steps, 0)
+
+    def summary(self, rank: int = 0) -> dict:
+        """This rank's steady figures: sums over the timed steps, None for a part not measured."""
+        timed = self.steps[self.warmup_steps:]
+        out: dict = {"rank": rank, "pid": os.getpid(), "timed_steps": len(timed),
+                     "step_s": round(sum(s["step_s"] for s in timed), 4)}
+        for part in PARTS:
+            vals = [s[part] for s in timed]
+            out[part] = None if any(v is None for v in vals) else round(max(sum(vals), 0.0), 4)
+        out["epoch_fixed_s"] = round(sum(self.fixed), 4)
+        out["warmup_s"] = round(self.warmup_s, 4)
+        return out
+
+
+def combine_ranks(ranks: list[dict], method: dict[str, str]) -> dict:
+    """The cell's breakdown from every rank's summary. The slowest rank (largest steady step
+    time) decides the step, so its parts are the cell's figures; every rank is kept."""
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+    slowest = max(ranks, key=lambda r: r["step_s"])
+    step = slowest["step_s"]
+    shares = {part.removesuffix("_s"): (round(slowest[part] / step, 4) if slowest[part] is not None and step > 0
+                                        else None) for part in PARTS}
+    return {
+        "world_size": len(ranks),
+        "slowest_rank": slowest["rank"],
+        "timed_steps": slowest["timed_steps"],
+        "step_s": step,
+        **{part: slowest[part] for part in PARTS},
+        "epoch_fixed_s": slowest["epoch_fixed_s"],
+        "shares": shares,
+        "per_rank": ranks,
+        "method": method,
+    }
+
+
+def delayed(batches: Iterable, seconds: float) -> Iterator:
+    """Test-only loader: sleeps `seconds` before each batch (cell.json test_hooks.data_delay_s),
+    so a known data wait can be checked against the breakdown."""
+    for batch in batches:
+        time.sleep(seconds)
+        yield batch
