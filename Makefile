@@ -12,16 +12,19 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__EXECUTOR := LocalExecutor
 export AIRFLOW__CORE__PARALLELISM := 4
 export GX_ANALYTICS_ENABLED := false
-DEMO_CONF := {"gpu_counts": [1, 2], "repeats": 2, "profile": "smoke", "seed": 0}
+DEMO_BENCHMARKS ?= resnet50_keras_cifar10 unet_torch_voc2007
+DEMO_REPEATS ?= 2
+DEMO_CONF := {"gpu_counts": [1, 2], "repeats": $(DEMO_REPEATS), "profile": "smoke", "seed": 0}
 
-.PHONY: help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
-	@echo "make demo   - run ResNet50+Keras (smoke, 1 and 2 devices, 2 repeats) in Airflow and write the report"
+	@echo "make demo   - run ResNet50+Keras and UNet+PyTorch (smoke, 1 and 2 devices) in Airflow and write the report"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
+	@echo "make gpu-check - on a lent GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (make gpu-check-wheels first, here)"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -92,14 +95,24 @@ e2e: venv browser
 
 demo: venv images airflow-db
 	@start=$$(date +%s); \
-	$(BIN)/scalebench data resnet50_keras_cifar10 --profile smoke > /dev/null && \
-	$(BIN)/airflow dags test scalebench_resnet50_keras_cifar10 -c '$(DEMO_CONF)' > $(STATE)/demo-dag.log 2>&1 \
-	  || { grep -E "ERROR|failed|Error" $(STATE)/demo-dag.log | tail -20; echo "demo DAG run failed; full log: $(STATE)/demo-dag.log"; exit 1; }; \
-	grep -q "DagRun Finished.*state=success" $(STATE)/demo-dag.log \
-	  || { grep -E "DagRun Finished|cells have no valid result" $(STATE)/demo-dag.log | tail -3; echo "demo DAG run did not succeed; full log: $(STATE)/demo-dag.log"; exit 1; }; \
-	echo "DAG run scalebench_resnet50_keras_cifar10: success"; \
-	$(BIN)/scalebench report && $(BIN)/scalebench results --benchmark resnet50_keras_cifar10 | tail -4; \
-	echo "demo took $$(( $$(date +%s) - start )) s (DAG log: $(STATE)/demo-dag.log)"
+	for b in $(DEMO_BENCHMARKS); do \
+	  log=$(STATE)/demo-$$b.log; t0=$$(date +%s); \
+	  $(BIN)/scalebench data $$b --profile smoke > /dev/null && \
+	  $(BIN)/airflow dags test scalebench_$$b -c '$(DEMO_CONF)' > $$log 2>&1 \
+	    || { grep -E "ERROR|failed|Error" $$log | tail -20; echo "demo DAG run of $$b failed; full log: $$log"; exit 1; }; \
+	  grep -q "DagRun Finished.*state=success" $$log \
+	    || { grep -E "DagRun Finished|cells have no valid result" $$log | tail -3; echo "demo DAG run of $$b did not succeed; full log: $$log"; exit 1; }; \
+	  echo "DAG run scalebench_$$b: success in $$(( $$(date +%s) - t0 )) s"; \
+	  $(BIN)/scalebench results --benchmark $$b | tail -$$(( 1 + 2 * $(DEMO_REPEATS) )); \
+	done; \
+	$(BIN)/scalebench report && \
+	echo "demo took $$(( $$(date +%s) - start )) s (DAG logs: $(STATE)/demo-<benchmark>.log)"
+
+gpu-check-wheels:  # here, with PyPI: the kit's dependencies for a GPU host without network
+	deploy/gpu-check/fetch-wheels.sh
+
+gpu-check:  # on a lent GPU host (no Docker, no network): NVML pre-flight, UNet under torchrun/NCCL, NVML sampling
+	deploy/gpu-check/run.sh $(or $(GPU_CHECK_OUT),$(STATE)/gpu-check)
 
 test: venv images browser airflow-db
 	deploy/build-images.sh postgres  # the lease and store tests on PostgreSQL

@@ -71,6 +71,10 @@ def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
         assert doc["data"]["fingerprint"].startswith("sha256:")
         assert doc["provenance"]["resolved_config"]["profile"] == "smoke"
         assert doc["timing"]["warmup_s"] > 0 and doc["timing"]["train_s"] > 0 and len(doc["timing"]["epoch_s"]) == 3
+        b = doc["timing"]["breakdown"]  # one process drives every replica; TF hides the all-reduce
+        assert b["ranks"] == 1 and b["sync_s"] is None and "not exposed" in b["method"]["sync_s"]
+        assert b["data_wait_s"] is not None and 0 <= b["other_s"] <= 0.10 * b["step_s"], b
+        assert b["step_s"] == pytest.approx(doc["timing"]["train_s"], abs=1e-3)
         events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
         assert events[0] == "run_start" and events[-1] == "run_stop" and events.count("epoch_stop") == 3
         assert events.index("eval_start") < events.index("precise_bn") < events.index("eval_stop")
@@ -200,8 +204,13 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
         assert doc["training"]["global_batch"] == 8 * n and doc["timing"]["steps"] == 12 * (192 // (8 * n))
         assert doc["loss_curve"][-1] < doc["loss_curve"][0]
         assert doc["metrics"]["iou"] >= 0.5, doc["metrics"]  # background everywhere scores far below
+        b = doc["timing"]["breakdown"]
+        assert b["ranks"] == n and (b["sync_s"] > 0) == (n > 1) and b["other_s"] <= 0.10 * b["step_s"], b
         print(f"\n{n} device(s): mIoU {doc['metrics']['iou']:.3f}, train {doc['timing']['train_s']:.1f} s, "
               f"total {doc['timing']['total_s']:.1f} s")
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
     assert rc == 0, out
-    assert "| unet_torch_voc2007 |" in (tmp_path / "report" / "report.md").read_text()
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| unet_torch_voc2007 |" in text
+    assert "- unet_torch_voc2007: sync is " in text, text  # the generated sentence on what grows with devices
+    assert "| unet_torch_voc2007 | 2 |" in text.split("## Where a steady step goes")[1]

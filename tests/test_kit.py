@@ -1,6 +1,7 @@
 import json
 import os
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -115,7 +116,7 @@ def test_the_slowest_rank_decides_the_cell_breakdown_and_every_rank_is_kept():
              {"rank": 0, "pid": 10, "timed_steps": 4, "step_s": 9.0, "data_wait_s": 0.5, "compute_s": 7.0,
               "sync_s": 1.0, "other_s": 0.5, "epoch_fixed_s": 0.1, "warmup_s": 1.0}]
     b = timing.combine_ranks(ranks, {"sync_s": "how"})
-    assert b["world_size"] == 2 and b["slowest_rank"] == 1 and b["step_s"] == 10.0 and b["sync_s"] == 2.5
+    assert b["ranks"] == 2 and b["slowest_rank"] == 1 and b["step_s"] == 10.0 and b["sync_s"] == 2.5
     assert b["shares"] == {"data_wait": 0.1, "compute": 0.6, "sync": 0.25, "other": 0.05}
     assert [r["pid"] for r in b["per_rank"]] == [10, 11] and b["method"] == {"sync_s": "how"}
 
@@ -124,3 +125,32 @@ def test_the_test_only_delay_sleeps_before_each_batch(monkeypatch):
     slept = []
     monkeypatch.setattr(timing.time, "sleep", slept.append)
     assert list(timing.delayed([1, 2, 3], 0.25)) == [1, 2, 3] and slept == [0.25] * 3
+
+
+def test_gpu_sampler_reads_utilisation_and_memory_through_nvml(monkeypatch):
+    """No GPU here: a stand-in pynvml module with NVML's call names and return shapes."""
+    import types
+
+    from scalebench_kit import gpu_monitor
+
+    calls = {"util": 0}
+
+    def utilisation(handle):
+        calls["util"] += 1
+        return types.SimpleNamespace(gpu=50 + 10 * handle)
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUtilizationRates=utilisation,
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=(1 + h) * 2**30),
+        nvmlSystemGetDriverVersion=lambda: "580.1", nvmlDeviceGetName=lambda h: b"NVIDIA H200")
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake)
+    with gpu_monitor.sample_gpus("gpu", [0, 1], interval_s=0.01) as sampler:
+        while calls["util"] < 6:
+            time.sleep(0.01)
+    s = sampler.summary()
+    assert s["devices"]["0"]["util_mean_pct"] == 50 and s["devices"]["1"]["util_max_pct"] == 60
+    assert s["devices"]["1"]["memory_max_mib"] == 2048 and s["devices"]["0"]["samples"] >= 3
+    assert sampler.fingerprint() == {"driver": "580.1", "nvml_devices": ["NVIDIA H200", "NVIDIA H200"]}
+    with gpu_monitor.sample_gpus("cpu", [0]) as none:
+        pass
+    assert none.summary() is None and none.fingerprint() == {}  # CPU hosts: absent, no pynvml import

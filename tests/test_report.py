@@ -314,3 +314,53 @@ def test_table_json_keeps_its_keys(isolated_state):
     assert {"benchmark", "relative_time", "relative_time_ci", "speedup", "efficiency", "train_s", "iqr_s",
             "metrics", "verdicts_text", "not_valid", "refused"} <= set(doc["rows"][0])
     assert (isolated_state / "reports" / "index.json").exists()
+
+
+def test_step_breakdown_table_and_the_sentence_on_what_grows_with_the_gpu_count():
+    store = Store()
+    for n, train_s in ((1, 100.0), (2, 60.0), (4, 40.0)):
+        record(store, n, 3, 1, train_s)  # sample breakdown: sync share 0.1 x (n - 1), data wait 5 %, other 2 %
+    rep = doc_for(store)
+    [row] = rep.rows
+    assert row.step_shares[4] == {"data_wait": 0.05, "compute": pytest.approx(0.63), "sync": 0.3, "other": 0.02}
+    assert row.step_s[2]["sync"] == pytest.approx(0.1 * 60.0 / 20)  # per steady step: 20 timed steps
+    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
+    assert sentence == ("resnet50_keras_cifar10: sync is 30% of the step at 4 devices, 0% at 1; data wait flat (5%); "
+                        "compute falls from 93% to 63%; unattributed time flat (2%).")
+    from scalebench.report import markdown
+    text = markdown(rep)
+    table = text.split("## Where a steady step goes")[1]
+    assert "| resnet50_keras_cifar10 | 4 | 0.100 (5%) | 1.260 (63%) | 0.600 (30%) | 0.040 (2%) |" in table
+
+
+def test_a_part_the_framework_does_not_expose_is_said_not_guessed():
+    store = Store()
+    for n in (1, 2):
+        cell = sample_cell(gpus=n, epochs=3, run_id="scheduled__n1", night=NIGHT, run_type="scheduled")
+        contract = sample_contract(cell, train_s=50.0)
+        b = contract["timing"]["breakdown"]
+        b["compute_s"] += b["sync_s"]
+        b["sync_s"], b["shares"]["sync"] = None, None
+        b["shares"]["compute"] = round(b["compute_s"] / b["step_s"], 4)
+        store.record_attempt(cell, 1, "valid", contract=contract)
+    rep = doc_for(store)
+    assert rep.rows[0].step_s[2]["sync"] is None
+    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
+    assert sentence == ("resnet50_keras_cifar10: no part of the step grows with the GPU count (data wait 5%, "
+                        "compute 93%, unattributed time 2% at 2 devices) (sync not exposed by this framework).")
+
+
+def test_time_to_accuracy_is_the_first_evaluation_reaching_the_target():
+    store = Store()
+    for n, reached in ((1, [0.2, 0.55, 0.7]), (2, [0.1, 0.3, 0.45])):
+        cell = sample_cell(gpus=n, epochs=3, run_id="scheduled__n1", night=NIGHT, run_type="scheduled")
+        contract = sample_contract(cell, train_s=30.0)
+        contract["evaluations"] = [{"epoch": e + 1, "train_s": 10.0 * (e + 1), "metrics": {"iou": v}}
+                                   for e, v in enumerate(reached)]
+        store.record_attempt(cell, 1, "valid", contract=contract)
+    rep = doc_for(store, targets={"resnet50_keras_cifar10": ("iou", 0.5)})
+    assert rep.rows[0].time_to_accuracy == {1: 20.0, 2: None} and rep.rows[0].tta_target == "IoU >= 0.5"
+    from scalebench.report import markdown
+    assert ("- resnet50_keras_cifar10 (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
+            in markdown(rep))
+    assert doc_for(store).rows[0].time_to_accuracy == {}  # no target configured: nothing claimed

@@ -61,7 +61,7 @@ def test_ddp_breakdown_per_rank_and_metrics_equal_a_single_process_evaluation(vo
     assert {e["world_size"] for e in events} == {n}
 
     b = doc["timing"]["breakdown"]
-    assert b["world_size"] == n and [r["rank"] for r in b["per_rank"]] == list(range(n))
+    assert b["ranks"] == n and [r["rank"] for r in b["per_rank"]] == list(range(n))
     assert sorted(r["pid"] for r in b["per_rank"]) == sorted(pids.values())
     for r in b["per_rank"]:
         assert r["sync_s"] > 0, r  # gradients cross processes through gloo
@@ -88,3 +88,19 @@ def test_an_injected_loader_delay_shows_up_as_data_wait(voc, tmp_path):
     per_step = b["data_wait_s"] / b["timed_steps"]
     assert per_step == pytest.approx(delay, rel=0.10), b
     assert b["sync_s"] == 0 and b["shares"]["data_wait"] > 0.2
+
+
+@pytest.mark.timeout(300)
+def test_the_gpu_check_runs_its_cpu_twin_with_the_kit_and_trainer_that_travel(tmp_path):
+    """make gpu-check's script, with only containers/kit and the trainer from this checkout (the
+    image's installed copies are shadowed), gloo instead of NCCL and no NVML."""
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{ROOT}:/repo:ro", "-v", f"{tmp_path}:/out", IMAGE,
+                           "python", "/repo/deploy/gpu-check/gpu_check.py", "--cpu", "/out"],
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    summary = json.loads((tmp_path / "gpu-check.json").read_text())
+    assert summary["ok"] and summary["devices"] == 2 and summary["preflight"]["status"] == "skipped"
+    assert summary["shares"]["sync"] > 0 and summary["gpu"] is None  # no NVML on CPU: absent, not zero
+    assert load_result(tmp_path / "metrics.json")["devices"]["world_size"] == 2

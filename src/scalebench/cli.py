@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .config import PROFILES, ConfigError, Configs
 from .datasets import DatasetError
+from .fetch import FetchError
 from .db import StoreNotReady
 from .paths import ProjectNotFound
 
@@ -72,8 +74,36 @@ def cmd_data(args, configs: Configs) -> dict:
     from .cells import host_for
     from .datasets import prepare
 
+    if args.fetch:
+        return fetch_data(args, configs)
+    if not args.benchmark:
+        raise ConfigError("scalebench data: name a benchmark to check (or use --fetch to download datasets)")
     b = configs.benchmark(args.benchmark)
     return prepare(b, args.profile, host_for(b, args.profile, configs.fleet, b.gpu_counts))
+
+
+def fetch_data(args, configs: Configs) -> dict:
+    """Download the real datasets of one benchmark (or of every benchmark) into the data root."""
+    from scalebench_kit import datasets as kit_datasets
+
+    from .fetch import fetch
+
+    benches = [configs.benchmark(args.benchmark)] if args.benchmark else [configs.benchmark(b) for b in sorted(configs.benchmarks)]
+    roots = {h.data_root for h in configs.fleet.hosts if h.data_root}
+    data_root = args.data_root or (roots.pop() if len(roots) == 1 else None)
+    if not data_root:
+        raise ConfigError("scalebench data --fetch: no data root; give --data-root PATH or set data_root on the "
+                          f"host in the fleet config (hosts with one: {sorted(roots) or 'none'})")
+    out = {}
+    for b in benches:
+        name, root = b.dataset.name, Path(data_root) / b.dataset.path
+        if name in out:
+            continue
+        files = fetch(name, root, args.mirror)
+        missing = kit_datasets.missing_files(root, b.dataset.format)
+        out[name] = {"root": str(root), "archives": [f.name for f in files], "format": b.dataset.format,
+                     "complete": not missing, "missing_examples": missing[:3]}
+    return out
 
 
 def cmd_pools(args, configs: Configs) -> dict:
@@ -130,9 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
     p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
-    p = sub.add_parser("data", help="check a benchmark's dataset (smoke: make its synthetic data)")
-    p.add_argument("benchmark")
+    p = sub.add_parser("data", help="check a benchmark's dataset (smoke: make its synthetic data), or --fetch the "
+                                    "real ones")
+    p.add_argument("benchmark", nargs="?", help="benchmark id (with --fetch: default every benchmark's dataset)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
+    p.add_argument("--fetch", action="store_true", help="download the real archives (resumable, sha256-checked) "
+                                                        "and unpack them into the data root")
+    p.add_argument("--data-root", help="where datasets live (default: the fleet host's data_root)")
+    p.add_argument("--mirror", help="base URL serving the same archive names (default: the official mirrors; "
+                                    "env SCALEBENCH_DATA_MIRROR)")
     p = sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)")
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
     p = sub.add_parser("prune", help="remove bulky files older than the retention age (never a result row, "
@@ -146,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
-    except (ConfigError, DatasetError, StoreNotReady, ProjectNotFound) as exc:
+    except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))

@@ -273,13 +273,17 @@ def step_sentence(row: Row) -> str | None:
         return None
     lead = max(known, key=lambda p: b[p] - a[p])
     unit = lambda n: f"{n} device{'s' if n != 1 else ''}"  # noqa: E731
-    parts = [f"{names[lead]} is {100 * b[lead]:.0f}% of the step at {unit(hi)}, {100 * a[lead]:.0f}% at {lo}"]
-    for p in known:
-        if p == lead:
-            continue
-        d = b[p] - a[p]
-        parts.append(f"{names[p]} flat ({100 * b[p]:.0f}%)" if abs(d) < FLAT else
-                     f"{names[p]} {'grows' if d > 0 else 'falls'} from {100 * a[p]:.0f}% to {100 * b[p]:.0f}%")
+    if b[lead] - a[lead] < FLAT:
+        parts = ["no part of the step grows with the GPU count (" +
+                 ", ".join(f"{names[p]} {100 * b[p]:.0f}%" for p in known) + f" at {unit(hi)})"]
+    else:
+        parts = [f"{names[lead]} is {100 * b[lead]:.0f}% of the step at {unit(hi)}, {100 * a[lead]:.0f}% at {lo}"]
+        for p in known:
+            if p == lead:
+                continue
+            d = b[p] - a[p]
+            parts.append(f"{names[p]} flat ({100 * b[p]:.0f}%)" if abs(d) < FLAT else
+                         f"{names[p]} {'grows' if d > 0 else 'falls'} from {100 * a[p]:.0f}% to {100 * b[p]:.0f}%")
     unmeasured = [names[p] for p in STEP_PARTS if p not in known]
     tail = f" ({', '.join(unmeasured)} not exposed by this framework)" if unmeasured else ""
     return f"{row.benchmark}: " + "; ".join(parts) + tail + "."

@@ -80,7 +80,7 @@ def combine_ranks(ranks: list[dict], method: dict[str, str]) -> dict:
     shares = {part.removesuffix("_s"): (round(slowest[part] / step, 4) if slowest[part] is not None and step > 0
                                         else None) for part in PARTS}
     return {
-        "world_size": len(ranks),
+        "ranks": len(ranks),  # processes (one drives every replica under tf.distribute)
         "slowest_rank": slowest["rank"],
         "timed_steps": slowest["timed_steps"],
         "step_s": step,

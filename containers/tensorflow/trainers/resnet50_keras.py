@@ -6,14 +6,51 @@ Scaling and LR policy come from cell.json: global batch = per-device batch x rep
 or fixed (strong); lr = base_lr x global_batch / reference_batch (linear rule).
 Warm-up steps are timed apart from steady training; evaluation (precise BatchNorm statistics
 over a few training batches, then prediction on the test split) is timed on its own.
+
+Time breakdown (scalebench_kit.timing): Keras' train function runs a plain Python iterator's
+batches through its compiled step one at a time, so the trainer takes each batch from the
+distributed iterator itself (data wait, including the copy to the replicas) and hands it to
+Keras' own compiled step (compute). MirroredStrategy's all-reduce runs inside that compiled
+step and TF does not expose its time: sync is null and counted in compute, as the contract says.
 """
 from __future__ import annotations
 
 import time
 
 from scalebench_kit import cifar10
+from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
-from scalebench_kit.runtime import Cell, StepTimer, main_guard, system_fingerprint
+from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+
+BREAKDOWN_METHOD = {
+    "data_wait_s": "next() on the distributed tf.data iterator (prefetch 2), including the copy to the replicas",
+    "compute_s": "Keras' compiled train step under MirroredStrategy (forward, backward, all-reduce, optimiser)",
+    "sync_s": "not exposed: MirroredStrategy's all-reduce runs inside the compiled step and is counted in compute",
+    "other_s": "Keras' loop and callbacks between steps: unattributed",
+    "epoch_fixed_s": "per epoch: from the epoch's start to its first batch request (iterator set-up)",
+}
+
+
+def time_each_fetch(tf, model, on_step, delay_s=None):
+    """Wrap Keras' train function: fetch the batch here (timed as data wait), then run it through
+    Keras' unchanged compiled step via its plain-iterator branch (timed as compute)."""
+    import numpy as np
+
+    model.make_train_function()
+    inner = model.train_function
+
+    def train_function(iterator):
+        t_fetch = time.perf_counter()
+        if delay_s:
+            time.sleep(delay_s)
+        batch = next(iterator)
+        t_data = time.perf_counter()
+        out = inner(iter([batch]))
+        tf.nest.map_structure(np.asarray, out)  # wait for the step's results (asynchronous on GPUs)
+        on_step(t_data - t_fetch, time.perf_counter() - t_data)
+        return out
+
+    model.train_function = train_function
 
 
 def make_strategy(tf, devices: dict):
@@ -111,15 +148,28 @@ def main() -> None:
     timer = StepTimer(train["warmup_steps"])
     epoch_s: list[float] = []
     loss_curve: list[float] = []
+    last: dict = {}
+
+    def on_step(data_wait_s, compute_s):
+        if last.pop("epoch_begin", None) is not None:
+            timer.epoch_fixed(last["t_fetch"] - last["t_epoch"])
+        last.update(data_wait_s=data_wait_s, compute_s=compute_s)
+
+    time_each_fetch(tf, model, on_step, cell.test_hooks.get("data_delay_s"))
 
     class Timing(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
             self.t_epoch = time.perf_counter()
             cell.events.log("epoch_start", epoch + 1)
-            timer.start()
+            last.update(epoch_begin=True, t_epoch=self.t_epoch)
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if "epoch_begin" in last:  # the epoch's first step starts here: what came before is fixed cost
+                last["t_fetch"] = time.perf_counter()
+                timer.start()
 
         def on_train_batch_end(self, batch, logs=None):
-            timer.step_done()
+            timer.step_done(data_wait_s=last["data_wait_s"], compute_s=last["compute_s"], sync_s=None)
             if len(timer.step_times) == timer.warmup_steps:
                 cell.events.log("warmup_stop", timer.warmup_s)
 
@@ -128,7 +178,9 @@ def main() -> None:
             loss_curve.append(float(logs["loss"]))
             cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
 
-    model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, callbacks=[Timing()], verbose=2)
+    gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
+    with gpus:
+        model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, callbacks=[Timing()], verbose=2)
     cell.events.log("train_stop", timer.train_s)
 
     cell.events.log("eval_start")
@@ -142,9 +194,16 @@ def main() -> None:
 
     system = system_fingerprint("tensorflow", tf.__version__, keras=keras.__version__,
                                 cuda=tf.sysconfig.get_build_info().get("cuda_version"),
-                                cudnn=tf.sysconfig.get_build_info().get("cudnn_version"))
+                                cudnn=tf.sysconfig.get_build_info().get("cudnn_version"),
+                                topology=cell.devices.get("topology"), **gpus.fingerprint())
+    mine = timer.summary(0)
+    cell.events.log("step_breakdown", mine["step_s"], **mine)
+    breakdown = combine_ranks([mine], BREAKDOWN_METHOD)
+    if gpus.summary():
+        breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
                 epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
+                breakdown=breakdown,
                 model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})
 
 

@@ -127,6 +127,11 @@ class SyncProbe:
         return backward_end - self.last
 
 
+def nccl_version(torch) -> str:
+    v = torch.cuda.nccl.version()  # a tuple in recent torch, an int in older ones
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def load_data(spec: dict):
     """Train and val arrays (NHWC uint8, HxW labels) and the train split's channel statistics."""
     data = spec["data"]
@@ -277,7 +282,7 @@ def main() -> None:
         torch.save(unwrapped.state_dict(), cell.results_dir / WEIGHTS_FILE)
 
     system = system_fingerprint("pytorch", torch.__version__, backend=backend, cuda=torch.version.cuda,
-                                nccl=".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+                                nccl=nccl_version(torch) if cuda else None,
                                 topology=cell.devices.get("topology"), **gpus.fingerprint())
     names = [torch.cuda.get_device_name(i) for i in range(world)] if cuda else [f"cpu:{i}" for i in range(world)]
     breakdown = combine_ranks(ranks, BREAKDOWN_METHOD)

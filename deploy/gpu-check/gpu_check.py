@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""GPU check for a lent GPU machine: NVIDIA GPUs, Python 3.12 with a CUDA torch and nvidia-ml-py,
+no Docker engine and no network. Only the kit and the trainer travel (this repository's
+containers/kit and containers/torch/trainers, put on PYTHONPATH); the kit's other needs
+(numpy, pillow, jsonschema) come from the git-ignored wheels folder `make gpu-check-wheels`
+fills beside this script, installed into a venv that sees the host's torch.
+
+    python3 deploy/gpu-check/gpu_check.py OUT_DIR          # on the GPU host (make gpu-check)
+    python3 deploy/gpu-check/gpu_check.py --cpu OUT_DIR    # the CPU twin: same steps, gloo, no NVML
+
+Steps: NVML pre-flight of device 0 (the orchestrator's own check); a synthetic VOC2007 tree in
+the real layout; cell.json for a nightly-size UNet cell on every GPU the process sees; the UNet
+trainer under torchrun (NCCL on GPUs) with NVML sampling; the contract validated and summarised.
+Writes cell.json, metrics.json, events.jsonl and gpu-check.json into OUT_DIR; exits non-zero
+with the reason when any step fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT, TRAINERS, SRC = ROOT / "containers" / "kit", ROOT / "containers" / "torch", ROOT / "src"
+sys.path[:0] = [str(KIT), str(SRC)]
+
+# (epochs, steps per epoch, batch per device, image px, warm-up steps). GPU: the UNet config's
+# nightly profile (10 epochs of at most 7 steps, 30 per GPU) at VOC's 256 px; the CPU twin: small.
+SIZES = {"gpu": (10, 7, 30, 256, 3), "cpu": (2, 3, 4, 48, 1)}
+
+
+def fail(out: Path, step: str, reason: str) -> None:
+    (out / "gpu-check.json").write_text(json.dumps({"ok": False, "step": step, "reason": reason}, indent=2))
+    print(f"gpu-check FAILED at {step}: {reason}", file=sys.stderr)
+    sys.exit(1)
+
+
+def preflight(out: Path, cpu: bool) -> dict:
+    if cpu:
+        return {"status": "skipped", "reason": "CPU twin: no NVML"}
+    from scalebench.preflight import PreflightFailed, check  # stdlib + pynvml only
+
+    try:
+        report = check(["0"])
+    except PreflightFailed as exc:
+        fail(out, "preflight", f"{exc} {json.dumps(exc.report)}")
+    if report.get("status") == "skipped":
+        fail(out, "preflight", report["reason"])
+    return report
+
+
+def cell_spec(devices: int, cpu: bool, data: Path, train_images: int) -> dict:
+    from scalebench_kit.contract import CONTRACT_VERSION
+
+    epochs, steps, batch, size, warmup = SIZES["cpu" if cpu else "gpu"]
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "cell": {"key": "gpu-check-unet-nightly", "benchmark": "unet_torch_voc2007",
+                 "dag_id": "scalebench_unet_torch_voc2007", "run_id": f"gpu_check__{int(time.time())}",
+                 "run_type": "manual", "host": os.uname().nodename, "gpus": devices, "epochs": epochs, "repeat": 1,
+                 "profile": "nightly", "seed": 0, "attempt": 1, "label": f"{devices} GPU gpu-check"},
+        "devices": {"kind": "cpu" if cpu else "gpu", "ids": [str(i) for i in range(devices)], "count": devices},
+        "training": {"per_device_batch": batch, "global_batch": batch * devices, "scaling_mode": "weak",
+                     "lr_policy": {"rule": "linear", "base_lr": 0.001, "reference_batch": batch},
+                     "lr": 0.001 * devices, "warmup_steps": warmup, "epochs": epochs, "max_steps_per_epoch": steps},
+        "data": {"name": "voc2007", "format": "vocdevkit-2007-seg", "path": str(data), "fingerprint": "synthetic",
+                 "train_limit": train_images, "test_limit": None, "image_size": size},
+        "model": {"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
+        "provenance": {"image": None, "git_revision": os.environ.get("SCALEBENCH_GIT_REVISION")},
+    }
+
+
+def main(argv: list[str]) -> None:
+    cpu = "--cpu" in argv
+    args = [a for a in argv if a != "--cpu"]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    out = Path(args[0]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except ImportError as exc:
+        fail(out, "import torch", str(exc))
+    devices = 2 if cpu else torch.cuda.device_count()
+    if devices < 1:
+        fail(out, "cuda", f"torch {torch.__version__} sees no CUDA device (CUDA build: {torch.version.cuda})")
+    checked = preflight(out, cpu)
+
+    from scalebench_kit import voc_seg
+    from scalebench_kit.contract import ContractError, load_result, write_json_atomic
+
+    _, steps, batch, size, _ = SIZES["cpu" if cpu else "gpu"]
+    train_images = steps * batch * devices
+    data = out / "data"
+    if not (data / "VOCdevkit").exists():
+        voc_seg.write_synthetic(data, train_images=train_images, test_images=2 * batch + 1, size=size, seed=1)
+    write_json_atomic(out / "cell.json", cell_spec(devices, cpu, data, train_images))
+
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(out), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4"),
+           "PYTHONPATH": os.pathsep.join([str(TRAINERS), str(KIT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={devices}",
+           "-m", "trainers.unet_voc"]
+    proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=600)
+    (out / "trainer.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        fail(out, "trainer", f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}")
+    try:
+        doc = load_result(out / "metrics.json")
+    except ContractError as exc:
+        fail(out, "contract", str(exc))
+    b = doc["timing"]["breakdown"]
+    summary = {
+        "ok": True, "seconds": round(time.perf_counter() - t0, 1), "devices": devices, "preflight": checked,
+        "system": doc["system"], "metrics": doc["metrics"], "images_per_s": doc["timing"]["images_per_s"],
+        "train_s": doc["timing"]["train_s"], "shares": b["shares"], "gpu": b.get("gpu"),
+    }
+    if not cpu and not (b.get("gpu") or {}).get("devices"):
+        fail(out, "nvml sampling", "no NVML utilisation samples in the contract")
+    (out / "gpu-check.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(json.dumps(summary, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
