@@ -21,6 +21,8 @@ def test_a_good_result_meets_every_expectation():
     (lambda d: d["devices"].update(world_size=1), "column=world_size, min_value=2.0, max_value=2.0) got [1]"),
     (lambda d: d["training"].update(global_batch=48), "column=global_batch, min_value=32.0, max_value=32.0) got [48]"),
     (lambda d: d["timing"].update(train_s=0.0), "column=train_s, min_value=0.0, strict_min=True) got [0.0]"),
+    (lambda d: d["timing"]["breakdown"].update(compute_s=0.0), "column=step_parts_over_step, min_value=0.99"),
+    (lambda d: d["timing"]["breakdown"]["per_rank"].pop(), "column_A=ranks, column_B=ranks_reported"),
 ])
 def test_corrupted_results_are_caught_with_cell_expectation_and_value(corrupt, expected):
     cell = sample_cell(gpus=2)

@@ -52,6 +52,13 @@ def flatten(contract: dict) -> dict:
         row[name] = value
     if "per_device_batch" in row and "world_size" in row:
         row["per_device_x_world"] = row["per_device_batch"] * row["world_size"]
+    b = _get(contract, "timing", "breakdown")
+    if isinstance(b, dict) and b.get("step_s"):
+        # the parts a trainer measured plus the unattributed rest must make up the step
+        parts = [b.get(k) for k in ("data_wait_s", "compute_s", "sync_s", "other_s")]
+        row["step_parts_over_step"] = sum(v for v in parts if v is not None) / b["step_s"]
+        row["ranks_reported"] = len(b.get("per_rank") or [])
+        row["ranks"] = b.get("ranks")
     return row
 
 
@@ -93,6 +100,8 @@ def expectations(cell: dict, metrics: list[str], bounds: dict[str, tuple[float, 
                                                max_value=cell["per_device_batch"]))
     out.append(E.ExpectColumnPairValuesToBeEqual(column_A="global_batch", column_B="per_device_x_world"))
     out.append(E.ExpectColumnValuesToBeBetween(column="epochs_recorded", min_value=cell["epochs"], max_value=cell["epochs"]))
+    out.append(E.ExpectColumnValuesToBeBetween(column="step_parts_over_step", min_value=0.99, max_value=1.01))
+    out.append(E.ExpectColumnPairValuesToBeEqual(column_A="ranks", column_B="ranks_reported"))
     return out
 
 
