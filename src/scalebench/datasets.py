@@ -16,7 +16,9 @@ class DatasetError(RuntimeError):
 def dataset_root(bench: Benchmark, profile: str, host: Host) -> Path:
     res = bench.resolved(profile)
     if res.synthetic_data:
-        return paths.synthetic_data_dir() / f"{bench.dataset.name}-{res.train_images}x{res.test_images}"
+        # the format too: VOC2007 segmentation and detection share a name but not a layout
+        name = f"{bench.dataset.name}-{bench.dataset.format}-{res.train_images}x{res.test_images}"
+        return paths.synthetic_data_dir() / name
     if not host.data_root:
         raise DatasetError(f"host {host.name!r} has no data_root in the fleet config; profile {profile!r} of "
                            f"{bench.id} needs the real {bench.dataset.name} dataset")

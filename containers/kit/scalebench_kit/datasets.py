@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import cifar10, voc_seg
+from . import cifar10, voc_det, voc_seg
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ FORMATS = {
     "cifar10-python": Format(lambda root: Path(root) / cifar10.DIRNAME, lambda root: list(cifar10.EXPECTED_FILES),
                              cifar10.write_synthetic),
     "vocdevkit-2007-seg": Format(voc_seg.base_dir, voc_seg.expected_files, voc_seg.write_synthetic),
+    "vocdevkit-2007-det": Format(voc_det.base_dir, voc_det.expected_files, voc_det.write_synthetic),
 }
 
 
