@@ -40,6 +40,7 @@ docker:
 
 images: docker
 	containers/build.sh tensorflow cpu
+	containers/build.sh tf-detection cpu  # FROM the Keras image: Model Garden in one added layer
 	containers/build.sh torch cpu
 
 browser:  # Debian's headless Chromium + driver, for the UI test
@@ -103,7 +104,7 @@ demo: venv images airflow-db
 	  grep -q "DagRun Finished.*state=success" $$log \
 	    || { grep -E "DagRun Finished|cells have no valid result" $$log | tail -3; echo "demo DAG run of $$b did not succeed; full log: $$log"; exit 1; }; \
 	  echo "DAG run scalebench_$$b: success in $$(( $$(date +%s) - t0 )) s"; \
-	  $(BIN)/scalebench results --benchmark $$b | tail -$$(( 1 + 2 * $(DEMO_REPEATS) )); \
+	  $(BIN)/scalebench results --benchmark $$b | tail -n $$(( 2 * $(DEMO_REPEATS) )); \
 	done; \
 	$(BIN)/scalebench report && \
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG logs: $(STATE)/demo-<benchmark>.log)"

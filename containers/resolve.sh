@@ -6,6 +6,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 req="$here/${1:?usage: resolve.sh STACK VARIANT}/requirements-${2:?usage: resolve.sh STACK VARIANT}.txt"
 [ -f "$req" ] || { echo "resolve.sh: no requirements file $req" >&2; exit 1; }
+reqs=(-r "$req")
+# an image built FROM another stack's image resolves together with that stack's set
+[ "$1" = tf-detection ] && reqs=(-r "$here/tensorflow/requirements-$2.txt" "${reqs[@]}")
 pip="${PIP:-pip}"
 # --isolated: the host's pip configuration and PIP_* variables may point at a local folder of CPU
 # wheels (torch 2.13.0+cpu satisfies ==2.13.0), which would "resolve" a GPU variant to CPU builds
@@ -13,7 +16,20 @@ cert=(); [ -n "${PIP_CERT:-}" ] && cert=(--cert "$PIP_CERT")
 [ -z "${PIP_CERT:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ] && cert=(--cert /etc/ssl/certs/ca-certificates.crt)
 platforms=(); for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done  # glibc 2.36: Debian 12
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+# pure-Python dependencies published only as sdists (no platform of their own): built to wheels
+# here first, since a dry run for another platform takes wheels only
+links=()
+if [ -f "$here/$1/sdist-only.txt" ]; then
+  "$pip" --isolated wheel "${cert[@]}" --quiet --no-deps -w "$tmp/wheels" -r "$here/$1/sdist-only.txt" >"$tmp/log" 2>&1 \
+    || { tail -20 "$tmp/log" >&2; exit 1; }
+  links=(--find-links "$tmp/wheels")
+fi
 "$pip" --isolated install "${cert[@]}" --dry-run --ignore-installed --quiet --report "$tmp/report.json" --only-binary=:all: \
-  --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" --target "$tmp/target" -r "$req" >"$tmp/log" 2>&1 \
+  --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" --target "$tmp/target" "${links[@]}" "${reqs[@]}" >"$tmp/log" 2>&1 \
   || { grep -v "is ignored: it is neither" "$tmp/log" | tail -20 >&2; exit 1; }
+if [ -f "$here/$1/no-deps.txt" ]; then  # installed with --no-deps: check they exist for the platform
+  "$pip" --isolated install "${cert[@]}" --dry-run --ignore-installed --quiet --only-binary=:all: --no-deps \
+    --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" \
+    --target "$tmp/target" -r "$here/$1/no-deps.txt" >"$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; exit 1; }
+fi
 cat "$tmp/report.json"

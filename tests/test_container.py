@@ -57,3 +57,13 @@ def test_cpu_host_with_listed_cores_pins_each_cell_to_its_slots_cores():
     assert s.cpuset_cpus == "4,5,6,7" and s.environment["OMP_NUM_THREADS"] == "2"
     few = configs.fleet.host("local").model_copy(update={"cpus": [0, 1]})  # 2 cores, 4 slots: no pinning
     assert settings(bench, few, sample_cell(gpus=1), ["0"], "/d", "/r").cpuset_cpus is None
+
+
+def test_a_shared_cache_folder_is_mounted_writable_when_given():
+    configs = Configs()
+    bench, host = configs.benchmark("frcnn_tf_voc2007"), configs.fleet.hosts[0]
+    s = settings(bench, host, sample_cell(gpus=1, per_device_batch=1, global_batch=1), ["0"], "/d", "/r", "/state/cache")
+    cache = s.mounts[-1]
+    assert (cache["Target"], cache["Source"], cache["ReadOnly"]) == ("/cache", "/state/cache", False)
+    assert s.environment["SCALEBENCH_CACHE_DIR"] == "/cache"
+    assert len(settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r").mounts) == 2

@@ -25,6 +25,14 @@ def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
 
 
 @pytest.mark.slow
+def test_tf_detection_gpu_variant_resolves_on_top_of_the_gpu_tensorflow_set():
+    installs = resolved("tf-detection", "gpu")
+    assert installs["tensorflow"] == "2.20.0" and installs["nvidia-ml-py"] == "13.615.71"
+    assert {"pycocotools", "tensorflow-datasets", "gin-config", "opencv-python-headless"} <= set(installs)
+    assert "tf-models-official" not in installs  # --no-deps: checked on its own, never resolved with its pins
+
+
+@pytest.mark.slow
 def test_torch_gpu_variant_resolves_to_the_cuda_build_not_the_hosts_cpu_wheel():
     installs = resolved("torch", "gpu")
     assert installs["torch"] == "2.13.0"  # not 2.13.0+cpu from a local wheel folder
@@ -35,6 +43,9 @@ def test_cpu_and_gpu_variants_pin_the_same_versions():
     cpu = (ROOT / "containers/tensorflow/requirements-cpu.txt").read_text().splitlines()
     gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
     strip = lambda lines: sorted(l.replace("[and-cuda]", "").replace("tensorflow-cpu", "tensorflow") for l in lines if l and not l.startswith("#"))  # noqa: E731
+    assert sorted(set(strip(gpu)) - set(strip(cpu))) == ["nvidia-ml-py==13.615.71  # NVML: the trainers sample GPU utilisation and memory"]
+    assert set(strip(cpu)) <= set(strip(gpu))
+    cpu, gpu = ((ROOT / f"containers/tf-detection/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
     assert strip(cpu) == strip(gpu)
     cpu, gpu = ((ROOT / f"containers/torch/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
     pins = lambda lines: sorted(l.replace("+cpu", "") for l in lines if l and not l.startswith("#"))  # noqa: E731

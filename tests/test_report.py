@@ -364,3 +364,16 @@ def test_time_to_accuracy_is_the_first_evaluation_reaching_the_target():
     assert ("- resnet50_keras_cifar10 (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
             in markdown(rep))
     assert doc_for(store).rows[0].time_to_accuracy == {}  # no target configured: nothing claimed
+
+
+def test_an_epoch_that_does_not_fall_with_the_global_batch_is_flagged():
+    store = Store()
+    for n, steps in ((1, 16), (2, 8), (4, 16)):  # at 4 GPUs a step-based trainer kept 16 "epoch" steps
+        cell = sample_cell(gpus=n, epochs=3, run_id="scheduled__n1", night=NIGHT, run_type="scheduled")
+        contract = sample_contract(cell, train_s=30.0 / n)
+        contract["epoch"] = {"train_images": 16, "global_batch": n, "steps_per_epoch": steps, "dropped_images": 0}
+        store.record_attempt(cell, 1, "valid", contract=contract)
+    rep = doc_for(store)
+    assert rep.rows[0].steps_per_epoch == {1: 16, 2: 8, 4: 16} and rep.rows[0].epoch_mismatch == [4]
+    assert ("resnet50_keras_cifar10: an epoch is not one pass over the train split at 4 GPUs (steps per epoch: "
+            "16 at 1 GPUs, 8 at 2 GPUs, 16 at 4 GPUs; expected to fall with the global batch)") in " ".join(rep.conclusions)

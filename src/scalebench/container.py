@@ -26,8 +26,11 @@ def command_for(bench: Benchmark, gpus: int) -> list[str]:
     return [part.format(gpus=gpus) for part in bench.entrypoint]
 
 
+CACHE_TARGET = "/cache"  # derived data shared by a host's cells (e.g. TFRecords per dataset fingerprint)
+
+
 def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], data_root: str,
-             attempt_dir: str) -> ContainerSettings:
+             attempt_dir: str, cache_dir: str | None = None) -> ContainerSettings:
     n = len(device_ids)
     if n != cell["gpus"]:
         raise ValueError(f"cell {cell['cell_id']} needs {cell['gpus']} devices, got ids {device_ids}")
@@ -49,6 +52,9 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
         Mount(target="/data", source=data_root, type="bind", read_only=True),
         Mount(target="/results", source=attempt_dir, type="bind", read_only=False),
     ]
+    if cache_dir:
+        mounts.append(Mount(target=CACHE_TARGET, source=cache_dir, type="bind", read_only=False))
+        env["SCALEBENCH_CACHE_DIR"] = CACHE_TARGET
     labels = {"org.scalebench.cell": cell["key"], "org.scalebench.benchmark": bench.id,
               "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
     cores = host.cores_for(list(device_ids))

@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
 from scalebench_kit.names import ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE
 
-from . import notes, preflight
+from . import notes, paths, preflight
 from .attempt_folders import attempt_dir
 from .cells import timing_policy
 from .config import Benchmark, Configs, Host, Resolved
@@ -223,7 +223,9 @@ class CellDockerOperator(DockerOperator):
                            "resolved_config": a.resolved.summary()},
         }
         write_json_atomic(a.out / CELL_SPEC_FILE, doc)
-        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out))
+        cache = paths.cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out), str(cache))
         from .leases import LEASE_LABEL
 
         self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts

@@ -63,6 +63,11 @@ def airflow_logs_dir() -> Path:
     return Path(os.environ.get("AIRFLOW_HOME", state_dir() / "airflow")) / "logs"
 
 
+def cache_dir() -> Path:
+    """Derived data a trainer may cache across cells (mounted at /cache), e.g. converted TFRecords."""
+    return state_dir() / "cache"
+
+
 def synthetic_data_dir() -> Path:
     return state_dir() / "data" / "synthetic"
 

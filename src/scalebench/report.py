@@ -78,6 +78,8 @@ class Row:
     valid: int
     not_valid: list[dict]
     refused: list[str]
+    steps_per_epoch: dict[int, int] = field(default_factory=dict)  # what an epoch was, per GPU count (contracts that say)
+    epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
     time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
 
@@ -201,6 +203,7 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
                    for n, ts in timings.items()},
         step_s={n: step_figures(ts)[0] for n, ts in timings.items()},
         step_shares={n: step_figures(ts)[1] for n, ts in timings.items()},
+        steps_per_epoch=epoch_check(timings)[0], epoch_mismatch=epoch_check(timings)[1],
         tta_target=f"{ACCURACY_METRICS[target[0]].display} >= {target[1]:g}" if target else None,
         time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
                                    if x is not None]) for n, ts in timings.items()
@@ -226,6 +229,25 @@ def step_figures(timings: list[dict]) -> tuple[dict[str, float | None], dict[str
             if (b.get("shares") or {}).get(part) is not None:
                 shares[part].append(b["shares"][part])
     return {p: _med(v) for p, v in per_step.items()}, {p: _med(v) for p, v in shares.items()}
+
+
+def epoch_check(timings: dict[int, list[dict]]) -> tuple[dict[int, int], list[int]]:
+    """(steps per epoch per GPU count, the GPU counts where it does not follow the global batch):
+    one pass over the same split takes steps(1) x batch(1) / batch(n) steps, give or take one for
+    the dropped remainder; a step-based trainer whose 'epoch' stays fixed fails this."""
+    plans = {n: [t["epoch"] for t in ts if t.get("epoch")] for n, ts in timings.items()}
+    steps = {n: int(statistics.median(p["steps_per_epoch"] for p in ps)) for n, ps in plans.items() if ps}
+    if 1 not in steps:
+        return steps, []
+    one = plans[1][0]
+    bad = []
+    for n, ps in plans.items():
+        if n == 1 or not ps or ps[0].get("capped_by_max_steps_per_epoch") or one.get("capped_by_max_steps_per_epoch"):
+            continue
+        expected = one["steps_per_epoch"] * one["global_batch"] / ps[0]["global_batch"]
+        if abs(steps[n] - expected) > 1:
+            bad.append(n)
+    return steps, sorted(bad)
 
 
 def time_to_target(timing: dict, metric: str, target: float) -> float | None:
@@ -337,6 +359,12 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
         s += f"; {inconcl} inconclusive." if inconcl else "."
         out.append(s)
     out += [x for x in map(step_sentence, rows) if x]
+    for r in rows:
+        if r.epoch_mismatch:
+            figs = ", ".join(f"{r.steps_per_epoch[n]} at {n} GPUs" for n in sorted(r.steps_per_epoch))
+            out.append(f"{r.benchmark}: an epoch is not one pass over the train split at {', '.join(map(str, r.epoch_mismatch))} "
+                       f"GPUs (steps per epoch: {figs}; expected to fall with the global batch): its training times "
+                       "are not comparable across GPU counts.")
     return out
 
 

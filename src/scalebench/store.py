@@ -110,8 +110,9 @@ class Store:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         now = dt.datetime.now(dt.timezone.utc)
         timing = (contract or {}).get("timing", {})
-        if (contract or {}).get("evaluations"):  # per-epoch scores travel with the times they were reached at
-            timing = {**timing, "evaluations": contract["evaluations"]}
+        for key in ("evaluations", "epoch"):  # per-epoch scores and what an epoch was travel with the times
+            if (contract or {}).get(key):
+                timing = {**timing, key: contract[key]}
         values: dict[str, Any] = {
             "status": status, "reason": reason, "exit_code": exit_code, "message": message,
             "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),

@@ -31,6 +31,17 @@ def system_fingerprint(framework: str, framework_version: str, **extra: Any) -> 
     }
 
 
+def epoch_plan(images: int, global_batch: int, max_steps: int | None = None) -> dict:
+    """An epoch is one pass over the train split: floor(images / global batch) steps, at least 1,
+    the remainder dropped (and recorded, so a changing epoch across GPU counts is visible)."""
+    steps = max(images // global_batch, 1)
+    plan = {"train_images": images, "global_batch": global_batch, "steps_per_epoch": steps,
+            "dropped_images": max(images - steps * global_batch, 0)}
+    if max_steps and max_steps < steps:
+        plan.update(steps_per_epoch=max_steps, capped_by_max_steps_per_epoch=max_steps)
+    return plan
+
+
 class Cell:
     """The running cell: reads cell.json from the results folder, logs events, writes metrics.json."""
 
@@ -62,7 +73,7 @@ class Cell:
     def finish(self, *, system: dict, world_size: int, device_names: list[str], setup_s: float,
                timer: StepTimer, epoch_s: list[float], eval_s: float, loss_curve: list[float],
                metrics: dict, breakdown: dict, model: dict | None = None, samples_per_step: int | None = None,
-               evaluations: list[dict] | None = None) -> Path | None:
+               evaluations: list[dict] | None = None, extra: dict | None = None) -> Path | None:
         """Write the result contract (rank 0 only); returns the metrics.json path."""
         if self.rank != 0:
             return None
@@ -92,6 +103,7 @@ class Cell:
             "evaluations": evaluations or [],
             "loss_curve": [float(v) for v in loss_curve],
             "metrics": metrics,
+            **(extra or {}),  # trainer-specific records (e.g. detections_file, the epoch definition)
         }
         path = write_result(self.results_dir, doc)
         self.events.log("run_stop", "success", total_s=doc["timing"]["total_s"])

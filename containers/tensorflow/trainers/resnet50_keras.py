@@ -20,7 +20,7 @@ import time
 from scalebench_kit import cifar10
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
-from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 
 BREAKDOWN_METHOD = {
     "data_wait_s": "next() on the distributed tf.data iterator (prefetch 2), including the copy to the replicas",
@@ -123,11 +123,10 @@ def main() -> None:
     x_test, y_test = cifar10.read_split(data["path"], "test", data.get("test_limit"))
     mean, std = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
     prep = lambda x: ((x.astype("float32") - mean) / std).astype("float32")  # noqa: E731
-    steps_per_epoch = len(x_train) // global_batch
-    if steps_per_epoch < 1:
+    if len(x_train) < global_batch:
         raise RuntimeError(f"train split has {len(x_train)} images, fewer than one global batch of {global_batch}")
-    if train.get("max_steps_per_epoch"):
-        steps_per_epoch = min(steps_per_epoch, train["max_steps_per_epoch"])
+    plan = epoch_plan(len(x_train), global_batch, train.get("max_steps_per_epoch"))
+    steps_per_epoch = plan["steps_per_epoch"]
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     ds = (tf.data.Dataset.from_tensor_slices((prep(x_train), y_train))
@@ -203,7 +202,7 @@ def main() -> None:
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
                 epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
-                breakdown=breakdown,
+                breakdown=breakdown, extra={"epoch": plan},
                 model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})
 
 

@@ -31,7 +31,8 @@ from scalebench_kit.contract import load_cell_spec
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
-from scalebench_kit.runtime import RESULTS_DIR_ENV, Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+from scalebench_kit.runtime import (RESULTS_DIR_ENV, Cell, StepTimer, combine_ranks, epoch_plan, main_guard,
+                                   system_fingerprint)
 from scalebench_kit.timing import delayed
 
 WEIGHTS_FILE = "weights.pt"  # written only when cell.json's test_hooks ask (save_weights)
@@ -189,11 +190,10 @@ def main() -> None:
     x_v, y_v = to_tensors(torch, x_val, y_val, mean, std)
     sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed, drop_last=True)
     loader = DataLoader(train_set, batch_size=train["per_device_batch"], sampler=sampler, drop_last=True)
-    steps_per_epoch = len(loader)
-    if steps_per_epoch < 1:
+    if len(loader) < 1:
         raise RuntimeError(f"train split has {len(train_set)} images, fewer than one global batch of {train['global_batch']}")
-    if train.get("max_steps_per_epoch"):
-        steps_per_epoch = min(steps_per_epoch, train["max_steps_per_epoch"])
+    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"))
+    steps_per_epoch = plan["steps_per_epoch"]
     cell.events.log("data_ready", len(train_set), val_images=len(x_val), steps_per_epoch=steps_per_epoch)
 
     model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(device)
@@ -290,7 +290,8 @@ def main() -> None:
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer, epoch_s=epoch_s,
                 eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evaluations,
-                model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"})
+                model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"},
+                extra={"epoch": plan})
     if world > 1:
         torch.distributed.destroy_process_group()
 
