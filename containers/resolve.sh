@@ -6,9 +6,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 req="$here/${1:?usage: resolve.sh STACK VARIANT}/requirements-${2:?usage: resolve.sh STACK VARIANT}.txt"
 [ -f "$req" ] || { echo "resolve.sh: no requirements file $req" >&2; exit 1; }
-reqs=(-r "$req")
-# an image built FROM another stack's image resolves together with that stack's set
-[ "$1" = tf-detection ] && reqs=(-r "$here/tensorflow/requirements-$2.txt" "${reqs[@]}")
+reqs=(-r "$req"); nodeps=()
+# the detection image is the TF image plus a pinned closure installed with --no-deps: resolve TF's
+# set, then check each pinned wheel of the closure exists for the platform, as it is installed
+if [ "$1" = tf-detection ]; then reqs=(-r "$here/tensorflow/requirements-$2.txt"); nodeps=(-r "$req"); fi
 pip="${PIP:-pip}"
 # --isolated: the host's pip configuration and PIP_* variables may point at a local folder of CPU
 # wheels (torch 2.13.0+cpu satisfies ==2.13.0), which would "resolve" a GPU variant to CPU builds
@@ -27,9 +28,12 @@ fi
 "$pip" --isolated install "${cert[@]}" --dry-run --ignore-installed --quiet --report "$tmp/report.json" --only-binary=:all: \
   --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" --target "$tmp/target" "${links[@]}" "${reqs[@]}" >"$tmp/log" 2>&1 \
   || { grep -v "is ignored: it is neither" "$tmp/log" | tail -20 >&2; exit 1; }
-if [ -f "$here/$1/no-deps.txt" ]; then  # installed with --no-deps: check they exist for the platform
-  "$pip" --isolated install "${cert[@]}" --dry-run --ignore-installed --quiet --only-binary=:all: --no-deps \
-    --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" \
-    --target "$tmp/target" -r "$here/$1/no-deps.txt" >"$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; exit 1; }
+if [ ${#nodeps[@]} -gt 0 ]; then
+  "$pip" --isolated install "${cert[@]}" --dry-run --ignore-installed --quiet --report "$tmp/nodeps.json" --only-binary=:all: \
+    --no-deps --python-version 3.11 --implementation cp --platform manylinux2014_x86_64 "${platforms[@]}" \
+    --target "$tmp/target" "${links[@]}" "${nodeps[@]}" >"$tmp/log" 2>&1 || { tail -20 "$tmp/log" >&2; exit 1; }
+  python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); a["install"]+=b["install"]; print(json.dumps(a))' \
+    "$tmp/report.json" "$tmp/nodeps.json"
+else
+  cat "$tmp/report.json"
 fi
-cat "$tmp/report.json"

@@ -29,7 +29,7 @@ def test_tf_detection_gpu_variant_resolves_on_top_of_the_gpu_tensorflow_set():
     installs = resolved("tf-detection", "gpu")
     assert installs["tensorflow"] == "2.20.0" and installs["nvidia-ml-py"] == "13.615.71"
     assert {"pycocotools", "tensorflow-datasets", "gin-config", "opencv-python-headless"} <= set(installs)
-    assert "tf-models-official" not in installs  # --no-deps: checked on its own, never resolved with its pins
+    assert installs["tf-models-official"] == "2.20.0" and "tensorflow-text" not in installs  # --no-deps: its pins stay out
 
 
 @pytest.mark.slow
