@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import cifar10, voc_det, voc_seg
+from . import cifar10, voc_det, voc_ins, voc_seg
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ FORMATS = {
                              cifar10.write_synthetic),
     "vocdevkit-2007-seg": Format(voc_seg.base_dir, voc_seg.expected_files, voc_seg.write_synthetic),
     "vocdevkit-2007-det": Format(voc_det.base_dir, voc_det.expected_files, voc_det.write_synthetic),
+    "vocdevkit-2012-ins": Format(voc_ins.base_dir, voc_ins.expected_files, voc_ins.write_synthetic),
 }
 
 
