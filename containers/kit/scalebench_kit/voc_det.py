@@ -16,10 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .voc_seg import CLASSES, DIRNAME, VocFormatError  # noqa: F401  (VocFormatError: the same error for every VOC tree)
+from .voc_seg import CLASSES, DIRNAME
+from .voc_tree import VocFormatError, VocTree
 
 SPLIT_DIR = Path("ImageSets") / "Main"
 SPLITS = ("trainval", "test")
+TREE = VocTree(DIRNAME, SPLIT_DIR, SPLITS, (("JPEGImages", ".jpg"), ("Annotations", ".xml")))
+base_dir, split_ids, expected_files = TREE.base_dir, TREE.split_ids, TREE.expected_files
 LABELS = {name: i for i, name in enumerate(CLASSES) if i}  # 20 object classes, 1-based
 SYNTHETIC_CLASSES = ("aeroplane", "car", "dog")
 
@@ -33,34 +36,6 @@ class Annotation:
     labels: np.ndarray                 # (N,) int, 1-20
     difficult: np.ndarray              # (N,) bool
     names: list[str] = field(default_factory=list)
-
-
-def base_dir(root: str | Path) -> Path:
-    """root may be VOCdevkit/, its parent, or VOC2007/ itself."""
-    root = Path(root)
-    for candidate in (root / "VOCdevkit" / DIRNAME, root / DIRNAME, root):
-        if (candidate / SPLIT_DIR).is_dir():
-            return candidate
-    return root / DIRNAME
-
-
-def split_ids(root: str | Path, split: str) -> list[str]:
-    path = base_dir(root) / SPLIT_DIR / f"{split}.txt"
-    if not path.is_file():
-        raise VocFormatError(f"{path}: split file missing (expected {SPLIT_DIR}/{{{','.join(SPLITS)}}}.txt)")
-    ids = [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
-    if not ids:
-        raise VocFormatError(f"{path}: split file names no image ids")
-    return ids
-
-
-def expected_files(root: str | Path) -> list[str]:
-    """Every file the splits need, relative to VOC2007/ (the split files first)."""
-    files = [str(SPLIT_DIR / f"{s}.txt") for s in SPLITS]
-    if not all((base_dir(root) / f).is_file() for f in files):
-        return files
-    ids = sorted({i for s in SPLITS for i in split_ids(root, s)})
-    return files + [f"JPEGImages/{i}.jpg" for i in ids] + [f"Annotations/{i}.xml" for i in ids]
 
 
 def _int(node: ET.Element, tag: str, path: Path) -> int:

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .voc_seg import CLASSES, IGNORE, NUM_CLASSES, SPLIT_DIR, SPLITS, VocFormatError, palette
+from .voc_seg import CLASSES, IGNORE, NUM_CLASSES, SPLIT_DIR, SPLITS, palette
+from .voc_tree import VocFormatError, VocTree
 
 DIRNAME = "VOC2012"
+TREE = VocTree(DIRNAME, SPLIT_DIR, SPLITS, (("JPEGImages", ".jpg"), ("SegmentationClass", ".png"),
+                                            ("SegmentationObject", ".png")))
+base_dir, split_ids, expected_files = TREE.base_dir, TREE.split_ids, TREE.expected_files
 SYNTHETIC_CLASSES = (1, 7, 12)  # aeroplane, car, dog
 
 
@@ -31,33 +35,6 @@ class Instance:
     @property
     def area(self) -> int:
         return int(self.mask.sum())
-
-
-def base_dir(root: str | Path) -> Path:
-    root = Path(root)
-    for candidate in (root / "VOCdevkit" / DIRNAME, root / DIRNAME, root):
-        if (candidate / SPLIT_DIR).is_dir():
-            return candidate
-    return root / DIRNAME
-
-
-def split_ids(root: str | Path, split: str) -> list[str]:
-    path = base_dir(root) / SPLIT_DIR / f"{split}.txt"
-    if not path.is_file():
-        raise VocFormatError(f"{path}: split file missing (expected {SPLIT_DIR}/{{{','.join(SPLITS)}}}.txt)")
-    ids = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    if not ids:
-        raise VocFormatError(f"{path}: split file names no image ids")
-    return ids
-
-
-def expected_files(root: str | Path) -> list[str]:
-    files = [str(SPLIT_DIR / f"{s}.txt") for s in SPLITS]
-    if not all((base_dir(root) / f).is_file() for f in files):
-        return files
-    ids = sorted({i for s in SPLITS for i in split_ids(root, s)})
-    return files + [f"{d}/{i}{ext}" for i in ids for d, ext in
-                    (("JPEGImages", ".jpg"), ("SegmentationClass", ".png"), ("SegmentationObject", ".png"))]
 
 
 def _png(path: Path) -> np.ndarray:

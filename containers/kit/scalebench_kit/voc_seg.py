@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .voc_tree import VocFormatError, VocTree  # noqa: F401  (VocFormatError: imported from here too)
+
 DIRNAME = "VOC2007"
 SPLITS = ("train", "val")
 CLASSES = ["background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
@@ -19,10 +21,8 @@ CLASSES = ["background", "aeroplane", "bicycle", "bird", "boat", "bottle", "bus"
 NUM_CLASSES = len(CLASSES)
 IGNORE = 255
 SPLIT_DIR = Path("ImageSets") / "Segmentation"
-
-
-class VocFormatError(ValueError):
-    """The tree is not a VOC segmentation dataset; the message names the file and what is wrong."""
+TREE = VocTree(DIRNAME, SPLIT_DIR, SPLITS, (("JPEGImages", ".jpg"), ("SegmentationClass", ".png")))
+base_dir, split_ids, expected_files = TREE.base_dir, TREE.split_ids, TREE.expected_files
 
 
 def palette() -> list[int]:
@@ -38,34 +38,6 @@ def palette() -> list[int]:
             c >>= 3
         out += [r, g, b]
     return out
-
-
-def base_dir(root: str | Path) -> Path:
-    """root may be VOCdevkit/, its parent, or VOC2007/ itself."""
-    root = Path(root)
-    for candidate in (root / "VOCdevkit" / DIRNAME, root / DIRNAME, root):
-        if (candidate / SPLIT_DIR).is_dir():
-            return candidate
-    return root / DIRNAME
-
-
-def split_ids(root: str | Path, split: str) -> list[str]:
-    path = base_dir(root) / SPLIT_DIR / f"{split}.txt"
-    if not path.is_file():
-        raise VocFormatError(f"{path}: split file missing (expected {SPLIT_DIR}/{{{','.join(SPLITS)}}}.txt)")
-    ids = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    if not ids:
-        raise VocFormatError(f"{path}: split file names no image ids")
-    return ids
-
-
-def expected_files(root: str | Path) -> list[str]:
-    """Every file the splits need, relative to VOC2007/ (the split files first)."""
-    files = [str(SPLIT_DIR / f"{s}.txt") for s in SPLITS]
-    if not all((base_dir(root) / f).is_file() for f in files):
-        return files
-    ids = sorted({i for s in SPLITS for i in split_ids(root, s)})
-    return files + [f"JPEGImages/{i}.jpg" for i in ids] + [f"SegmentationClass/{i}.png" for i in ids]
 
 
 def read_mask(path: Path) -> np.ndarray:
