@@ -185,6 +185,8 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
                                         if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
     timings = {n: [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n] for n in gpus}
     target = opts.targets.get(bench)
+    steps = {n: step_figures(ts) for n, ts in timings.items()}  # each decided once
+    epochs_seen, epoch_mismatch = epoch_check(timings)
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
@@ -201,9 +203,8 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
                   for m, v in values.items()},
         breakdown={n: {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in TIME_PARTS}
                    for n, ts in timings.items()},
-        step_s={n: step_figures(ts)[0] for n, ts in timings.items()},
-        step_shares={n: step_figures(ts)[1] for n, ts in timings.items()},
-        steps_per_epoch=epoch_check(timings)[0], epoch_mismatch=epoch_check(timings)[1],
+        step_s={n: f[0] for n, f in steps.items()}, step_shares={n: f[1] for n, f in steps.items()},
+        steps_per_epoch=epochs_seen, epoch_mismatch=epoch_mismatch,
         tta_target=f"{ACCURACY_METRICS[target[0]].display} >= {target[1]:g}" if target else None,
         time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
                                    if x is not None]) for n, ts in timings.items()

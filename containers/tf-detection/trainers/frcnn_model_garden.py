@@ -49,7 +49,7 @@ BREAKDOWN_METHOD = {
 }
 
 
-def experiment(cell: Cell, replicas: int, record_dir: Path):
+def experiment(cell: Cell, record_dir: Path):
     from official.core import exp_factory
     from official.modeling import optimization
     import official.vision  # noqa: F401  (registers the vision experiments)
@@ -112,7 +112,7 @@ def main() -> None:
         print(f"epoch: {plan['train_images']} images / global batch {plan['global_batch']} = "
               f"{plan['steps_per_epoch']} steps, {plan['dropped_images']} images dropped each epoch", flush=True)
 
-    cfg = experiment(cell, replicas, record_dir)
+    cfg = experiment(cell, record_dir)
     write_json_atomic(cell.results_dir / CONFIG_FILE, cfg.as_dict())
     task = task_factory.get_task(cfg.task)
     with strategy.scope():
