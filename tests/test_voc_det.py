@@ -93,8 +93,14 @@ def test_a_miss_a_duplicate_a_difficult_object_and_an_empty_image():
 
 def test_no_detection_at_all_is_zero_never_nan():
     s = detection_scores([], [truth("a", [[0, 0, 10, 10]], [1])], num_classes=3)
-    assert s == {"precision": 0.0, "recall": 0.0, "iou": 0.0, "map50": 0.0, "map50_11pt": 0.0, "detections": 0,
+    assert s == {"precision": 0.0, "recall": 0.0, "iou": 0.0, "map50": 0.0, "map50_11pt": 0.0, "map": 0.0, "detections": 0,
                  "detections_above_threshold": 0, "score_threshold": 0.5}
+
+
+def test_coco_style_map_averages_the_ap_over_iou_thresholds_half_to_095():
+    # IoU 0.8: a true positive at the thresholds 0.50, 0.55, ..., 0.80 (7 of 10), a miss above
+    s = detection_scores([det("a", 1, 0.9, [0, 0, 10, 8])], [truth("a", [[0, 0, 10, 10]], [1])], num_classes=3)
+    assert s["map50"] == 1.0 and s["map"] == pytest.approx(0.7)
 
 
 def test_iou_and_ap_primitives():

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import masks
+
 
 def confusion_matrix(y_true, y_pred, num_classes: int, ignore: int | None = None) -> np.ndarray:
     """cm[t, p] = how many items of true class t were predicted p; items whose true label is
@@ -67,72 +69,121 @@ def voc_ap(recall: np.ndarray, precision: np.ndarray, eleven_point: bool = False
     return float(np.sum((r[steps + 1] - r[steps]) * p[steps + 1]))
 
 
-def match_detections(dets: list[dict], truth: dict, iou_threshold: float = 0.5) -> list[tuple[str, float]]:
-    """VOC matching of one class's detections over all images, highest score first: a detection
-    is a true positive when it overlaps an unmatched ground-truth box by >= the threshold, a
-    duplicate of a matched box is a false positive, and one whose best match is a difficult
-    object is ignored. Returns (outcome, IoU) per detection, in score order:
-    outcome is 'tp', 'fp' or 'ignored'. `truth[image_id]` = (boxes, difficult) of this class."""
-    used = {k: np.zeros(len(v[0]), dtype=bool) for k, v in truth.items()}
-    out = []
-    for d in sorted(dets, key=lambda d: -d["score"]):
-        boxes, hard = truth.get(d["image_id"], (np.zeros((0, 4)), np.zeros(0, dtype=bool)))
-        if len(boxes) == 0:
-            out.append(("fp", 0.0))
-            continue
-        ious = box_iou(np.asarray(d["bbox"]), boxes)[0]
-        j = int(ious.argmax())
-        if ious[j] < iou_threshold:
-            out.append(("fp", float(ious[j])))
-        elif hard[j]:
-            out.append(("ignored", float(ious[j])))
-        elif used[d["image_id"]][j]:
-            out.append(("fp", float(ious[j])))  # a duplicate
+COCO_THRESHOLDS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))  # IoU 0.50:0.95, for "map"
+
+
+def _class_truth(truths: list[dict], c: int, kind: str) -> dict:
+    """image_id -> (objects of class c: boxes (K, 4) or masks (K, H, W), difficult flags (K,))."""
+    out = {}
+    for t in truths:
+        sel = np.flatnonzero(np.asarray(t["labels"], dtype=int) == c)
+        hard = np.asarray(t["difficult"], dtype=bool)[sel] if len(sel) else np.zeros(0, dtype=bool)
+        if kind == "bbox":
+            objects = np.asarray(t["boxes"], dtype=float).reshape(-1, 4)[sel]
         else:
-            used[d["image_id"]][j] = True
-            out.append(("tp", float(ious[j])))
+            objects = np.stack([masks.decode(t["masks"][i]) for i in sel]) if len(sel) else np.zeros((0, 1, 1), bool)
+        out[t["image_id"]] = (objects, hard)
     return out
 
 
+def _overlaps(det: dict, objects: np.ndarray, kind: str) -> np.ndarray:
+    if len(objects) == 0:
+        return np.zeros(0)
+    if kind == "bbox":
+        return box_iou(np.asarray(det["bbox"]), objects)[0]
+    return masks.iou(masks.decode(det["mask"]), objects)
+
+
+def match_detections(ious: list[np.ndarray], image_ids: list, truth: dict,
+                     iou_threshold: float = 0.5) -> list[tuple[str, float]]:
+    """VOC matching of one class's detections over all images, given highest score first with
+    each one's IoU against its image's objects of that class: a detection is a true positive
+    when it overlaps an unmatched object by >= the threshold, a duplicate of a matched object is
+    a false positive, and one whose best match is a difficult object is ignored. Returns
+    (outcome, IoU) per detection: outcome is 'tp', 'fp' or 'ignored'."""
+    used = {k: np.zeros(len(v[1]), dtype=bool) for k, v in truth.items()}
+    out = []
+    for row, image_id in zip(ious, image_ids):
+        if row.size == 0:
+            out.append(("fp", 0.0))
+            continue
+        j = int(row.argmax())
+        hard = truth[image_id][1]
+        if row[j] < iou_threshold:
+            out.append(("fp", float(row[j])))
+        elif hard[j]:
+            out.append(("ignored", float(row[j])))
+        elif used[image_id][j]:
+            out.append(("fp", float(row[j])))  # a duplicate
+        else:
+            used[image_id][j] = True
+            out.append(("tp", float(row[j])))
+    return out
+
+
+def _average_precision(outcome: list[tuple[str, float]], n_pos: int) -> tuple[float, float]:
+    """(area AP, 11-point AP) of a class's ranked outcomes; ignored detections drop out."""
+    kept = [o for o, _ in outcome if o != "ignored"]
+    if not kept:
+        return 0.0, 0.0
+    tp = np.cumsum([o == "tp" for o in kept])
+    fp = np.cumsum([o == "fp" for o in kept])
+    recall, precision = tp / n_pos, tp / np.maximum(tp + fp, 1)
+    return voc_ap(recall, precision), voc_ap(recall, precision, eleven_point=True)
+
+
 def detection_scores(detections: list[dict], truths: list[dict], num_classes: int, iou_threshold: float = 0.5,
-                     score_threshold: float = 0.5) -> dict:
+                     score_threshold: float = 0.5, kind: str = "bbox") -> dict:
     """Precision and recall at IoU >= `iou_threshold` and score >= `score_threshold`, the mean IoU
-    of those matched pairs, and VOC mAP@0.5 (area and 11-point) over classes with ground truth,
-    difficult objects ignored. `detections`: {image_id, label, score, bbox}; `truths`:
-    {image_id, boxes, labels, difficult}. No detections at all: precision 0, `detections: 0`."""
-    aps, aps11, tp_n, fp_n, ious = [], [], 0, 0, []
+    of those matched pairs, VOC mAP@0.5 (area and 11-point) and COCO-style mAP (the area AP
+    averaged over IoU 0.50:0.95) over classes with ground truth, difficult objects ignored.
+    kind "bbox": `detections` {image_id, label, score, bbox}, `truths` {image_id, boxes, labels,
+    difficult}; kind "mask": the same with a `mask` RLE per detection and `masks` (RLEs, in label
+    order) per truth, overlaps measured on pixels. No detections at all: zeros, `detections: 0`."""
+    if kind not in ("bbox", "mask"):
+        raise ValueError(f"kind must be 'bbox' or 'mask', got {kind!r}")
+    aps, aps11, coco, tp_n, fp_n, matched = [], [], [], 0, 0, []
     positives = 0
     for c in range(1, num_classes):
-        truth = {}
-        for t in truths:
-            sel = np.asarray(t["labels"]) == c
-            truth[t["image_id"]] = (np.asarray(t["boxes"], dtype=float).reshape(-1, 4)[sel],
-                                    np.asarray(t["difficult"], dtype=bool)[sel])
-        n_pos = int(sum((~hard).sum() for _, hard in truth.values()))
+        truth = _class_truth(truths, c, kind)
         dets = sorted((d for d in detections if d["label"] == c), key=lambda d: -d["score"])
-        outcome = match_detections(dets, truth, iou_threshold)
-        kept = [(o, i) for (o, i), d in zip(outcome, dets) if o != "ignored"]
+        ids = [d["image_id"] for d in dets]
+        for i in ids:
+            truth.setdefault(i, (np.zeros((0, 4)), np.zeros(0, dtype=bool)))
+        ious = [_overlaps(d, truth[i][0], kind) for d, i in zip(dets, ids)]
+        outcome = match_detections(ious, ids, truth, iou_threshold)
+        n_pos = int(sum((~hard).sum() for _, hard in truth.values()))
         if n_pos:
             positives += n_pos
-            tp = np.cumsum([o == "tp" for o, _ in kept])
-            fp = np.cumsum([o == "fp" for o, _ in kept])
-            recall = tp / n_pos if len(kept) else np.zeros(0)
-            precision = tp / np.maximum(tp + fp, 1) if len(kept) else np.zeros(0)
-            aps.append(voc_ap(recall, precision) if len(kept) else 0.0)
-            aps11.append(voc_ap(recall, precision, eleven_point=True) if len(kept) else 0.0)
-        for (o, i), d in zip(outcome, dets):
+            ap, ap11 = _average_precision(outcome, n_pos)
+            aps.append(ap)
+            aps11.append(ap11)
+            coco.append(np.mean([_average_precision(match_detections(ious, ids, truth, t), n_pos)[0]
+                                 for t in COCO_THRESHOLDS]))
+        for (o, iou), d in zip(outcome, dets):
             if d["score"] >= score_threshold and o != "ignored":
                 tp_n += o == "tp"
                 fp_n += o == "fp"
                 if o == "tp":
-                    ious.append(i)
+                    matched.append(iou)
     return {
         "precision": tp_n / (tp_n + fp_n) if tp_n + fp_n else 0.0,
         "recall": tp_n / positives if positives else 0.0,
-        "iou": float(np.mean(ious)) if ious else 0.0,
+        "iou": float(np.mean(matched)) if matched else 0.0,
         "map50": float(np.mean(aps)) if aps else 0.0,
         "map50_11pt": float(np.mean(aps11)) if aps11 else 0.0,
+        "map": float(np.mean(coco)) if coco else 0.0,
         "detections": len(detections),
         "detections_above_threshold": sum(d["score"] >= score_threshold for d in detections),
         "score_threshold": score_threshold,
     }
+
+
+MASK_KEYS = ("precision", "recall", "iou", "map50", "map50_11pt", "map")
+
+
+def instance_scores(detections: list[dict], truths: list[dict], num_classes: int, score_threshold: float = 0.5) -> dict:
+    """Instance segmentation: the box scores, and the same scores on masks prefixed `mask_`."""
+    boxes = detection_scores(detections, truths, num_classes, score_threshold=score_threshold)
+    on_masks = detection_scores(detections, truths, num_classes, score_threshold=score_threshold, kind="mask")
+    return {**boxes, **{f"mask_{k}": on_masks[k] for k in MASK_KEYS}}

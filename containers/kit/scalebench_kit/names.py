@@ -35,7 +35,11 @@ ACCURACY_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("recall", "recall", True, True),
     Metric("iou", "IoU", True, True),
     Metric("accuracy", "accuracy", True, True),
-    Metric("map50", "mAP@0.5", True, True),
+    Metric("map50", "mAP@0.5", True, True),                 # boxes, VOC area AP at IoU 0.5
+    Metric("map", "mAP@[.5:.95]", True, True),              # boxes, area AP averaged over IoU 0.50-0.95
+    Metric("mask_iou", "mask IoU", True, True),             # instance masks: the same scores on pixels
+    Metric("mask_map50", "mask mAP@0.5", True, True),
+    Metric("mask_map", "mask mAP@[.5:.95]", True, True),
 )}
 THROUGHPUT = Metric("images_per_s", "images/s", True, False)
 TRAIN_TIME = Metric("train_s", "train s", False, False)

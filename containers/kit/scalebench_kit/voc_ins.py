@@ -6,8 +6,8 @@ SegmentationObject/<id>.png (instance index per pixel, 1..K, 0 background); both
 PNGs with 255 on object outlines and "difficult" areas. Every instance must carry one class in
 the class PNG: where they disagree the dataset is broken and the reader says which file.
 `to_coco` writes what mmdetection's CocoDataset reads (its VOCDataset has no masks): boxes,
-areas and uncompressed RLE masks (column-major run lengths, as pycocotools defines them),
-computed with numpy alone. `write_synthetic` writes the layout with objects a detector learns.
+areas and uncompressed RLE masks (`masks.encode`, as pycocotools defines them).
+`write_synthetic` writes the layout with objects a detector learns.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import masks
 from .voc_seg import CLASSES, IGNORE, NUM_CLASSES, SPLIT_DIR, SPLITS, palette
 from .voc_tree import VocFormatError, VocTree
 
@@ -74,16 +75,6 @@ def read_instances(root: str | Path, image_id: str) -> list[Instance]:
     return out
 
 
-def rle(mask: np.ndarray) -> dict:
-    """Uncompressed COCO RLE: run lengths over the column-major flattened mask, starting with 0s."""
-    flat = np.asarray(mask, dtype=np.uint8).flatten(order="F")
-    change = np.flatnonzero(np.diff(flat)) + 1
-    runs = np.diff(np.concatenate([[0], change, [flat.size]])).tolist()
-    if flat.size and flat[0] == 1:
-        runs = [0] + runs
-    return {"counts": runs, "size": [int(mask.shape[0]), int(mask.shape[1])]}
-
-
 def to_coco(root: str | Path, split: str, limit: int | None = None) -> dict:
     """COCO-style instances json of a split: images, annotations (bbox xywh, area, RLE), the 20
     categories with VOC's names and ids 1-20."""
@@ -106,7 +97,7 @@ def to_coco(root: str | Path, split: str, limit: int | None = None) -> dict:
             x1, y1, x2, y2 = inst.bbox
             annotations.append({"id": len(annotations) + 1, "image_id": n, "category_id": inst.label,
                                 "bbox": [x1, y1, x2 - x1, y2 - y1], "area": inst.area, "iscrowd": 0,
-                                "segmentation": rle(inst.mask)})
+                                "segmentation": masks.encode(inst.mask)})
     return {"images": images, "annotations": annotations,
             "categories": [{"id": i, "name": name} for i, name in enumerate(CLASSES) if i]}
 
