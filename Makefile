@@ -12,12 +12,14 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__EXECUTOR := LocalExecutor
 export AIRFLOW__CORE__PARALLELISM := 4
 export GX_ANALYTICS_ENABLED := false
-# benchmark:repeats, each run at 1 and 2 devices (smoke profile)
-DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc2007:1
+# benchmark:repeats, each run at 1 and 2 devices (smoke profile); make demo BENCHMARKS="..." narrows it
+DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc2007:1 frcnn_mmdet_voc2007:1 \
+                   maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
+BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
 .PHONY: gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
-	@echo "make demo   - run ResNet50+Keras, UNet+PyTorch and Faster R-CNN+Model Garden (smoke, 1 and 2 devices) in Airflow, then the report"
+	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
@@ -41,6 +43,7 @@ images: docker
 	containers/build.sh tensorflow cpu
 	containers/build.sh tf-detection cpu  # FROM the Keras image: Model Garden in one added layer
 	containers/build.sh torch cpu
+	containers/build.sh mmdet cpu  # FROM the PyTorch image: mmcv from SCALEBENCH_WHEELHOUSE (checked) or source
 
 browser:  # Debian's headless Chromium + driver, for the UI test
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
@@ -95,7 +98,7 @@ e2e: venv browser
 
 demo: venv images airflow-db
 	@start=$$(date +%s); \
-	for entry in $(DEMO_BENCHMARKS); do \
+	for entry in $(BENCHMARKS); do \
 	  b=$${entry%%:*}; r=$${entry##*:}; [ "$$r" != "$$entry" ] || r=1; \
 	  log=$(STATE)/demo-$$b.log; t0=$$(date +%s); \
 	  $(BIN)/scalebench data $$b --profile smoke > /dev/null && \

@@ -10,6 +10,8 @@ reqs=(-r "$req"); nodeps=()
 # the detection image is the TF image plus a pinned closure installed with --no-deps: resolve TF's
 # set, then check each pinned wheel of the closure exists for the platform, as it is installed
 if [ "$1" = tf-detection ]; then reqs=(-r "$here/tensorflow/requirements-$2.txt"); nodeps=(-r "$req"); fi
+# likewise the mmdetection image on the PyTorch image's set (mmcv is compiled in the image: sdist only)
+if [ "$1" = mmdet ]; then reqs=(-r "$here/torch/requirements-$2.txt"); nodeps=(-r "$req"); fi
 pip="${PIP:-pip}"
 # --isolated: the host's pip configuration and PIP_* variables may point at a local folder of CPU
 # wheels (torch 2.13.0+cpu satisfies ==2.13.0), which would "resolve" a GPU variant to CPU builds

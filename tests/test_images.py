@@ -39,6 +39,14 @@ def test_torch_gpu_variant_resolves_to_the_cuda_build_not_the_hosts_cpu_wheel():
     assert {"nvidia-nccl-cu13", "nvidia-cudnn-cu13", "nvidia-ml-py"} <= set(installs)
 
 
+@pytest.mark.slow
+def test_mmdet_gpu_variant_resolves_on_top_of_the_gpu_torch_set():
+    installs = resolved("mmdet", "gpu")
+    assert installs["torch"] == "2.13.0" and "nvidia-nccl-cu13" in installs  # the CUDA build, not the host's +cpu
+    assert (installs["mmdet"], installs["mmengine"]) == ("3.3.0", "0.10.7") and "pycocotools" in installs
+    assert "mmcv" not in installs and "opencv-python" not in installs  # compiled in the image; headless OpenCV
+
+
 def test_cpu_and_gpu_variants_pin_the_same_versions():
     cpu = (ROOT / "containers/tensorflow/requirements-cpu.txt").read_text().splitlines()
     gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
@@ -46,6 +54,8 @@ def test_cpu_and_gpu_variants_pin_the_same_versions():
     assert sorted(set(strip(gpu)) - set(strip(cpu))) == ["nvidia-ml-py==13.615.71  # NVML: the trainers sample GPU utilisation and memory"]
     assert set(strip(cpu)) <= set(strip(gpu))
     cpu, gpu = ((ROOT / f"containers/tf-detection/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
+    assert strip(cpu) == strip(gpu)
+    cpu, gpu = ((ROOT / f"containers/mmdet/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
     assert strip(cpu) == strip(gpu)
     cpu, gpu = ((ROOT / f"containers/torch/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
     pins = lambda lines: sorted(l.replace("+cpu", "") for l in lines if l and not l.startswith("#"))  # noqa: E731

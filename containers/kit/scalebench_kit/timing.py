@@ -30,6 +30,11 @@ class StepTimer:
     def start(self) -> None:
         self._t = time.perf_counter()
 
+    @property
+    def step_began(self) -> float:
+        """perf_counter() at the start of the step in progress."""
+        return self._t
+
     def epoch_fixed(self, seconds: float) -> None:
         self.fixed.append(seconds)
 

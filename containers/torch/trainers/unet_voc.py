@@ -109,10 +109,10 @@ class SyncProbe:
         self.last = None
 
     def hook(self, state, bucket):
-        self.last = self._mark()
+        self.last = self.mark()
         return self.allreduce(state, bucket)
 
-    def _mark(self):
+    def mark(self):
         if self.cuda:
             event = self.torch.cuda.Event(enable_timing=True)
             event.record()

@@ -1,0 +1,440 @@
+"""mmdetection 3.3 detectors (Faster R-CNN on VOC2007, Mask R-CNN and Mask Scoring R-CNN on VOC2012
+instances) on one device or under torchrun, trained by mmengine's Runner.
+
+`python -m trainers.mmdet_train --config NAME` runs one process; `torchrun --nproc-per-node=N -m
+trainers.mmdet_train --config NAME` runs N under mmengine's `pytorch` launcher and its
+MMDistributedDataParallel (NCCL on GPUs, gloo on CPU device slots). The process group is started
+here before the Runner is built (the same set-up as the UNet trainer), so mmengine's own init,
+which always calls torch.cuda.set_device, is skipped on CPU; there DDP also gets device_ids=None.
+
+The model is mmdet's stock config for NAME (`MODELS`) with 20 classes and no pretrained backbone
+(`backbone.init_cfg=None`; a local checkpoint may be named by the benchmark's
+`model.init_checkpoint`). Everything else is ours and explicit: one pass over the train split
+per epoch (no RepeatDataset, no VOC07+12 concatenation; steps per epoch from the kit's
+epoch_plan, the remainder dropped), no validation inside the training loop, the LR from our
+policy held constant (mmdet's 500-step warm-up and step schedule would leave a short run at a
+tiny LR), mmdet's automatic LR scaling off unless the benchmark sets `model.auto_scale_lr`. The
+resolved config is saved beside the result (mmdet_config.py).
+
+VOC2012 instances are converted once per dataset fingerprint to COCO-style json (the kit's
+voc_ins.to_coco; mmdet's VOCDataset has no masks) in the host's cache. After training, each rank
+predicts a disjoint slice of the test split, rank 0 saves the raw detections (masks as COCO RLE)
+and scores them with the kit's shared detection metrics against the VOC ground truth.
+
+Time breakdown per step (mmengine hooks): data wait = from the end of the previous step (all
+after-iteration hooks done) to the first before-iteration hook; exposed sync = the UNet
+trainer's DDP communication hook, up to the end of OptimWrapper.backward; compute = the rest of
+the train step (the data preprocessor's copy to the device, forward, backward, optimiser).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from scalebench_kit import masks, voc_det, voc_ins
+from scalebench_kit.contract import write_json_atomic
+from scalebench_kit.gpu_monitor import sample_gpus
+from scalebench_kit.metrics import detection_scores, instance_scores
+from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from trainers.unet_voc import SyncProbe, nccl_version, setup_distributed
+
+DETECTIONS_FILE = "detections.jsonl"
+CONFIG_FILE = "mmdet_config.py"
+SCORE_THRESHOLD = 0.5      # precision/recall/IoU count detections at or above this score; mAP uses all
+CACHE_ENV = "SCALEBENCH_CACHE_DIR"
+CLASSES = voc_det.CLASSES[1:]  # mmdet labels 0-19; the kit's VOC labels are 1-20
+BREAKDOWN_METHOD = {
+    "data_wait_s": "from the end of the previous step (after-iteration hooks done) to the first before-iteration "
+                   "hook: blocked in the DataLoader",
+    "compute_s": "mmengine's train_step: data preprocessor (copy to the device), forward, losses, backward and "
+                 "optimiser step, less the exposed sync",
+    "sync_s": "DDP communication hook: from the last gradient bucket handed to the all-reduce until "
+              "OptimWrapper.backward returns; 0 on one device",
+    "other_s": "the Runner's hooks around each step (logging, timers, schedulers): unattributed",
+    "epoch_fixed_s": "not separable from the first fetch of an epoch (persistent loader workers)",
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    stock_config: str     # under mmdet's packaged configs (mmdet/.mim/configs)
+    data: str             # "det": VOC2007 boxes (VOCDataset); "ins": VOC2012 instances (COCO json)
+    architecture: str
+
+
+MODELS = {
+    "faster-rcnn_r50_fpn_voc2007": Model("pascal_voc/faster-rcnn_r50_fpn_1x_voc0712.py", "det",
+                                         "FasterRCNN-ResNet50-FPN"),
+    "mask-rcnn_r50_fpn_voc2012": Model("mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py", "ins", "MaskRCNN-ResNet50-FPN"),
+    # the pytorch-style ResNet (trainable BN): the caffe-style base with frozen BN diverges from scratch
+    "ms-rcnn_r50_fpn_voc2012": Model("ms_rcnn/ms-rcnn_r50_fpn_1x_coco.py", "ins", "MaskScoringRCNN-ResNet50-FPN"),
+}
+# raw detections kept: mmdet's stock 0.05 keeps nothing from a briefly trained model (its class
+# scores sit near 1/21); at most 100 per image either way (stock max_per_img)
+RAW_SCORE_THRESHOLD = 0.01
+LOADER_WORKERS = 2      # mmdet's stock value, persistent across epochs
+STOCK_SHORT_SIDE = 600  # the stock VOC pipeline's (1000, 600) scale; small images scale the box filter
+
+
+def model_config(name: str, num_classes: int):
+    """mmdet's stock model for NAME with `num_classes` and no pretrained weights (a ConfigDict:
+    mmdet reads its train_cfg and test_cfg by attribute)."""
+    import mmdet
+    from mmengine.config import Config
+
+    path = Path(mmdet.__file__).parent / ".mim" / "configs" / MODELS[name].stock_config
+    model = Config.fromfile(str(path)).model
+    model.backbone.init_cfg = None
+    roi = model.roi_head
+    model.test_cfg.rcnn.score_thr = RAW_SCORE_THRESHOLD
+    for head in ("bbox_head", "mask_head", "mask_iou_head"):
+        if head in roi:
+            roi[head]["num_classes"] = num_classes
+    return model
+
+
+def pipelines(model: Model, size: int | None) -> tuple[list, list]:
+    """Train and test pipelines: mmdet's stock ones at the cell's image size (long side)."""
+    scale = (size, size) if size else ((1000, 600) if model.data == "det" else (1333, 800))
+    annotations = dict(type="LoadAnnotations", with_bbox=True, with_mask=model.data == "ins")
+    train = [dict(type="LoadImageFromFile"), annotations, dict(type="Resize", scale=scale, keep_ratio=True),
+             dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]
+    test = [dict(type="LoadImageFromFile"), dict(type="Resize", scale=scale, keep_ratio=True),
+            dict(type="PackDetInputs", meta_keys=("img_id", "img_path", "ori_shape", "img_shape", "scale_factor"))]
+    return train, test
+
+
+def dataset_configs(model: Model, data: dict, coco: dict[str, Path] | None) -> tuple[dict, dict]:
+    """mmdet dataset configs of the train and test splits (limits as `indices`)."""
+    size = data.get("image_size")
+    train_pipe, test_pipe = pipelines(model, size)
+    if model.data == "det":
+        base = voc_det.base_dir(data["path"])
+        common = dict(type="VOCDataset", data_root=str(base.parent), data_prefix=dict(sub_data_root=f"{base.name}/"))
+        min_box = round(32 * min(size, STOCK_SHORT_SIDE) / STOCK_SHORT_SIDE) if size else 32
+        train = dict(common, ann_file=f"{base.name}/ImageSets/Main/trainval.txt", pipeline=train_pipe,
+                     filter_cfg=dict(filter_empty_gt=True, min_size=32, bbox_min_size=min_box))
+        test = dict(common, ann_file=f"{base.name}/ImageSets/Main/test.txt", pipeline=test_pipe, test_mode=True)
+    else:
+        images = str(voc_ins.base_dir(data["path"]) / "JPEGImages") + "/"
+        common = dict(type="CocoDataset", data_root="", metainfo=dict(classes=CLASSES), data_prefix=dict(img=images))
+        train = dict(common, ann_file=str(coco["train"]), pipeline=train_pipe,
+                     filter_cfg=dict(filter_empty_gt=True, min_size=32))
+        test = dict(common, ann_file=str(coco["val"]), pipeline=test_pipe, test_mode=True)
+    for cfg, limit in ((train, data.get("train_limit")), (test, data.get("test_limit"))):
+        if limit:
+            cfg["indices"] = int(limit)
+    return train, test
+
+
+def coco_json_cached(data: dict, cache: Path) -> tuple[dict[str, Path], bool]:
+    """VOC2012 instances as COCO json per split, converted once per dataset fingerprint and limit."""
+    key = f"{data['fingerprint'].split(':')[-1][:16]}-{data.get('train_limit') or 'all'}-{data.get('test_limit') or 'all'}"
+    folder = cache / "coco-json" / key
+    paths = {split: folder / f"{split}.json" for split in ("train", "val")}
+    if all(p.is_file() for p in paths.values()):
+        return paths, True
+    for split, path in paths.items():
+        limit = data.get("train_limit" if split == "train" else "test_limit")
+        write_json_atomic(path, voc_ins.to_coco(data["path"], split, limit))
+    return paths, False
+
+
+def ground_truth(model: Model, data: dict) -> list[dict]:
+    """The test split's truth in the kit's metric format (VOC difficult objects flagged)."""
+    if model.data == "det":
+        return [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
+                 "difficult": a.difficult.tolist()} for _, a in voc_det.read_split(data["path"], "test", data.get("test_limit"))]
+    out = []
+    for image_id in voc_ins.split_ids(data["path"], "val")[:data.get("test_limit")]:
+        inst = voc_ins.read_instances(data["path"], image_id)
+        out.append({"image_id": image_id, "boxes": [i.bbox for i in inst], "labels": [i.label for i in inst],
+                    "difficult": [False] * len(inst), "masks": [masks.compress(i.mask) for i in inst]})
+    return out
+
+
+def epoch_sampler(torch, dataset, plan: dict, seed: int, rank: int, world: int):
+    """Each epoch a seeded shuffle of the whole split cut to steps x global batch (the remainder
+    dropped, as epoch_plan says); rank r takes every world-th index from r, so all ranks run the
+    same number of steps and no image is seen twice in an epoch."""
+
+    class EpochSampler(torch.utils.data.Sampler):
+        def __init__(self):
+            self.epoch, self.take = 0, plan["steps_per_epoch"] * plan["global_batch"]
+
+        def set_epoch(self, epoch: int) -> None:  # mmengine's DistSamplerSeedHook calls it
+            self.epoch = epoch
+
+        def __iter__(self):
+            g = torch.Generator()
+            g.manual_seed(seed + self.epoch)
+            return iter(torch.randperm(len(dataset), generator=g).tolist()[:self.take][rank::world])
+
+        def __len__(self) -> int:
+            return self.take // world
+
+    return EpochSampler()
+
+
+def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
+    """Two mmengine hooks around each step (see the module doc): the first before-iteration and
+    after-iteration hook (VERY_HIGHEST) marks the step's compute span, the last one (LOWEST)
+    closes the step, so the other hooks' time is `other`. Epoch events, loss per step, and
+    (when the cell asks) an evaluation after each epoch outside the timed region."""
+    from mmengine.hooks import Hook
+
+    cuda = cell.devices["kind"] == "gpu"
+    settle = torch.cuda.synchronize if cuda else (lambda: None)
+    probe = state["probe"]
+
+    class First(Hook):
+        priority = "HIGHEST"
+
+        def before_train(self, runner):
+            if probe is not None:
+                runner.model.register_comm_hook(None, probe.hook)
+            wrapper, backward = runner.optim_wrapper, runner.optim_wrapper.backward
+
+            def timed_backward(loss, **kwargs):  # under DDP: returns once every bucket is all-reduced
+                backward(loss, **kwargs)
+                state["backward_end"] = probe.mark() if probe is not None else None
+            wrapper.backward = timed_backward
+
+        def before_train_iter(self, runner, batch_idx, data_batch=None):
+            state["t_data"] = time.perf_counter()
+            if probe is not None:
+                probe.last = None
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            settle()
+            state["t_compute"] = time.perf_counter()
+            state["loss"] = float(outputs["loss"].detach())
+
+    class Last(Hook):
+        priority = "LOWEST"
+
+        def before_train_epoch(self, runner):
+            state["t_epoch"] = time.perf_counter()
+            cell.events.log("epoch_start", runner.epoch + 1)
+            state["losses"] = []
+            timer.epoch_fixed(0.0)
+            timer.start()
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            sync = probe.exposed_since_last_bucket(state["backward_end"]) if probe is not None else 0.0
+            timer.step_done(data_wait_s=state["t_data"] - timer.step_began, compute_s=state["t_compute"] - state["t_data"] - sync, sync_s=sync)
+            loss = state["loss"]
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss} at step {len(timer.steps)}")
+            state["losses"].append(loss)
+            state["step_losses"].append(loss)
+            if len(timer.steps) == timer.warmup_steps:
+                cell.events.log("warmup_stop", timer.warmup_s)
+
+        def after_train_epoch(self, runner):
+            epoch = runner.epoch + 1
+            state["epoch_s"].append(time.perf_counter() - state["t_epoch"])
+            state["loss_curve"].append(float(np.mean(state["losses"])))
+            cell.events.log("epoch_stop", epoch, loss=state["loss_curve"][-1], seconds=state["epoch_s"][-1])
+            if cell.training.get("eval_each_epoch") and epoch < cell.training["epochs"]:
+                t_eval = time.perf_counter()
+                scored = evaluate(runner)
+                state["eval_s"] += time.perf_counter() - t_eval
+                state["evaluations"].append({"epoch": epoch, "train_s": round(sum(state["epoch_s"]), 4),
+                                             "metrics": scored})
+                cell.events.log("metric", scored, epoch=epoch)
+
+    return [First(), Last()]
+
+
+def predict(torch, runner, dataset, rank: int, world: int) -> list[dict]:
+    """Raw detections of this rank's slice of the test split (every world-th image from rank),
+    in original image pixels, labels 1-20, masks as compressed COCO RLE."""
+    from mmengine.dataset import pseudo_collate
+
+    model = runner.model.module if world > 1 else runner.model
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(rank, len(dataset), world):
+            [sample] = model.test_step(pseudo_collate([dataset[i]]))
+            pred = sample.pred_instances
+            image_id = Path(sample.metainfo["img_path"]).stem
+            boxes, scores, labels = (pred.bboxes.cpu().numpy(), pred.scores.cpu().numpy(), pred.labels.cpu().numpy())
+            found = pred.masks.cpu().numpy() if "masks" in pred else None
+            for k in range(len(scores)):
+                d = {"image_id": image_id, "label": int(labels[k]) + 1, "score": round(float(scores[k]), 5),
+                     "bbox": [round(float(v), 2) for v in boxes[k]]}
+                if found is not None:
+                    d["mask"] = masks.compress(found[k].astype(bool))
+                out.append(d)
+    model.train()
+    return out
+
+
+def gather(torch, mine: list, world: int) -> list:
+    if world == 1:
+        return mine
+    parts = [None] * world
+    torch.distributed.all_gather_object(parts, mine)
+    return [x for part in parts for x in part]
+
+
+def main(name: str) -> None:
+    cell = Cell()
+    cell.events.log("init_start")
+    import torch
+    from mmdet.registry import DATASETS
+    from mmdet.utils import register_all_modules
+    from mmengine.config import Config
+    from mmengine.runner import Runner
+
+    if name not in MODELS:
+        raise ValueError(f"--config {name!r} is not one of {sorted(MODELS)}")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    register_all_modules(init_default_scope=True)
+    spec, train, data = cell.spec, cell.training, cell.spec["data"]
+    rank, world, device, backend = setup_distributed(torch, cell.devices)
+    if train["global_batch"] != train["per_device_batch"] * world:
+        raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} x {world}")
+    model = MODELS[name]
+    seed = spec["cell"]["seed"]
+
+    # prepare (outside the timed region): read and check every annotation, convert once
+    t_prep = time.perf_counter()
+    cache = Path(os.environ.get(CACHE_ENV, "/cache"))
+    if not os.access(cache, os.W_OK):
+        cache = Path(tempfile.gettempdir()) / "scalebench-cache"
+    coco, cached = None, None
+    if model.data == "ins":  # rank 0 converts; the others wait for its answer and read the same files
+        shared = [coco_json_cached(data, cache) if rank == 0 else None]
+        if world > 1:
+            torch.distributed.broadcast_object_list(shared, src=0)
+        coco, cached = shared[0]
+    truths = ground_truth(model, data) if rank == 0 else []
+    train_cfg, test_cfg = dataset_configs(model, data, coco)
+    train_set, test_set = DATASETS.build(train_cfg), DATASETS.build(test_cfg)
+    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"))
+    prepare_s = time.perf_counter() - t_prep
+    cell.events.log("data_ready", len(train_set), test_images=len(test_set), cached=cached,
+                    prepare_s=round(prepare_s, 3), **plan)
+
+    checkpoint = spec["model"].get("init_checkpoint")
+    if checkpoint:  # mmengine checkpoints are not weights-only pickles
+        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    workers = LOADER_WORKERS
+    cfg = dict(
+        model=model_config(name, len(CLASSES)),
+        load_from=checkpoint,
+        train_dataloader=dict(batch_size=train["per_device_batch"], num_workers=workers,
+                              persistent_workers=workers > 0, collate_fn=dict(type="pseudo_collate"),
+                              sampler=dict(type="scalebench epoch sampler (one pass, remainder dropped)",
+                                           steps_per_epoch=plan["steps_per_epoch"], seed=seed),
+                              dataset=train_cfg),
+        test_dataset=test_cfg,
+        train_cfg=dict(type="EpochBasedTrainLoop", max_epochs=train["epochs"], val_interval=train["epochs"] + 1),
+        optim_wrapper=dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9,
+                                                                weight_decay=0.0001)),
+        param_scheduler=[],  # constant LR from the benchmark's policy
+        auto_scale_lr=dict(enable=bool(spec["model"].get("auto_scale_lr", False)), base_batch_size=16),
+        default_hooks=dict(timer=dict(type="IterTimerHook"), logger=dict(type="LoggerHook", interval=20),
+                           param_scheduler=dict(type="ParamSchedulerHook"),
+                           sampler_seed=dict(type="DistSamplerSeedHook"), checkpoint=None),
+        env_cfg=dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
+                     dist_cfg=dict(backend=backend)),
+        launcher="pytorch" if world > 1 else "none",
+        model_wrapper_cfg=(dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False)
+                           if world > 1 and device.type == "cpu" else None),
+        randomness=dict(seed=seed),
+        default_scope="mmdet",
+        log_level="WARNING",
+    )
+    if rank == 0:
+        Config(cfg).dump(str(cell.results_dir / CONFIG_FILE))
+
+    timer = StepTimer(train["warmup_steps"])
+    state = {"probe": SyncProbe(torch, device) if world > 1 else None, "step_losses": [], "epoch_s": [],
+             "loss_curve": [], "evaluations": [], "eval_s": 0.0}
+
+    def evaluate(runner) -> dict:
+        found = gather(torch, predict(torch, runner, test_set, rank, world), world)
+        state["detections"] = found
+        return score(model, found, truths) if rank == 0 else {}
+
+    # model_wrapper_cfg is read from `cfg` only (Runner has no argument for it)
+    runner_kwargs = {k: v for k, v in cfg.items() if k not in ("test_dataset", "model_wrapper_cfg")}
+    runner_kwargs["train_dataloader"] = dict(cfg["train_dataloader"], dataset=train_set,
+                                             sampler=epoch_sampler(torch, train_set, plan, seed, rank, world))
+    runner = Runner(**runner_kwargs, cfg=Config(cfg), work_dir=tempfile.mkdtemp(prefix="mmengine-"),
+                    custom_hooks=step_hooks(torch, cell, timer, state, evaluate))
+    params = sum(p.numel() for p in runner.model.parameters())
+    cell.events.log("model_ready", params, backend=backend, strategy=type(runner.model).__name__)
+    setup_s = cell.elapsed()
+    cell.events.log("init_stop", setup_s)
+
+    gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
+    with gpus:
+        runner.train()
+        lr = runner.optim_wrapper.get_lr()["lr"][0]
+        cell.events.log("train_stop", timer.train_s)
+        cell.events.log("eval_start")
+        t_eval = time.perf_counter()
+        metrics = evaluate(runner)
+        state["eval_s"] += time.perf_counter() - t_eval
+    if train.get("eval_each_epoch"):
+        state["evaluations"].append({"epoch": train["epochs"], "train_s": round(sum(state["epoch_s"]), 4),
+                                     "metrics": metrics})
+    cell.events.log("eval_stop", state["eval_s"], **metrics)
+
+    mine = timer.summary(rank)
+    cell.events.log("step_breakdown", mine["step_s"], **mine)
+    ranks = gather(torch, [mine], world)
+    if rank == 0:
+        with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
+            for d in state["detections"]:
+                fh.write(json.dumps(d) + "\n")
+    cuda = device.type == "cuda"
+    import mmcv
+    import mmdet
+    import mmengine
+
+    system = system_fingerprint("pytorch", torch.__version__, mmdet=mmdet.__version__, mmcv=mmcv.__version__,
+                                mmengine=mmengine.__version__, backend=backend, cuda=torch.version.cuda,
+                                nccl=nccl_version(torch) if cuda else None, topology=cell.devices.get("topology"),
+                                **gpus.fingerprint())
+    names = [torch.cuda.get_device_name(i) for i in range(world)] if cuda else [f"cpu:{i}" for i in range(world)]
+    breakdown = combine_ranks(ranks, BREAKDOWN_METHOD)
+    if gpus.summary():
+        breakdown["gpu"] = gpus.summary()
+    cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer,
+                epoch_s=state["epoch_s"], eval_s=state["eval_s"], loss_curve=state["loss_curve"], metrics=metrics,
+                breakdown=breakdown, evaluations=state["evaluations"],
+                model={"parameters": int(params), "architecture": model.architecture, "mmdet_config": name,
+                       "stock_config": model.stock_config, "strategy": type(runner.model).__name__,
+                       "launcher": cfg["launcher"], "resolved_config_file": CONFIG_FILE, "effective_lr": lr,
+                       "auto_scale_lr": cfg["auto_scale_lr"]["enable"]},
+                extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in state["step_losses"]],
+                       "epoch": plan, "prepare_s": round(prepare_s, 3)})
+    if world > 1:
+        torch.distributed.destroy_process_group()
+
+
+def score(model: Model, detections: list[dict], truths: list[dict]) -> dict:
+    """The kit's shared scores: boxes for Faster R-CNN, boxes and masks for the mask models."""
+    if model.data == "det":
+        return detection_scores(detections, truths, len(CLASSES) + 1, score_threshold=SCORE_THRESHOLD)
+    return instance_scores(detections, truths, len(CLASSES) + 1, score_threshold=SCORE_THRESHOLD)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help=f"one of {sorted(MODELS)}")
+    args = parser.parse_args()
+    main_guard(lambda: main(args.config))
