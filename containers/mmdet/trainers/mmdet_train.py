@@ -160,6 +160,39 @@ def ground_truth(model: Model, data: dict) -> list[dict]:
     return out
 
 
+def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: dict, device_kind: str,
+                  world: int) -> dict:
+    """The resolved mmengine config of a cell (saved as mmdet_config.py). On GPUs mmengine's own
+    DDP wrapper settings and NCCL; on CPU slots gloo and DDP with device_ids=None."""
+    train = spec["training"]
+    return dict(
+        model=model_cfg,
+        load_from=spec["model"].get("init_checkpoint"),  # a local file or None: nothing is downloaded
+        train_dataloader=dict(batch_size=train["per_device_batch"], num_workers=LOADER_WORKERS,
+                              persistent_workers=LOADER_WORKERS > 0, collate_fn=dict(type="pseudo_collate"),
+                              sampler=dict(type="scalebench epoch sampler (one pass, remainder dropped)",
+                                           steps_per_epoch=plan["steps_per_epoch"], seed=spec["cell"]["seed"]),
+                              dataset=train_set),
+        test_dataset=test_set,
+        train_cfg=dict(type="EpochBasedTrainLoop", max_epochs=train["epochs"], val_interval=train["epochs"] + 1),
+        optim_wrapper=dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9,
+                                                                weight_decay=0.0001)),
+        param_scheduler=[],  # constant LR from the benchmark's policy
+        auto_scale_lr=dict(enable=bool(spec["model"].get("auto_scale_lr", False)), base_batch_size=16),
+        default_hooks=dict(timer=dict(type="IterTimerHook"), logger=dict(type="LoggerHook", interval=20),
+                           param_scheduler=dict(type="ParamSchedulerHook"),
+                           sampler_seed=dict(type="DistSamplerSeedHook"), checkpoint=None),
+        env_cfg=dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
+                     dist_cfg=dict(backend="nccl" if device_kind == "cuda" else "gloo")),
+        launcher="pytorch" if world > 1 else "none",
+        model_wrapper_cfg=(dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False)
+                           if world > 1 and device_kind == "cpu" else None),
+        randomness=dict(seed=spec["cell"]["seed"]),
+        default_scope="mmdet",
+        log_level="WARNING",
+    )
+
+
 def epoch_sampler(torch, dataset, plan: dict, seed: int, rank: int, world: int):
     """Each epoch a seeded shuffle of the whole split cut to steps x global batch (the remainder
     dropped, as epoch_plan says); rank r takes every world-th index from r, so all ranks run the
@@ -326,36 +359,9 @@ def main(name: str) -> None:
     cell.events.log("data_ready", len(train_set), test_images=len(test_set), cached=cached,
                     prepare_s=round(prepare_s, 3), **plan)
 
-    checkpoint = spec["model"].get("init_checkpoint")
-    if checkpoint:  # mmengine checkpoints are not weights-only pickles
+    if spec["model"].get("init_checkpoint"):  # mmengine checkpoints are not weights-only pickles
         os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    workers = LOADER_WORKERS
-    cfg = dict(
-        model=model_config(name, len(CLASSES)),
-        load_from=checkpoint,
-        train_dataloader=dict(batch_size=train["per_device_batch"], num_workers=workers,
-                              persistent_workers=workers > 0, collate_fn=dict(type="pseudo_collate"),
-                              sampler=dict(type="scalebench epoch sampler (one pass, remainder dropped)",
-                                           steps_per_epoch=plan["steps_per_epoch"], seed=seed),
-                              dataset=train_cfg),
-        test_dataset=test_cfg,
-        train_cfg=dict(type="EpochBasedTrainLoop", max_epochs=train["epochs"], val_interval=train["epochs"] + 1),
-        optim_wrapper=dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9,
-                                                                weight_decay=0.0001)),
-        param_scheduler=[],  # constant LR from the benchmark's policy
-        auto_scale_lr=dict(enable=bool(spec["model"].get("auto_scale_lr", False)), base_batch_size=16),
-        default_hooks=dict(timer=dict(type="IterTimerHook"), logger=dict(type="LoggerHook", interval=20),
-                           param_scheduler=dict(type="ParamSchedulerHook"),
-                           sampler_seed=dict(type="DistSamplerSeedHook"), checkpoint=None),
-        env_cfg=dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
-                     dist_cfg=dict(backend=backend)),
-        launcher="pytorch" if world > 1 else "none",
-        model_wrapper_cfg=(dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False)
-                           if world > 1 and device.type == "cpu" else None),
-        randomness=dict(seed=seed),
-        default_scope="mmdet",
-        log_level="WARNING",
-    )
+    cfg = runner_config(cell.spec, model_config(name, len(CLASSES)), plan, train_cfg, test_cfg, device.type, world)
     if rank == 0:
         Config(cfg).dump(str(cell.results_dir / CONFIG_FILE))
 
