@@ -86,15 +86,9 @@ def truths_of(home, bench):
     """The test split's ground truth, read by the kit from the synthetic tree the DAG wrote."""
     if bench == "frcnn_mmdet_voc2007":
         [data] = (home / "data" / "synthetic").glob("voc2007-vocdevkit-2007-det-*")
-        return [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
-                 "difficult": a.difficult.tolist()} for _, a in voc_det.read_split(data, "test")]
+        return voc_det.truths(voc_det.read_split(data, "test"))
     [data] = (home / "data" / "synthetic").glob("voc2012-vocdevkit-2012-ins-*")
-    out = []
-    for image_id in voc_ins.split_ids(data, "val"):
-        inst = voc_ins.read_instances(data, image_id)
-        out.append({"image_id": image_id, "boxes": [i.bbox for i in inst], "labels": [i.label for i in inst],
-                    "difficult": [False] * len(inst), "masks": [masks.encode(i.mask) for i in inst]})
-    return out
+    return voc_ins.truths(voc_ins.to_coco(data, "val"))
 
 
 @pytest.mark.timeout(3600)

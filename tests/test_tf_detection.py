@@ -126,8 +126,7 @@ def test_saved_raw_detections_rescored_by_the_kit_give_the_contracts_metrics(frc
 
     home, env = frcnn_run
     [data] = (home / "data" / "synthetic").glob("voc2007-vocdevkit-2007-det-*")
-    truths = [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
-               "difficult": a.difficult.tolist()} for _, a in voc_det.read_split(data, "test")]
+    truths = voc_det.truths(voc_det.read_split(data, "test"))
     for path in sorted((home / "results" / DAG).glob("*/g*/attempt-1/metrics.json")):
         doc = json.loads(path.read_text())
         lines = (path.parent / doc["detections_file"]).read_text().splitlines()

@@ -36,6 +36,8 @@ def test_the_reader_keeps_1_based_boxes_as_0_based_edges_and_difficult_flags(tmp
     a = voc_det.parse_annotation(path)
     assert a.boxes.tolist() == [[0, 0, 10, 20], [4, 5, 50, 40]]
     assert a.labels.tolist() == [12, 15] and a.difficult.tolist() == [False, True]
+    assert voc_det.truths([(tmp_path / "000001.jpg", a)]) == [
+        {"image_id": "000001", "boxes": [[0, 0, 10, 20], [4, 5, 50, 40]], "labels": [12, 15], "difficult": [False, True]}]
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -1,10 +1,12 @@
 """VOC2012 instances: the reader on hand-made PNGs with known instances, broken trees, the
 COCO converter (RLE decoded back), and the synthetic generator."""
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from scalebench_kit import datasets, voc_ins
+from scalebench_kit import datasets, masks, voc_ins
 from scalebench_kit.voc_seg import VocFormatError, palette
 
 
@@ -56,6 +58,16 @@ def test_coco_json_boxes_areas_and_rle_masks_decode_back(hand):
         counts, (h, w) = a["segmentation"]["counts"], a["segmentation"]["size"]
         flat = np.repeat(np.arange(len(counts)) % 2, counts).astype(bool)  # runs alternate 0s and 1s
         assert (flat.reshape((w, h)).T == want.mask).all() and sum(counts) == h * w
+
+
+def test_truths_from_the_coco_json_match_the_pngs_read_directly(hand):
+    root, _ = hand
+    truths = voc_ins.truths(json.loads(json.dumps(voc_ins.to_coco(root, "train"))))  # as read back from the cache
+    assert [t["image_id"] for t in truths] == ["a", "empty"] and truths[1]["labels"] == []
+    direct = voc_ins.read_instances(root, "a")
+    assert truths[0]["boxes"] == [i.bbox for i in direct] and truths[0]["labels"] == [i.label for i in direct]
+    assert all((masks.decode(m) == i.mask).all() for m, i in zip(truths[0]["masks"], direct))
+    assert truths[0]["difficult"] == [False] * 3
 
 
 @pytest.mark.parametrize("break_it, expected", [

@@ -95,6 +95,12 @@ def read_split(root: str | Path, split: str, limit: int | None = None) -> list[t
     return out
 
 
+def truths(records: list[tuple[Path, Annotation]]) -> list[dict]:
+    """read_split's records as the metrics' ground truth (difficult objects flagged, not dropped)."""
+    return [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
+             "difficult": a.difficult.tolist()} for _, a in records]
+
+
 def annotation_xml(image_id: str, width: int, height: int, objects: list[tuple[str, list[int], bool]]) -> str:
     """The devkit's XML for one image; objects are (class name, 1-based [x1, y1, x2, y2], difficult)."""
     root = ET.Element("annotation")

@@ -102,6 +102,20 @@ def to_coco(root: str | Path, split: str, limit: int | None = None) -> dict:
             "categories": [{"id": i, "name": name} for i, name in enumerate(CLASSES) if i]}
 
 
+def truths(coco: dict) -> list[dict]:
+    """to_coco's json as the metrics' ground truth: VOC ids, xyxy boxes, RLE masks, in image order
+    (read from the json, so the PNGs are decoded once per dataset)."""
+    by_image = {img["id"]: {"image_id": img["voc_id"], "boxes": [], "labels": [], "difficult": [], "masks": []}
+                for img in coco["images"]}
+    for ann in coco["annotations"]:
+        t, (x, y, w, h) = by_image[ann["image_id"]], ann["bbox"]
+        t["boxes"].append([x, y, x + w, y + h])
+        t["labels"].append(ann["category_id"])
+        t["difficult"].append(False)  # VOC marks difficult areas with 255 in the PNGs, not per object
+        t["masks"].append(ann["segmentation"])
+    return list(by_image.values())
+
+
 def _draw(rng: np.random.Generator, size: int, colours: dict[int, np.ndarray]):
     """1-3 objects; later ones may touch or overlap earlier ones (VOC draws the front object)."""
     yy, xx = np.mgrid[0:size, 0:size]

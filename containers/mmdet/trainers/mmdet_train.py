@@ -147,17 +147,12 @@ def coco_json_cached(data: dict, cache: Path) -> tuple[dict[str, Path], bool]:
     return paths, False
 
 
-def ground_truth(model: Model, data: dict) -> list[dict]:
-    """The test split's truth in the kit's metric format (VOC difficult objects flagged)."""
+def ground_truth(model: Model, data: dict, coco: dict[str, Path] | None) -> list[dict]:
+    """The test split's truth in the kit's metric format: the XML for boxes; for masks the COCO json
+    already converted (the PNGs are decoded once)."""
     if model.data == "det":
-        return [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
-                 "difficult": a.difficult.tolist()} for _, a in voc_det.read_split(data["path"], "test", data.get("test_limit"))]
-    out = []
-    for image_id in voc_ins.split_ids(data["path"], "val")[:data.get("test_limit")]:
-        inst = voc_ins.read_instances(data["path"], image_id)
-        out.append({"image_id": image_id, "boxes": [i.bbox for i in inst], "labels": [i.label for i in inst],
-                    "difficult": [False] * len(inst), "masks": [masks.compress(i.mask) for i in inst]})
-    return out
+        return voc_det.truths(voc_det.read_split(data["path"], "test", data.get("test_limit")))
+    return voc_ins.truths(json.loads(coco["val"].read_text()))
 
 
 def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: dict, device_kind: str,
@@ -351,7 +346,7 @@ def main(name: str) -> None:
         if world > 1:
             torch.distributed.broadcast_object_list(shared, src=0)
         coco, cached = shared[0]
-    truths = ground_truth(model, data) if rank == 0 else []
+    truths = ground_truth(model, data, coco) if rank == 0 else []
     train_cfg, test_cfg = dataset_configs(model, data, coco)
     train_set, test_set = DATASETS.build(train_cfg), DATASETS.build(test_cfg)
     plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"))

@@ -167,8 +167,7 @@ def main() -> None:
     with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
         for d in detections:
             fh.write(json.dumps(d) + "\n")
-    truths = [{"image_id": a.image_id, "boxes": a.boxes.tolist(), "labels": a.labels.tolist(),
-               "difficult": a.difficult.tolist()} for _, a in splits["test"]]
+    truths = voc_det.truths(splits["test"])
     metrics = detection_scores(detections, truths, cfg.task.model.num_classes, score_threshold=SCORE_THRESHOLD)
     eval_s = time.perf_counter() - t_eval
     cell.events.log("eval_stop", eval_s, **metrics)
