@@ -17,7 +17,7 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: bench drills gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
@@ -25,6 +25,8 @@ help:
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
+	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale"
+	@echo "make drills - fault drills and security checks; rewrites docs/reliability.md"
 	@echo "make gpu-check - on a lent GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (make gpu-check-wheels first, here)"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
@@ -111,6 +113,19 @@ demo: venv images airflow-db
 	done; \
 	$(BIN)/scalebench report && \
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG logs: $(STATE)/demo-<benchmark>.log)"
+
+# the orchestrator's own cost, measured side by side in one run (ratios printed, never asserted)
+bench: venv images airflow-db
+	$(BIN)/python -u bench/overhead.py
+	$(BIN)/python -u bench/packing.py --policies packed
+	$(BIN)/python -u bench/packing.py --policies packed,exclusive --benchmarks 1
+	$(BIN)/python -u bench/report_scale.py
+
+DRILL_ROWS := $(STATE)/drill-rows.jsonl
+drills: venv images airflow-db browser  # every drill (tests/ and bench/drills/), then docs/reliability.md from their rows
+	@rm -f $(DRILL_ROWS)
+	SCALEBENCH_DRILL_ROWS=$(DRILL_ROWS) $(BIN)/python -m pytest -q -p no:cacheprovider -m drill tests bench/drills $(PYTEST_ARGS); \
+	  rc=$$?; $(BIN)/python bench/drills/render.py $(DRILL_ROWS) docs/reliability.md || rc=1; exit $$rc
 
 gpu-check-wheels:  # here, with PyPI: the kit's dependencies for a GPU host without network
 	deploy/gpu-check/fetch-wheels.sh

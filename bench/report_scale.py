@@ -1,11 +1,13 @@
 """Report time for a large results store (a benchmark script, not a timed test).
 
-    .venv/bin/python bench/report_scale.py [--cells 100000]
+    .venv/bin/python bench/report_scale.py [--cells 10000,100000,1000000]
 
-Fills a throw-away SQLite store with scheduled nights of six benchmarks (4 GPU counts x 2
-epoch counts x 3 repeats = 144 cells a night) up to the given number of cells, then times
-the whole report of the last night: read, statistics, regression judgement of every series
-over all nights, GX table checks, five plots, Markdown/HTML/JSON and the index.
+For each size, fills a throw-away SQLite store with scheduled nights of six benchmarks (4 GPU
+counts x 2 epoch counts x 3 repeats = 144 cells a night; 1,000,000 cells is nineteen years of
+such nights, or a year of a ten-host fleet), then times the whole report of the last night
+(read, statistics, regression judgement of every series, GX table checks, plots,
+Markdown/HTML/JSON and the index of nights) and the UI's report pages served from it (the
+plugin's app, in process, login dependency satisfied). Goals: report < 10 s, a page < 1 s.
 """
 from __future__ import annotations
 
@@ -67,22 +69,62 @@ def fill(store: Store, n_cells: int, seed: int = 0) -> str:
     return (start + dt.timedelta(days=nights - 1)).isoformat()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cells", type=int, default=100_000)
-    args = ap.parse_args()
+def page_seconds(reports: Path, night: str) -> dict[str, float]:
+    """The UI pages a user opens, timed through the plugin's FastAPI app (what the api-server mounts)."""
+    import os
+
+    from fastapi.testclient import TestClient
+
+    from scalebench.webapp import create_app
+
+    os.environ["SCALEBENCH_HOME"] = str(reports.parent)
+    app = create_app()
+    app.router.dependencies = []  # the login is Airflow's JWT check; not what is measured here
+    client = TestClient(app)
+    out = {}
+    for name, path in (("index of nights", "/"), ("nights json", "/api/nights"), ("report page", f"/{night}/report.html"),
+                       ("table json", f"/{night}/table.json")):
+        t = time.perf_counter()
+        r = client.get(path)
+        out[name] = time.perf_counter() - t
+        assert r.status_code == 200, (path, r.status_code)
+    return out
+
+
+def measure(cells: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         upgrade(f"sqlite:///{tmp}/results.db")
         store = Store(f"sqlite:///{tmp}/results.db")
         t = time.perf_counter()
-        night = fill(store, args.cells)
+        night = fill(store, cells)
         fill_s = time.perf_counter() - t
         t = time.perf_counter()
         path = write_report(store, Path(tmp) / "reports" / night, night=night, opts=Options(expected=BENCHES))
         report_s = time.perf_counter() - t
-        text = path.read_text()
-    print(f"{args.cells} cells over {args.cells // 144} nights (filled in {fill_s:.1f}s): report of night {night} "
-          f"in {report_s:.2f}s ({'complete' if 'Complete:' in text else 'partial'}, {text.count(chr(10))} lines)")
+        complete = "Complete:" in path.read_text()
+        pages = page_seconds(Path(tmp) / "reports", night)
+    return {"cells": cells, "nights": -(-cells // 144), "fill_s": fill_s, "report_s": report_s, "complete": complete,
+            "pages": pages}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cells", default="10000,100000,1000000")
+    args = ap.parse_args()
+    rows = []
+    for n in (int(x) for x in args.cells.split(",")):
+        r = measure(n)
+        rows.append(r)
+        slowest = max(r["pages"], key=r["pages"].get)
+        print(f"{n:>9} cells ({r['nights']} nights, filled in {r['fill_s']:.0f} s): report {r['report_s']:.2f} s "
+              f"({'complete' if r['complete'] else 'partial'}); slowest page {slowest} {r['pages'][slowest] * 1000:.0f} ms "
+              f"({', '.join(f'{k} {v * 1000:.0f} ms' for k, v in r['pages'].items())})", flush=True)
+    for a, b in zip(rows, rows[1:]):
+        print(f"growth {a['cells']} -> {b['cells']} cells (x{b['cells'] / a['cells']:.0f}): report "
+              f"x{b['report_s'] / a['report_s']:.1f}, slowest page x{max(b['pages'].values()) / max(a['pages'].values()):.1f}")
+    last = rows[-1]
+    print(f"goals at {last['cells']} cells: report < 10 s: {'met' if last['report_s'] < 10 else 'NOT met'} "
+          f"({last['report_s']:.2f} s); page < 1 s: {'met' if max(last['pages'].values()) < 1 else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,40 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "include" / "configs"
 
 
+DRILL_ROWS = "SCALEBENCH_DRILL_ROWS"  # `make drills` sets it: each drill appends its row (docs/reliability.md)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items):
+    for item in items:  # `pytest -m drill` selects every test that fills a drill row
+        if "drill" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.drill)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture
+def drill(request):
+    """A fault drill or security check's row: what was done, what happened, the figure. The test
+    fills it in and asserts the invariants; under `make drills` the row is kept with its outcome."""
+    row = {"drill": request.node.originalname.removeprefix("test_").replace("_", " "), "kind": "fault",
+           "done": "", "happened": "", "figure": ""}
+    yield row
+    target = os.environ.get(DRILL_ROWS)
+    call = getattr(request.node, "report_call", None)
+    if target and call is not None:
+        import json
+
+        row["outcome"] = "passed" if call.passed else "FAILED"
+        with open(target, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
 @pytest.fixture(scope="session")
 def upgraded_store_file(tmp_path_factory) -> Path:
     """A results database brought to the newest schema once (`scalebench db upgrade`), copied per test."""
@@ -47,19 +81,24 @@ def postgres_server():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI needs {POSTGRES_IMAGE} (make test builds it)")
         pytest.skip(f"needs a Docker engine and {POSTGRES_IMAGE} (make test builds it)")
-    port, password = free_port(), "test-only-password"
     name = f"scalebench-test-pg-{os.getpid()}"
-    subprocess.run(["docker", "run", "-d", "--rm", "--name", name, "-e", f"POSTGRES_PASSWORD={password}",
-                    "-p", f"127.0.0.1:{port}:5432", POSTGRES_IMAGE], check=True, capture_output=True)
     try:
-        deadline = time.monotonic() + 90
-        while subprocess.run(["docker", "exec", name, "pg_isready", "-h", "127.0.0.1", "-U", "postgres"],
-                             capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, "PostgreSQL did not start within 90 s"
-            time.sleep(0.5)
-        yield name, f"postgresql+psycopg2://postgres:{password}@127.0.0.1:{port}"
+        yield name, start_postgres(name)
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def start_postgres(name: str, password: str = "test-only-password") -> str:
+    """A PostgreSQL container of the deployment's image on a free local port, ready; its server URL."""
+    port = free_port()
+    subprocess.run(["docker", "run", "-d", "--name", name, "-e", f"POSTGRES_PASSWORD={password}",
+                    "-p", f"127.0.0.1:{port}:5432", POSTGRES_IMAGE], check=True, capture_output=True)
+    deadline = time.monotonic() + 90
+    while subprocess.run(["docker", "exec", name, "pg_isready", "-h", "127.0.0.1", "-U", "postgres"],
+                         capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline, "PostgreSQL did not start within 90 s"
+        time.sleep(0.5)
+    return f"postgresql+psycopg2://postgres:{password}@127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -109,6 +148,41 @@ def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
             "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}
     cell.update(over)
     return cell
+
+
+def sample_spec(cell: dict, **over) -> dict:
+    """cell.json for a trainer run outside Airflow (CPU slots); `over` replaces top-level sections."""
+    n = cell["gpus"]
+    return {
+        "contract_version": 1,
+        "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
+                                      "repeat", "profile", "seed", "label")} | {"attempt": 1},
+        "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n},
+        "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
+                     "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+        "data": {"name": "none", "format": "none", "path": "/data", "fingerprint": "sha256:test", "train_limit": None,
+                 "test_limit": None, "image_size": None},
+        "model": {"name": cell["benchmark"]}, "provenance": {}, **over}
+
+
+def write_attempt(cell, k, *, contract=None, validation=None, failure=None):
+    """An attempt folder as a finished task leaves it (cell.json, metrics.json, validation.json, failure.json)."""
+    import json
+
+    from scalebench.attempt_folders import attempt_dir
+    from scalebench_kit.contract import write_json_atomic
+
+    d = attempt_dir(cell, k)
+    d.mkdir(parents=True)
+    write_json_atomic(d / "cell.json", {"cell": cell})
+    if contract is not None:
+        (d / "metrics.json").write_text(json.dumps(contract))
+    if validation is not None:
+        write_json_atomic(d / "validation.json", validation)
+    if failure is not None:
+        write_json_atomic(d / "failure.json", failure)
+    return d
 
 
 def sample_breakdown(n: int, step_s: float, sync_share: float | None = None, data_share: float = 0.05) -> dict:

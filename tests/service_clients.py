@@ -1,13 +1,20 @@
-"""Clients for a running Airflow service, as a user drives it: the REST API (JWT from
-/auth/token) and a headless Chromium logged in to the UI. Shared by the one-machine service
-test and the compose stack test."""
+"""Clients for a running Airflow service, as a user drives it: `make airflow` in a home of its
+own, the REST API (JWT from /auth/token) and a headless Chromium logged in to the UI. Shared by
+the service, stack and drill tests and the bench scripts."""
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shutil
+import subprocess
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
+
+from tests.conftest import ROOT, free_port
 
 DONE = {"success", "failed"}
 
@@ -37,13 +44,13 @@ class AirflowApi:
         r = self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
         return r.json()["dag_run_id"]
 
-    def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> dict:
+    def wait_run(self, dag_id: str, run_id: str, timeout_s: float = 900, poll_s: float = 3) -> dict:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             run = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
             if run["state"] in DONE:
                 return run
-            time.sleep(3)
+            time.sleep(poll_s)
         raise TimeoutError(f"{dag_id} run {run_id} still {run['state']} after {timeout_s} s")
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
@@ -51,6 +58,41 @@ class AirflowApi:
 
     def runs(self, dag_id: str) -> list[dict]:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
+
+
+LOGIN = re.compile(r"^Airflow UI: (http://localhost:\d+)  user: (\w+)  password: (\S+)  ", re.M)
+
+
+def make(target: str, env: dict, timeout: float) -> tuple[int, str]:
+    out = subprocess.run(["make", "-s", target], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return out.returncode, out.stdout + out.stderr
+
+
+@dataclass
+class LocalService:
+    api: AirflowApi
+    env: dict          # the environment `make airflow` ran with (homes, port, configs)
+    out: str           # what it printed
+    home: Path         # SCALEBENCH_HOME: results, results.db, airflow/
+    started_s: float
+
+
+@contextlib.contextmanager
+def local_service(home: Path, config_dir: Path, **extra_env: str):
+    """`make airflow` as a user runs it, in a home of its own; `make airflow-stop` afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(SCALEBENCH_HOME=str(home), AIRFLOW_HOME=str(home / "airflow"), AIRFLOW_PORT=str(free_port()),
+               SCALEBENCH_CONFIG_DIR=str(config_dir), **extra_env)
+    began = time.monotonic()
+    rc, out = make("airflow", env, 900)
+    try:
+        found = LOGIN.search(out)
+        if rc != 0 or not found:
+            raise RuntimeError(f"make airflow failed (exit {rc}):\n{out[-4000:]}")
+        base, user, password = found.groups()
+        yield LocalService(AirflowApi(base, user, password), env, out, home, time.monotonic() - began)
+    finally:
+        make("airflow-stop", env, 120)
 
 
 @contextlib.contextmanager

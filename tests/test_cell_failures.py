@@ -58,9 +58,13 @@ def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail
 
 
 @requires_docker
-def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe):
+def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe, drill):
     """Preemption, a reboot or an operator's `docker kill`: not OOM, not unknown; retried."""
     import threading
+
+    from scalebench.leases import LeaseManager
+
+    drill.update(drill="container SIGKILLed mid-cell", done="`docker kill` of a running cell's container, 1 s in")
 
     op, ctx, cell = probe("echo Epoch 1/3; sleep 300")
     client = docker.from_env()
@@ -75,11 +79,15 @@ def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe):
             time.sleep(0.1)
 
     threading.Thread(target=kill_when_running, daemon=True).start()
+    t = time.monotonic()
     exc = _run(op, ctx)
     assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
     assert exc.failure.reason == "killed" and "exit code 137 (transient)" in str(exc) and "SIGKILL" in str(exc)
     assert exc.logs == ["Epoch 1/3"]
-    assert _no_containers_left(cell)
+    assert _no_containers_left(cell) and LeaseManager().holders() == []
+    drill.update(happened=f"attempt failed as `{exc.failure.reason}` (transient: Airflow retries it); first error "
+                          f"line: {str(exc).split(': ', 1)[1][:90]}; container removed, lease released",
+                 figure=f"{time.monotonic() - t:.1f} s from start to classified failure; 0 leases held")
 
 
 @requires_docker
@@ -129,7 +137,7 @@ def test_classify(lines, kw, reason):
 
 
 @requires_docker
-def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go_again(tmp_path, isolated_state):
+def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go_again(tmp_path, isolated_state, drill):
     """SIGKILL the task process of a running cell: the next lease on its devices stops the
     orphaned container and reclaims the lease (holder pid gone) before handing them out."""
     import os
@@ -141,6 +149,8 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     from scalebench.leases import LEASE_LABEL, LeaseManager
     from tests.conftest import ROOT
 
+    drill.update(drill="task process SIGKILLed mid-cell",
+                 done="SIGKILL to the process running a cell's operator while its container runs")
     env = {**os.environ, "SCALEBENCH_HOME": str(isolated_state), "PYTHONPATH": str(ROOT)}
     task = subprocess.Popen([sys.executable, "-m", "tests.orphan_task", str(tmp_path)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -164,4 +174,8 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     [ev] = [e for e in mgr.events() if e.event == "reclaimed"]
     assert ev.lease_id == lease_id and f"holder pid {task.pid}" in ev.detail and running[0].short_id in ev.detail
     lease.release()
+    assert mgr.holders() == []
     print(f"\norphan drill: container stopped and lease reclaimed in {reclaim_s:.2f}s")
+    drill.update(happened="the orphaned container kept running until the next lease on its devices stopped it and "
+                          f"reclaimed the lease (event: {ev.detail[:80]}); Airflow's heartbeat timeout fails the task "
+                          "and retries it", figure=f"{reclaim_s:.2f} s to stop the orphan and hand the devices on")

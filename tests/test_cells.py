@@ -63,3 +63,14 @@ def test_nightly_estimate_on_the_gpu_fleet_fits_the_budget(configs):
     # resnet50: 4 cells x (60 s set-up + 150 steps x step time + 20 s eval)
     expected = sum(60 + 150 * s + 20 for s in (0.55, 0.58, 0.6, 0.62)) / 60
     assert est["benchmark_minutes"]["resnet50_keras_cifar10"] == pytest.approx(expected, abs=0.1)
+
+
+def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
+    from scalebench.cells import timing_policy
+    from scalebench.config import Host
+
+    shared = Host(name="shared", kind="cpu", queue="default", device_ids=["0"], timing_policy="packed")
+    dedicated = shared.model_copy(update={"timing_policy": "exclusive"})
+    local = configs.fleet.host("local")
+    assert [timing_policy(p, local) for p in ("smoke", "nightly", "full")] == ["packed", "exclusive", "exclusive"]
+    assert timing_policy("nightly", shared) == "packed" and timing_policy("smoke", dedicated) == "exclusive"

@@ -50,6 +50,11 @@ def _edit(tree, bench_id, fn):
     (lambda d: d.update(epochs=[]), "epochs", "at least 1 item"),
     (lambda d: d["profiles"]["smoke"].update(entrypoint=["python", "x.py"]), "profiles.smoke.entrypoint", "unknown key"),
     (lambda d: d.update(bounds={"precision": [0.9, 0.1], "recall": [0, 1]}), "bounds", "lower 0.9 is above upper 0.1"),
+    (lambda d: d["dataset"].update(path="../../etc"), "dataset.path", "below the host's data_root without '..'"),
+    (lambda d: d["dataset"].update(path="/etc"), "dataset.path", "relative path below"),
+    (lambda d: d["images"].update(cpu="{{ dag_run.conf['image'] }}"), "images", "not a plain image reference"),
+    (lambda d: d.update(entrypoint=["sh", "-c", "{{ dag_run.conf.cmd }}"]), "entrypoint", "only placeholder allowed"),
+    (lambda d: d.update(entrypoint=["python", "--x={epochs}"]), "entrypoint", "only placeholder allowed"),
 ])
 def test_bad_benchmark_file_names_file_field_and_expectation(config_tree, edit, field, expected):
     path = _edit(config_tree, "resnet50_keras_cifar10", edit)

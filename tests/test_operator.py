@@ -261,12 +261,12 @@ def test_an_attempt_lost_with_its_worker_gets_its_record_on_the_retry(cell_op):
     record = _record(cell, 1)
     assert record["reason"] == "worker_lost" and record["transient"] and record["attempt"] == 1
     assert "retried as attempt 2" in record["message"]
+    assert json.loads((attempt_dir(cell, 2) / "validation.json").read_text())["success"]  # validated in its task
     ctx["ti"].try_number = 3  # an attempt with a verdict (validated, or its own failure.json) is left alone
-    (attempt_dir(cell, 2) / "validation.json").write_text('{"success": true}')
     op.execute(ctx)
     assert not (attempt_dir(cell, 2) / "failure.json").exists() and _record(cell, 1) == record
     counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
-    assert counts["failed"] == 1 and counts["valid"] == 1
+    assert counts["failed"] == 1 and counts["valid"] == 2
 
 
 TORCHRUN_TAIL = """/opt/venv/bin/python3: No module named trainers.unet_voc
@@ -293,3 +293,27 @@ def test_an_unknown_failure_names_the_cause_not_the_launchers_summary(lines, det
     from scalebench.failures import classify
 
     assert classify(1, lines).detail == detail
+
+
+def test_a_result_that_fails_validation_fails_its_cell_and_is_stored_invalid(cell_op):
+    """Validation runs inside the cell's task: a result the schema allows but the GX suite does not
+    (here 2 ranks reported by a 1-GPU cell) fails the task at once (not retried), with the
+    expectation and value in its first error line; the store keeps it as invalid."""
+    op, ctx, cell, client, notes_set = cell_op(0, ["step 1"], writes_result=True)
+
+    def start(_id):
+        doc = sample_contract(cell)
+        doc["devices"]["world_size"] = 2
+        (attempt_dir(cell, 1) / "metrics.json").write_text(json.dumps(doc))
+
+    client.start.side_effect = start
+    exc = _fails(op, ctx)
+    assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "validation_failed"
+    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: validation_failed, exit code 0: ")
+    assert "column=world_size, min_value=1.0, max_value=1.0) got [2]" in str(exc)
+    assert notes_set == [str(exc)]
+    verdict = json.loads((attempt_dir(cell, 1) / "validation.json").read_text())
+    assert verdict["success"] is False and "world_size" in verdict["message"]
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["invalid"] == 1 and counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: invalid (validation_failed)"]
+    assert _no_leases_held()

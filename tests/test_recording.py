@@ -1,22 +1,7 @@
-import json
-
-from scalebench.attempt_folders import attempt_dir
 from scalebench.recording import record_run
 from scalebench.store import Store
-from scalebench_kit.contract import write_json_atomic
 from tests.conftest import sample_cell, sample_contract
-
-
-def _attempt(cell, k, *, contract=None, validation=None, failure=None):
-    d = attempt_dir(cell, k)
-    d.mkdir(parents=True)
-    write_json_atomic(d / "cell.json", {"cell": cell})
-    if contract is not None:
-        (d / "metrics.json").write_text(json.dumps(contract))
-    if validation is not None:
-        write_json_atomic(d / "validation.json", validation)
-    if failure is not None:
-        write_json_atomic(d / "failure.json", failure)
+from tests.conftest import write_attempt as _attempt
 
 
 def test_record_run_reads_every_attempt_folder_and_is_idempotent():

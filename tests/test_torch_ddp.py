@@ -10,7 +10,7 @@ import pytest
 from scalebench_kit import voc_seg
 from scalebench_kit.contract import load_result, write_json_atomic
 from scalebench_kit.events import read_events
-from tests.conftest import docker_ready, sample_cell
+from tests.conftest import docker_ready, sample_cell, sample_spec
 
 IMAGE = "scalebench/torch:cpu"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker_ready(IMAGE) and os.environ.get("CI") != "true",
@@ -28,20 +28,15 @@ def voc(tmp_path_factory):
 def run_cell(voc, out, n: int, epochs: int = 2, command: list[str] | None = None, **hooks) -> str:
     cell = sample_cell(gpus=n, epochs=epochs, benchmark="unet_torch_voc2007", dag_id="scalebench_unet_torch_voc2007",
                        per_device_batch=4, global_batch=4 * n)
-    write_json_atomic(out / "cell.json", {
-        "contract_version": 1,
-        "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
-                                      "repeat", "profile", "seed", "label")} | {"attempt": 1},
-        "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n},
-        "training": {"per_device_batch": 4, "global_batch": 4 * n, "scaling_mode": "weak",
-                     "lr_policy": {"rule": "linear", "base_lr": 0.002, "reference_batch": 4}, "lr": 0.002,
-                     "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None},
-        "data": {"name": "voc2007", "format": "vocdevkit-2007-seg", "path": "/data", "fingerprint": "sha256:test",
-                 "train_limit": None, "test_limit": None, "image_size": 48},
-        "model": {"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
-        "provenance": {},
-        "test_hooks": hooks,
-    })
+    write_json_atomic(out / "cell.json", sample_spec(
+        cell,
+        training={"per_device_batch": 4, "global_batch": 4 * n, "scaling_mode": "weak",
+                  "lr_policy": {"rule": "linear", "base_lr": 0.002, "reference_batch": 4}, "lr": 0.002,
+                  "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None},
+        data={"name": "voc2007", "format": "vocdevkit-2007-seg", "path": "/data", "fingerprint": "sha256:test",
+              "train_limit": None, "test_limit": None, "image_size": 48},
+        model={"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
+        test_hooks=hooks))
     cmd = command or ["torchrun", "--standalone", f"--nproc-per-node={n}", "-m", "trainers.unet_voc"]
     proc = subprocess.run(["docker", "run", "--rm", "-e", "OMP_NUM_THREADS=1", "-v", f"{voc}:/data:ro",
                            "-v", f"{out}:/results", IMAGE, *cmd], capture_output=True, text=True, timeout=600)

@@ -6,7 +6,7 @@ a new user would otherwise guess (sizing, plugins, examples off, the note connec
 unpaused at creation). Records each process it started, so `stop` ends those processes and
 their children, and nothing else.
 
-Usage: python deploy/local/airflow_service.py start|stop|status   (the Makefile sets the env)
+Usage: python deploy/local/airflow_service.py start|stop|status|restart COMPONENT   (the Makefile sets the env)
 """
 from __future__ import annotations
 
@@ -130,6 +130,31 @@ def start() -> int:
     return 0
 
 
+def restart(name: str) -> int:
+    """Stop one component (and the processes under it, e.g. the scheduler's task workers) and
+    start it again with the same settings; the others keep running."""
+    procs = recorded()
+    if name not in COMPONENTS or set(procs) != set(COMPONENTS):
+        print(f"restart: {name!r} is not one of {COMPONENTS}, or the service is not fully running", file=sys.stderr)
+        return 2
+    proc = procs[name]
+    tree = [proc, *_children(proc)]
+    for p in tree:
+        p.terminate()
+    _, left = psutil.wait_procs(tree, timeout=30)
+    for p in left:
+        p.kill()
+    log = open(SERVICE / f"{name}.log", "ab")
+    new = subprocess.Popen([str(AIRFLOW), name], env=service_env(load_secrets()), stdout=log, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    pids = json.loads(PIDS.read_text())
+    pids[name] = {"pid": new.pid, "started": psutil.Process(new.pid).create_time()}
+    PIDS.write_text(json.dumps(pids))
+    ok = healthy(240)
+    print(f"restarted {name} (pid {new.pid}); {'healthy' if ok else 'NOT healthy after 240 s'}")
+    return 0 if ok else 1
+
+
 def login_line(keys: dict) -> str:
     return f"Airflow UI: {URL}  user: {USER}  password: {keys['password']}  (also in {PASSWORDS})"
 
@@ -170,6 +195,8 @@ def status() -> int:
 
 if __name__ == "__main__":
     action = sys.argv[1] if len(sys.argv) > 1 else ""
+    if action == "restart" and len(sys.argv) == 3:
+        sys.exit(restart(sys.argv[2]))
     if action not in ("start", "stop", "status"):
-        sys.exit("usage: airflow_service.py start|stop|status")
+        sys.exit("usage: airflow_service.py start|stop|status|restart COMPONENT")
     sys.exit({"start": start, "stop": stop, "status": status}[action]())

@@ -22,9 +22,12 @@ def cell_label(gpus: int, epochs: int, repeat: int) -> str:
     return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''} · repeat {repeat}"
 
 
-def timing_policy(profile: str) -> str:
+def timing_policy(profile: str, host: Host | None = None) -> str:
     """exclusive: a timed cell has its host to itself (co-scheduled jobs distort timings);
-    packed: cells share a host's free devices (smoke runs, where time is not the point)."""
+    packed: cells share a host's free devices (smoke runs, where time is not the point).
+    A host's own `timing_policy` in the fleet overrides the profile's."""
+    if host is not None and host.timing_policy:
+        return host.timing_policy
     return "packed" if profile == "smoke" else "exclusive"
 
 

@@ -6,6 +6,8 @@ and what was expected. Profiles may change sizes only; the code path stays the s
 from __future__ import annotations
 
 from functools import cached_property
+import re
+import string
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -17,6 +19,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 from . import paths
 
 PROFILES = ("smoke", "nightly", "full")
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
 PosInt = Annotated[int, Field(gt=0)]
 PosFloat = Annotated[float, Field(gt=0)]
 
@@ -45,6 +48,8 @@ class Host(Strict):
     cpus: list[Annotated[int, Field(ge=0)]] | None = None  # cores to pin cells to, split evenly over the devices
     data_root: str | None = None
     topology: dict[str, dict[str, str]] | None = None
+    # None: by profile (smoke packed, timed profiles exclusive); set it to dedicate or share a host
+    timing_policy: Literal["packed", "exclusive"] | None = None
 
     def cores_for(self, device_ids: list[str]) -> list[int] | None:
         """The cores that go with these devices (each device owns an equal slice), or None."""
@@ -106,7 +111,14 @@ class LrPolicy(Strict):
 class Dataset(Strict):
     name: str
     format: str
-    path: str
+    path: str  # below the host's data_root: relative, no '..' (a config must not reach other folders)
+
+    @field_validator("path")
+    @classmethod
+    def _inside_data_root(cls, v: str) -> str:
+        if not v or Path(v).is_absolute() or ".." in Path(v).parts:
+            raise ValueError(f"must be a relative path below the host's data_root without '..', got {v!r}")
+        return v
 
 
 class Estimate(Strict):
@@ -168,6 +180,23 @@ class Benchmark(Strict):
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+
+    @field_validator("images")
+    @classmethod
+    def _plain_image_names(cls, v: dict) -> dict:
+        for kind, ref in v.items():
+            if not IMAGE_REF.fullmatch(ref):
+                raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
+                                 "no templates)")
+        return v
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _no_templates(cls, v: list[str]) -> list[str]:
+        for part in v:  # only {gpus} is filled in; Jinja would let a trigger's conf reach the command
+            if "{{" in part or "{%" in part or any(f and f != "gpus" for _, f, _, _ in string.Formatter().parse(part)):
+                raise ValueError(f"entrypoint part {part!r}: the only placeholder allowed is {{gpus}}")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self):

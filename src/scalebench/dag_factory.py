@@ -1,22 +1,23 @@
 """One Airflow DAG per benchmark config, plus the routing that pools and queues need.
 
-Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped), validate (mapped)},
-one task group per host x GPU count -> record (emits the benchmark's results Asset, with the
-run's night) -> check_cells. A config that does not load becomes a placeholder DAG instead.
-Nothing heavy is imported here: GX, pandas and matplotlib load inside the tasks.
+Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped over the group's slice
+of the plan; each cell trains, then is validated with GX inside its task)} -> record (emits the
+benchmark's results Asset, with the run's night) -> check_cells. A config that does not load
+becomes a placeholder DAG instead. Nothing heavy is imported here: GX, pandas and matplotlib
+load inside the tasks.
 """
 from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup, get_current_context, task
+from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from . import cells as cellmod
 from . import nights, notes
-from .attempt_folders import attempt_dir, safe
+from .attempt_folders import safe
 from .config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from .operators import CellDockerOperator
 
@@ -93,7 +94,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
 
         @task
         def select_cells(planned: list[dict], group: str) -> list[dict]:
-            """This group's slice of the plan (mapping needs a plain list)."""
+            """This group's slice of the plan (mapping needs a plain list of the task's own XCom)."""
             return cellmod.group_by_task(planned).get(group, [])
 
         @task
@@ -117,33 +118,12 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 print(f"task note: {notes.set_note(context['ti'], message)}")
                 raise AirflowFailException(message) from None
 
-        @task(map_index_template="{{ cell_label }}")
-        def validate_cell(summary: dict) -> dict:
-            from scalebench_kit.contract import read_json, write_json_atomic
-            from scalebench_kit.names import RESULT_FILE, VALIDATION_FILE
-
-            from .validation import validate_result
-
-            cell = summary["cell"]
-            get_current_context()["cell_label"] = cell["label"]
-            b = Configs().benchmark(bench.id)
-            out = attempt_dir(cell, summary["attempt"])
-            verdict = validate_result(cell, read_json(out / RESULT_FILE), b.metrics, b.resolved(cell["profile"]).bounds)
-            message = verdict.message(cell)
-            write_json_atomic(out / VALIDATION_FILE,
-                              {"success": verdict.success, "failures": verdict.failures, "message": message})
-            if not verdict.success:
-                raise AirflowFailException(message)
-            print(message)
-            return {"cell_key": cell["key"], "valid": True}
-
         @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
         def record(planned: list[dict], **context) -> dict:
-            from .recording import record_run
-            from .store import Store
+            from .recording import record_run_when_reachable
 
             run = context["dag_run"]
-            counts = record_run(Store(), bench.dag_id, run.run_id, planned)
+            counts = record_run_when_reachable(bench.dag_id, run.run_id, planned)
             # the report DAG writes the report of this night, whenever this run finishes
             context["outlet_events"][asset].extra = {"night": nights.night_of(run), "dag_id": bench.dag_id,
                                                      "run_id": run.run_id}
@@ -188,8 +168,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                         retry_exponential_backoff=2.0,
                         map_index_template="{{ task.cell['label'] }}",
                     ).expand(cell=mine)
-                    validated = validate_cell.override(task_id="validate").expand(summary=train.output)
-                validated >> recorded
+                train >> recorded
     return dag
 
 

@@ -36,6 +36,35 @@ def make_engine(url: str, *, immediate: bool = False):
     return engine
 
 
+class StoreUnavailable(RuntimeError):
+    """The results database stayed unreachable (stopped, locked) longer than a writer waits."""
+
+
+OUTAGE_WAIT_S = 180.0  # a record step outlasts a database restart or a long lock, then fails with the reason
+
+
+def outlasting_outages(fn, *, what: str, within_s: float = OUTAGE_WAIT_S, pause_s: float = 3.0, log=print):
+    """fn(), called again while the database refuses connections or stays locked, up to within_s.
+    fn must be idempotent (the record step is: an attempt is one row, updated in place)."""
+    import time
+
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    began = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except (OperationalError, InterfaceError) as exc:
+            waited = time.monotonic() - began
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            if waited >= within_s:
+                raise StoreUnavailable(f"{what}: the results database was unavailable for {waited:.0f} s "
+                                       f"(last error: {reason})") from None
+            log(f"{what}: results database unavailable ({reason}); trying again in {pause_s:.0f} s "
+                f"({waited:.0f} of {within_s:.0f} s waited)")
+            time.sleep(pause_s)
+
+
 HEAD_REVISION = "0003"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
 
 

@@ -4,7 +4,11 @@ Static per task (known when the DAG is built): image, command, queue, pool, pool
 the dataset check (an XComArg). Per mapped instance: the `cell` dict from the plan. Nothing
 happens in __init__; execute() runs named phases, each testable alone:
 
-    begin -> lease -> preflight -> spec -> run -> classify -> collect
+    begin -> lease -> preflight -> spec -> run -> classify -> collect -> validate
+
+validate checks the result with the benchmark's Great Expectations suite in the same task (GX
+is imported in the background while the container runs, so a cell costs no extra task start
+and no extra import); the verdict goes to validation.json.
 
 A failure in any phase leaves failure.json in the attempt folder (class, exit code, attempt,
 stage, message), pushes the XCom `cell_summary`, sets the task note and raises CellFailed
@@ -22,7 +26,8 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
-from scalebench_kit.names import ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE
+from scalebench_kit.names import (ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE,
+                                  VALIDATION_FILE)
 
 from . import notes, paths, preflight
 from .attempt_folders import attempt_dir
@@ -62,6 +67,7 @@ class Attempt:
     timeout_s: float
     out: Path
     stage: str = "begin"
+    result: dict | None = None
 
 
 @dataclass
@@ -85,6 +91,15 @@ class HostConfigExtras:
         return getattr(self._client, name)
 
 
+def _warm_validation() -> None:
+    """Import GX (seconds) while the container runs, quietly: its import logs every API it registers."""
+    import logging
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    from . import validation  # noqa: F401
+    import great_expectations  # noqa: F401
+
+
 def _engine_errors() -> tuple[type[BaseException], ...]:
     import docker.errors
     import requests.exceptions
@@ -93,10 +108,12 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
 
 
 class CellDockerOperator(DockerOperator):
-    template_fields = (*DockerOperator.template_fields, "cell", "dataset")
+    # Only the mapped cell and the dataset check are rendered: image, command and environment come
+    # from the validated config, so no trigger conf can reach them through a template.
+    template_fields = ("cell", "dataset")
     ui_color = "#d8e8f8"
     # phases named in a failure line; a container or contract failure speaks for itself
-    QUIET_STAGES = ("begin", "run", "classify", "collect")
+    QUIET_STAGES = ("begin", "run", "classify", "collect", "validate")
 
     def __init__(self, *, cell: dict | None = None, dataset: Any = None, benchmark_id: str, host_name: str,
                  **kwargs: Any):
@@ -133,7 +150,9 @@ class CellDockerOperator(DockerOperator):
                 failure = self.classify(attempt, outcome)
                 if failure:
                     raise self.fail(attempt, failure, outcome.lines)
-                return self.collect(attempt, lease, outcome)
+                summary = self.collect(attempt, lease, outcome)
+                self.validate(attempt)
+                return summary
             except AirflowTaskTimeout:  # the execution_timeout backstop: stop the container before the
                 self._stop_container("execution timeout reached")  # lease frees its devices
                 raise
@@ -168,8 +187,9 @@ class CellDockerOperator(DockerOperator):
             (out / stale).unlink(missing_ok=True)
         for line in account_for_lost_attempts(cell, number):
             print(line)
-        return Attempt(cell=cell, number=number, bench=bench, host=configs.fleet.host(self.host_name), resolved=res,
-                       policy=timing_policy(cell["profile"]), timeout_s=res.cell_timeout_minutes * 60, out=out)
+        host = configs.fleet.host(self.host_name)
+        return Attempt(cell=cell, number=number, bench=bench, host=host, resolved=res,
+                       policy=timing_policy(cell["profile"], host), timeout_s=res.cell_timeout_minutes * 60, out=out)
 
     def lease(self, a: Attempt):
         from .leases import LeaseManager, LeaseTimeout  # the store's ORM: not at DAG parse time
@@ -243,6 +263,7 @@ class CellDockerOperator(DockerOperator):
             raise self.fail(a, classify(None, [], cancelled=True))
         watchdog = threading.Timer(a.timeout_s, self._stop_for_timeout)
         watchdog.daemon = True
+        threading.Thread(target=_warm_validation, daemon=True, name="gx-import").start()
         self.container = None
         self.log.info("::group::Container output (%s)", self.image)
         try:
@@ -287,7 +308,23 @@ class CellDockerOperator(DockerOperator):
                    "train_s": result["timing"]["train_s"], "metrics": result["metrics"],
                    "world_size": result["devices"]["world_size"]}
         self.log.info("cell %s done: train %.2fs, metrics %s", a.cell["cell_id"], summary["train_s"], summary["metrics"])
+        a.result = result
         return summary
+
+    def validate(self, a: Attempt) -> None:
+        """The result against the benchmark's GX suite; the verdict is kept beside it. A result
+        that fails is `validation_failed` (deterministic): it is stored as invalid, never as the
+        cell's figure."""
+        from .validation import validate_result
+
+        a.stage = "validate"
+        verdict = validate_result(a.cell, a.result, a.bench.metrics, a.resolved.bounds)
+        message = verdict.message(a.cell)
+        write_json_atomic(a.out / VALIDATION_FILE, {"success": verdict.success, "failures": verdict.failures,
+                                                    "message": message})
+        if not verdict.success:
+            raise self.fail(a, Failure("validation_failed", 0, "; ".join(verdict.failures)))
+        self.log.info("%s", message)
 
     # -- helpers ----------------------------------------------------------------------------
     def write_placement(self, a: Attempt, lease, checked: dict) -> None:

@@ -7,6 +7,7 @@ from scalebench_kit.contract import ContractError, load_result, read_json
 from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, VALIDATION_FILE
 
 from .attempt_folders import attempt_dir
+from .db import OUTAGE_WAIT_S, outlasting_outages
 from .store import Store
 
 
@@ -14,7 +15,7 @@ def attempt_record(folder: Path) -> tuple[str, dict]:
     """(status, fields) for one attempt folder, from what it holds on disk."""
     failure = folder / FAILURE_FILE
     validation = folder / VALIDATION_FILE
-    if failure.exists():
+    if failure.exists() and read_json(failure).get("reason") != "validation_failed":  # that one is a result: invalid
         doc = read_json(failure)
         return "failed", {"reason": doc.get("reason"), "message": doc.get("message"), "exit_code": doc.get("exit_code")}
     if not (folder / RESULT_FILE).exists():
@@ -62,3 +63,11 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
         store.record_run(dag_id=dag_id, run_id=run_id, benchmark=first["benchmark"], run_type=first["run_type"],
                          night=first.get("night"), counts=counts)
     return {**counts, "not_valid": not_valid}
+
+
+def record_run_when_reachable(dag_id: str, run_id: str, cells: list[dict], *, url: str | None = None,
+                              within_s: float = OUTAGE_WAIT_S) -> dict:
+    """The record step as the DAG runs it: a results database that is down or locked for a while
+    (a restart, a long writer) delays the step instead of failing the night."""
+    return outlasting_outages(lambda: record_run(Store(url), dag_id, run_id, cells),
+                              what=f"record {dag_id} {run_id}", within_s=within_s)

@@ -59,6 +59,7 @@ FAILURE_REASONS: dict[str, bool] = {
     "dataset_missing": False,
     "image_missing": False,
     "contract_missing_or_invalid": False,
+    "validation_failed": False,   # a result outside the benchmark's expectations (NaN, bounds, counts)
     "unknown": False,
 }
 

@@ -1,0 +1,149 @@
+"""The orchestrator's own cost: the same cells through the running scheduler and as a bare loop.
+
+    .venv/bin/python bench/overhead.py [--rounds 3] [--gpus 1,2] [--benchmark resnet50_keras_cifar10]
+
+A: `make airflow` (api-server, scheduler, dag-processor, triggerer; LocalExecutor), each cell
+   triggered through the REST API as its own run and waited for before the next.
+B: what a user would otherwise write: `docker run --rm` of the same image, command, mounts and
+   environment (built by scalebench.container.settings) on a copy of A's cell.json.
+A and B alternate every round, since cells vary by ~15 % from run to run on this machine.
+Printed: the wall-time ratio A/B per round with its median and range, and per cell where A's
+seconds outside training go (from the run's task instances and the container's own timing).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from tests.drill_configs import write_drill_configs  # noqa: E402
+from tests.service_clients import local_service  # noqa: E402
+
+FIXED = ("plan_cells", "check_dataset")  # per-run tasks before the cell
+AFTER = ("record", "check_cells")         # per-run tasks after it
+
+
+def ts(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def busy_seconds(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def run_through_airflow(svc, dag_id: str, gpus: int, seed: int) -> dict:
+    """One cell as one REST-triggered run; the run's seconds split by where they went."""
+    t0 = time.time()
+    run_id = svc.api.trigger(dag_id, {"gpu_counts": [gpus], "repeats": 1, "profile": "smoke", "seed": seed})
+    run = svc.api.wait_run(dag_id, run_id, timeout_s=1200, poll_s=0.5)
+    if run["state"] != "success":
+        raise RuntimeError(f"{dag_id} run {run_id} ended {run['state']}; see the Airflow UI")
+    wall = ts(run["end_date"]) - t0
+    tis = [t for t in svc.api.task_instances(dag_id, run_id) if t["start_date"] and t["end_date"]]
+    dur = {t["task_id"].split(".")[-1]: ts(t["end_date"]) - ts(t["start_date"]) for t in tis}
+    from scalebench.attempt_folders import run_dir
+
+    [metrics] = run_dir(dag_id, run_id).glob("*/attempt-1/metrics.json")
+    timing = json.loads(metrics.read_text())["timing"]
+    busy = busy_seconds([(ts(t["start_date"]), ts(t["end_date"])) for t in tis])
+    return {"wall_s": wall, "container_s": timing["total_s"], "train_s": timing["train_s"],
+            "scheduling_s": wall - busy,  # trigger to first task, gaps between tasks, last task to run end
+            "fixed_tasks_s": sum(dur.get(k, 0.0) for k in (*FIXED, "cells")),
+            "container_start_s": dur["train"] - timing["total_s"],
+            "post_s": dur.get("validate", 0.0) + sum(dur.get(k, 0.0) for k in AFTER),
+            "cell_json": metrics.parent / "cell.json"}
+
+
+def run_bare(cell_json: Path, bench_id: str, work: Path) -> dict:
+    """The same container as `docker run --rm`, as a user's loop would start it."""
+    from scalebench import paths
+    from scalebench.config import Configs
+    from scalebench.container import settings
+    from scalebench.datasets import dataset_root
+
+    spec = json.loads(cell_json.read_text())
+    configs = Configs()
+    bench, host = configs.benchmark(bench_id), configs.fleet.host(spec["cell"]["host"])
+    out = work / f"bare-{time.time_ns()}"
+    out.mkdir(parents=True)
+    (out / "cell.json").write_text(cell_json.read_text())
+    n = spec["devices"]["count"]
+    cell = {**spec["cell"], "cell_id": "bare"}
+    data_root = dataset_root(bench, spec["cell"]["profile"], host)
+    s = settings(bench, host, cell, [str(i) for i in range(n)], str(data_root), str(out), str(paths.cache_dir()))
+    cmd = ["docker", "run", "--rm", "--shm-size", str(s.shm_size)]
+    for m in s.mounts:
+        cmd += ["-v", f"{m['Source']}:{m['Target']}{':ro' if m['ReadOnly'] else ''}"]
+    for k, v in s.environment.items():
+        cmd += ["-e", f"{k}={v}"]
+    t0 = time.time()
+    subprocess.run([*cmd, s.image, *s.command], check=True, capture_output=True)
+    wall = time.time() - t0
+    timing = json.loads((out / "metrics.json").read_text())["timing"]
+    return {"wall_s": wall, "container_s": timing["total_s"], "train_s": timing["train_s"],
+            "container_start_s": wall - timing["total_s"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gpus", default="1,2")
+    ap.add_argument("--benchmark", default="resnet50_keras_cifar10")
+    args = ap.parse_args()
+    gpus = [int(g) for g in args.gpus.split(",")]
+    dag_id = f"scalebench_{args.benchmark}"
+
+    with tempfile.TemporaryDirectory(prefix="scalebench-overhead-") as tmp:
+        tmp = Path(tmp)
+        configs = write_drill_configs(tmp / "configs", benchmarks=(args.benchmark,))
+        with local_service(tmp / "state", configs) as svc:
+            os.environ.update({k: svc.env[k] for k in ("SCALEBENCH_HOME", "SCALEBENCH_CONFIG_DIR")})
+            print(f"make airflow: {svc.started_s:.0f} s; {len(gpus)} cells per round, {args.rounds} rounds, A then B")
+            rounds = []
+            for r in range(1, args.rounds + 1):
+                a = [run_through_airflow(svc, dag_id, g, seed=r) for g in gpus]
+                b = [run_bare(x["cell_json"], args.benchmark, tmp / "bare") for x in a]
+                rounds.append((a, b))
+                wa, wb = sum(x["wall_s"] for x in a), sum(x["wall_s"] for x in b)
+                print(f"round {r}: A {wa:.1f} s, B {wb:.1f} s, A/B {wa / wb:.3f}  "
+                      f"(cells A {[round(x['wall_s'], 1) for x in a]}, B {[round(x['wall_s'], 1) for x in b]})", flush=True)
+    report(rounds, gpus)
+
+
+def report(rounds: list, gpus: list[int]) -> None:
+    ratios = [sum(x["wall_s"] for x in a) / sum(x["wall_s"] for x in b) for a, b in rounds]
+    print(f"\noverhead: sweep wall time A/B = {statistics.median(ratios):.3f} (median of {len(ratios)} rounds, "
+          f"range {min(ratios):.3f}-{max(ratios):.3f}); goal <= 1.10")
+    print("per cell, seconds (median over rounds):  A wall | B wall | in container A/B | outside training: "
+          "scheduling, fixed per-run tasks, container start A/B, validate+record")
+    for k, g in enumerate(gpus):
+        a = [rd[0][k] for rd in rounds]
+        b = [rd[1][k] for rd in rounds]
+
+        def med(xs, key):
+            return statistics.median(x[key] for x in xs)
+
+        print(f"  {g} device(s): {med(a, 'wall_s'):6.1f} | {med(b, 'wall_s'):6.1f} | {med(a, 'container_s'):5.1f}/"
+              f"{med(b, 'container_s'):5.1f} | {med(a, 'scheduling_s'):5.1f}, {med(a, 'fixed_tasks_s'):5.1f}, "
+              f"{med(a, 'container_start_s'):4.1f}/{med(b, 'container_start_s'):4.1f}, {med(a, 'post_s'):5.1f}")
+    extra = statistics.median(sum(x["wall_s"] for x in a) - sum(x["wall_s"] for x in b) for a, b in rounds) / len(gpus)
+    print(f"non-training seconds added per cell by the orchestrator: {extra:.1f} s (median)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""A trainer that trains nothing: it holds its cell's devices for a set time and reports a valid
+contract. The orchestrator's own benchmarks and drills use it (GPU packing, restarts) to drive
+the real scheduler, pools, leases, validation and recording without paying for training.
+
+    python -m scalebench_kit.hold --epoch-seconds S [--relative 1,0.66,0.56,0.51] [--step-seconds 1]
+
+Hold time = S x the cell's epochs x relative[gpus - 1] (default: the study's relative training
+times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are warm-up.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from .runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+
+STUDY_RELATIVE = (1.0, 0.662, 0.557, 0.512)  # the study's mean relative training time at 1-4 GPUs
+METHOD = {"compute_s": "sleeping: the hold trainer occupies its devices and computes nothing",
+          "data_wait_s": "none: no data", "sync_s": "none: no gradients"}
+
+
+def hold_seconds(epoch_s: float, epochs: int, gpus: int, relative: tuple[float, ...] = STUDY_RELATIVE) -> float:
+    return epoch_s * epochs * relative[min(gpus, len(relative)) - 1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epoch-seconds", type=float, required=True)
+    ap.add_argument("--relative", default=",".join(map(str, STUDY_RELATIVE)))
+    ap.add_argument("--step-seconds", type=float, default=1.0)
+    args = ap.parse_args()
+    cell = Cell()
+    train, n = cell.training, cell.devices["count"]
+    total = hold_seconds(args.epoch_seconds, train["epochs"], n, tuple(float(x) for x in args.relative.split(",")))
+    steps = max(int(round(total / args.step_seconds)), 3)
+    timer = StepTimer(2)
+    cell.events.log("model_ready", steps=steps, hold_s=round(total, 3))
+    timer.start()
+    t_end = time.perf_counter() + total
+    for k in range(steps):
+        began = time.perf_counter()
+        left = t_end - began
+        time.sleep(max(left if k == steps - 1 else min(args.step_seconds, left), 0.0))
+        timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - began, sync_s=0.0)
+    cell.events.log("train_stop", timer.train_s)
+    ranks = [timer.summary(r) for r in range(n)]  # one process stands for every rank of the cell
+    cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
+                cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=[round(total / train["epochs"], 4)] *
+                train["epochs"], eval_s=0.0, loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
+                breakdown=combine_ranks(ranks, METHOD))
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,30 @@
+"""The hold trainer (scalebench_kit.hold): holds a cell's devices for the time it is told and
+writes a contract that passes the same validation as a real trainer's."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scalebench.validation import validate_result
+from scalebench_kit.contract import read_json, write_json_atomic
+from scalebench_kit.hold import hold_seconds
+from tests.conftest import ROOT, sample_cell, sample_spec
+
+
+@pytest.mark.parametrize("gpus", [1, 3])
+def test_hold_sleeps_epochs_times_relative_time_and_its_contract_validates(tmp_path, gpus):
+    cell = sample_cell(gpus=gpus, epochs=2)
+    write_json_atomic(tmp_path / "cell.json", sample_spec(cell))
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "containers" / "kit")}
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "scalebench_kit.hold", "--epoch-seconds", "1", "--step-seconds", "0.25"],
+                   env=env, check=True, timeout=60)
+    took = time.monotonic() - t
+    want = hold_seconds(1, 2, gpus)
+    assert want <= took < want + 5
+    doc = read_json(tmp_path / "metrics.json")
+    assert doc["timing"]["warmup_s"] + doc["timing"]["train_s"] == pytest.approx(want, abs=0.1)
+    verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0, 1), "recall": (0, 1)})
+    assert verdict.success, verdict.failures
