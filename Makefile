@@ -17,7 +17,7 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: bench drills gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: bench drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
@@ -66,6 +66,9 @@ airflow: venv images airflow-db  # api-server, scheduler, dag-processor, trigger
 
 airflow-stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python deploy/local/airflow_service.py stop; fi
+
+airflow-restart:  # one component, e.g. make airflow-restart COMPONENT=scheduler; the others keep running
+	$(BIN)/python deploy/local/airflow_service.py restart $(COMPONENT)
 
 airflow-status:
 	$(BIN)/python deploy/local/airflow_service.py status

@@ -137,7 +137,8 @@ def test_a_users_cancel_stops_the_container_frees_the_devices_and_is_not_retried
     client.wait.side_effect = wait
     exc = _fails(op, ctx)
     assert held_during_run == [1]
-    assert exc.failure.reason == "cancelled" and isinstance(exc, CellFailedPermanently)
+    # transient: after a user's mark-failed Airflow retries nothing anyway; after a shutdown the retry saves the cell
+    assert exc.failure.reason == "cancelled" and not isinstance(exc, CellFailedPermanently)
     client.stop.assert_called_once_with("c0ffee" * 8, timeout=5)
     assert _no_leases_held()
     released = [e for e in LeaseManager().events() if e.event == "released"]
@@ -317,3 +318,15 @@ def test_a_result_that_fails_validation_fails_its_cell_and_is_stored_invalid(cel
     counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
     assert counts["invalid"] == 1 and counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: invalid (validation_failed)"]
     assert _no_leases_held()
+
+
+def test_a_container_left_by_an_earlier_attempt_is_removed_before_the_next_starts(cell_op):
+    """An engine restart stops a cell's container before its attempt can remove it; the retry
+    removes it (only stopped containers of this cell) before creating its own."""
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    client.containers.return_value = [{"Id": "deadbeef" * 8}]
+    op.execute(ctx)
+    filters = client.containers.call_args.kwargs["filters"]
+    assert filters == {"label": f"org.scalebench.cell={cell['key']}", "status": ["created", "exited", "dead"]}
+    removed = [c.args[0] for c in client.remove_container.call_args_list]
+    assert removed == ["deadbeef" * 8, "c0ffee" * 8]  # the leftover first, then this attempt's own

@@ -61,13 +61,10 @@ def started(svc, bench: str, gpus: int) -> tuple[str, float]:
 
 
 def settle(svc, bench: str, run_id: str) -> dict:
-    """The run's end, its cells as stored, and what is left behind (leases, containers)."""
+    """The run's end and its cells as stored."""
     run = svc.api.wait_run(f"scalebench_{bench}", run_id, timeout_s=1200, poll_s=2)
-    url = f"sqlite:///{svc.home / 'results.db'}"
-    cells = Store(url).cells(benchmark=bench, run_id=run_id)
-    held = LeaseManager(url).holders()
-    left = docker.from_env().containers.list(all=True, filters={"label": f"org.scalebench.benchmark={bench}"})
-    return {"run": run, "cells": cells, "held": held, "left": left}
+    return {"run": run, "bench": bench, "cells": Store(f"sqlite:///{svc.home / 'results.db'}").cells(benchmark=bench,
+                                                                                                   run_id=run_id)}
 
 
 def first_error_line(svc, bench: str, run_id: str) -> str:
@@ -76,11 +73,13 @@ def first_error_line(svc, bench: str, run_id: str) -> str:
     return json.loads(f.read_text())["message"]
 
 
-def check_invariants(s: dict, attempts: list[str]) -> None:
+def check_invariants(svc, s: dict, attempts: list[str]) -> None:
+    """Every cell valid once, the attempts as expected, and nothing left: no lease, no container."""
     assert s["run"]["state"] == "success", s["run"]
     [cell] = s["cells"]
     assert cell["status"] == "valid" and [a["status"] for a in cell["attempts"]] == attempts, cell["attempts"]
-    assert s["held"] == [] and s["left"] == []
+    assert LeaseManager(f"sqlite:///{svc.home / 'results.db'}").holders() == []
+    assert docker.from_env().containers.list(all=True, filters={"label": f"org.scalebench.benchmark={s['bench']}"}) == []
 
 
 def test_container_sigkilled_mid_cell_under_the_scheduler(svc, drill):
@@ -92,7 +91,7 @@ def test_container_sigkilled_mid_cell_under_the_scheduler(svc, drill):
     c.kill()
     t = time.monotonic()
     s = settle(svc, "hold_a", run_id)
-    check_invariants(s, ["failed", "valid"])
+    check_invariants(svc, s, ["failed", "valid"])
     line = first_error_line(svc, "hold_a", run_id)
     assert "failed: killed, exit code 137 (transient)" in line
     drill.update(happened=f"attempt 1 failed `{line.split('failed: ', 1)[1][:70]}`; Airflow retried it after the retry "
@@ -104,11 +103,11 @@ def test_two_runs_of_different_benchmarks_compete_for_the_hosts_devices(svc, dri
     drill.update(drill="two DAG runs compete for one host's devices",
                  done="runs of two benchmarks triggered together, each wanting 3 of the host's 4 slots")
     runs = {b: trigger(svc, b, 3) for b in BENCHES}
-    settled = {b: settle(svc, b, r) for b, r in runs.items()}
+    settled = {b: settle(svc, b, r) for b, r in runs.items()}  # both ended before anything is checked
     spans = []
     for b, s in settled.items():
-        check_invariants(s, ["valid"])
-        [train] = [t for t in svc.api.task_instances(f"scalebench_{b}", runs[b]) if t["task_id"].endswith(".train")]
+        check_invariants(svc, s, ["valid"])
+        [train] = [t for t in svc.api.task_instances(f"scalebench_{b}", runs[b]) if t["task_id"] == "local_3gpu.train"]
         [placement] = (svc.home / "results" / f"scalebench_{b}").glob("*/g3-*/attempt-1/placement.json")
         spans.append((ts(train["start_date"]), ts(train["end_date"]), json.loads(placement.read_text())["device_ids"]))
     (a0, a1, ids_a), (b0, b1, ids_b) = sorted(spans)
@@ -122,13 +121,13 @@ def test_scheduler_restarted_mid_run(svc, drill):
     drill.update(drill="scheduler restarted mid-run",
                  done="the scheduler (and the LocalExecutor workers under it) stopped and started again while a cell ran")
     run_id, t = started(svc, "hold_b", 2)
-    out = subprocess.run([str(ROOT / ".venv/bin/python"), "deploy/local/airflow_service.py", "restart", "scheduler"],
-                         cwd=ROOT, env=svc.env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(["make", "-s", "airflow-restart", "COMPONENT=scheduler"], cwd=ROOT, env=svc.env,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     restart_s = time.monotonic() - t
     s = settle(svc, "hold_b", run_id)
     statuses = [a["status"] for a in s["cells"][0]["attempts"]]
-    check_invariants(s, statuses)
+    check_invariants(svc, s, statuses)
     assert statuses.count("valid") == 1 and statuses[-1] == "valid"
     reasons = [a.get("reason") for a in s["cells"][0]["attempts"] if a["status"] != "valid"]
     drill.update(happened=f"attempts {statuses} (reasons {reasons}); the run finished with one valid result",
@@ -147,7 +146,7 @@ def test_docker_engine_restarted_mid_cell(svc, drill):
     subprocess.run([str(ROOT / "containers/ensure-docker.sh")], check=True, capture_output=True, timeout=120)
     back_s = time.monotonic() - t
     s = settle(svc, "hold_a", run_id)
-    check_invariants(s, ["failed", "valid"])
+    check_invariants(svc, s, ["failed", "valid"])
     line = first_error_line(svc, "hold_a", run_id)
     assert "(transient)" in line
     drill.update(happened=f"attempt 1 failed `{line.split('failed: ', 1)[1][:80]}`; retried once the engine answered; "

@@ -265,6 +265,7 @@ class CellDockerOperator(DockerOperator):
         watchdog.daemon = True
         threading.Thread(target=_warm_validation, daemon=True, name="gx-import").start()
         self.container = None
+        self._remove_leftovers(a)
         self.log.info("::group::Container output (%s)", self.image)
         try:
             watchdog.start()
@@ -354,6 +355,19 @@ class CellDockerOperator(DockerOperator):
             return Failure("unknown", None, f"the Docker engine refused the container: {exc.explanation or exc}")
         return Failure("engine_unreachable", None, f"Docker engine failed during the run "
                                                    f"({type(exc).__name__}: {str(exc)[:200]})")
+
+    def _remove_leftovers(self, a: Attempt) -> None:
+        """Remove stopped containers of earlier attempts of this cell: an engine that went away
+        mid-run took the container down before its attempt could remove it. (A running one
+        belongs to a lost holder; the lease reclaim stops it.)"""
+        try:
+            left = self.cli.containers(all=True, filters={"label": f"org.scalebench.cell={a.cell['key']}",
+                                                          "status": ["created", "exited", "dead"]})
+            for c in left or []:
+                self.cli.remove_container(c["Id"], force=True)
+                self.log.warning("removed container %s left by an earlier attempt of this cell", c["Id"][:12])
+        except _engine_errors() as exc:  # the engine itself is checked when the container starts
+            self.log.warning("could not look for leftover containers: %s", exc)
 
     def _stop_container(self, why: str) -> None:
         container = getattr(self, "container", None)

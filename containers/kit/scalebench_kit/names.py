@@ -49,7 +49,9 @@ ALL_METRICS: dict[str, Metric] = {**ACCURACY_METRICS, THROUGHPUT.name: THROUGHPU
 FAILURE_REASONS: dict[str, bool] = {
     "out_of_memory": False,
     "timeout": False,
-    "cancelled": False,           # a user stopped it (mark failed, clear): do what they asked
+    # SIGTERM to the task: a user's mark-failed or clear (Airflow has already set the state, so no
+    # retry follows whatever we raise) or a scheduler/worker shutdown (then the retry saves the cell)
+    "cancelled": True,
     "killed": True,               # a signal from outside (preemption, reboot, docker kill): try again
     "worker_lost": True,          # the task's own process died with its worker: no record was written
     "communication_error": True,
