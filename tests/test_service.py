@@ -127,7 +127,7 @@ def test_invalid_trigger_params_are_refused_with_the_reason(service, drill):
         assert r.status_code == 400 and why in r.json()["detail"], (conf, r.status_code, r.text[:300])
     assert len(api.runs(RESNET)) == before
     drill.update(happened="each refused with HTTP 400 naming the param and what was expected, e.g. `Invalid input "
-                          "for param gpu_counts: '1' is not of type 'integer'`; no run created",
+                          "for param gpu_counts: '2' is not of type 'integer'`; no run created",
                  figure=f"{len(BAD_PARAMS)}/{len(BAD_PARAMS)} refused, 0 runs created")
 
 

@@ -79,7 +79,7 @@ def check_invariants(svc, s: dict, attempts: list[str]) -> None:
     [cell] = s["cells"]
     assert cell["status"] == "valid" and [a["status"] for a in cell["attempts"]] == attempts, cell["attempts"]
     assert LeaseManager(f"sqlite:///{svc.home / 'results.db'}").holders() == []
-    assert docker.from_env().containers.list(all=True, filters={"label": f"org.scalebench.benchmark={s['bench']}"}) == []
+    assert docker.from_env().containers.list(all=True, filters={"label": f"org.scalebench.cell={cell['key']}"}) == []
 
 
 def test_container_sigkilled_mid_cell_under_the_scheduler(svc, drill):
