@@ -1,6 +1,6 @@
 """GPU packing: the real scheduler, pools and lease allocator on an emulated 8-slot host.
 
-    .venv/bin/python bench/packing.py [--policies packed,exclusive] [--benchmarks 6] [--min-cell 30] [--max-cell 90]
+    .venv/bin/python bench/packing.py [--policies packed,exclusive] [--benchmarks 6] [--min-cell 30] [--max-cell 60]
 
 The study's cell mix: six benchmarks x GPU counts 1-4 x their four epoch values. Each cell is a
 container that holds its slots (scalebench_kit.hold, sleeping, not training) for a time that
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--policies", default="packed")
     ap.add_argument("--benchmarks", type=int, default=6, help="the first N study rows (default: all six)")
     ap.add_argument("--min-cell", type=float, default=30.0)
-    ap.add_argument("--max-cell", type=float, default=90.0)
+    ap.add_argument("--max-cell", type=float, default=60.0)
     args = ap.parse_args()
     held = hold_times(list(MIX)[:args.benchmarks], args.min_cell, args.max_cell)
     print(f"{len(held)} cells, hold times {min(held.values()):.0f}-{max(held.values()):.0f} s, "

@@ -7,7 +7,9 @@ counts x 2 epoch counts x 3 repeats = 144 cells a night; 1,000,000 cells is nine
 such nights, or a year of a ten-host fleet), then times the whole report of the last night
 (read, statistics, regression judgement of every series, GX table checks, plots,
 Markdown/HTML/JSON and the index of nights) and the UI's report pages served from it (the
-plugin's app, in process, login dependency satisfied). Goals: report < 10 s, a page < 1 s.
+plugin's app, in process, login dependency satisfied). The imports a report task pays once
+(GX, matplotlib) are timed first and apart, so the sizes compare like with like. Goals: report
+< 10 s, a page < 1 s.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from sqlalchemy import insert  # noqa: E402
 
 from scalebench.cells import cell_key, cell_label  # noqa: E402
-from scalebench.report import Options, write_report  # noqa: E402
+from scalebench.report import Options  # noqa: E402
 from scalebench.db import upgrade  # noqa: E402
 from scalebench.store import AttemptRow, CellRow, Store  # noqa: E402
 
@@ -71,13 +73,10 @@ def fill(store: Store, n_cells: int, seed: int = 0) -> str:
 
 def page_seconds(reports: Path, night: str) -> dict[str, float]:
     """The UI pages a user opens, timed through the plugin's FastAPI app (what the api-server mounts)."""
-    import os
-
     from fastapi.testclient import TestClient
 
     from scalebench.webapp import create_app
 
-    os.environ["SCALEBENCH_HOME"] = str(reports.parent)
     app = create_app()
     for route in app.routes:  # the login is Airflow's JWT check, not what is measured here
         for dep in getattr(getattr(route, "dependant", None), "dependencies", []):
@@ -94,17 +93,30 @@ def page_seconds(reports: Path, night: str) -> dict[str, float]:
 
 
 def measure(cells: int) -> dict:
+    import json
+    import os
+
+    from scalebench import paths
+    from scalebench.report import publish
+    from scalebench_kit.names import REPORT_TABLE
+
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SCALEBENCH_HOME"] = tmp  # publish() writes reports/<night>/ and the index of nights there
         upgrade(f"sqlite:///{tmp}/results.db")
         store = Store(f"sqlite:///{tmp}/results.db")
         t = time.perf_counter()
         night = fill(store, cells)
         fill_s = time.perf_counter() - t
+        first = dt.date.fromisoformat(night) - dt.timedelta(days=-(-cells // 144) - 1)
+        for k in range(-(-cells // 144) - 1):  # every earlier night's report is kept: the index lists them all
+            d = paths.reports_dir() / (first + dt.timedelta(days=k + 1)).isoformat()
+            d.mkdir(parents=True)
+            (d / REPORT_TABLE).write_text(json.dumps({"complete": True, "alerts": [], "rows": [{}] * len(BENCHES)}))
         t = time.perf_counter()
-        path = write_report(store, Path(tmp) / "reports" / night, night=night, opts=Options(expected=BENCHES))
+        _, path = publish(store, night, Options(expected=BENCHES))
         report_s = time.perf_counter() - t
         complete = "Complete:" in path.read_text()
-        pages = page_seconds(Path(tmp) / "reports", night)
+        pages = page_seconds(paths.reports_dir(), night)
     return {"cells": cells, "nights": -(-cells // 144), "fill_s": fill_s, "report_s": report_s, "complete": complete,
             "pages": pages}
 
@@ -113,6 +125,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", default="10000,100000,1000000")
     args = ap.parse_args()
+    t = time.perf_counter()  # what every report task pays first, whatever the store's size
+    import great_expectations  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import_s = time.perf_counter() - t
+    print(f"imports a report task pays once (Great Expectations, matplotlib): {import_s:.2f} s", flush=True)
     rows = []
     for n in (int(x) for x in args.cells.split(",")):
         r = measure(n)
@@ -125,8 +142,10 @@ def main() -> None:
         print(f"growth {a['cells']} -> {b['cells']} cells (x{b['cells'] / a['cells']:.0f}): report "
               f"x{b['report_s'] / a['report_s']:.1f}, slowest page x{max(b['pages'].values()) / max(a['pages'].values()):.1f}")
     last = rows[-1]
-    print(f"goals at {last['cells']} cells: report < 10 s: {'met' if last['report_s'] < 10 else 'NOT met'} "
-          f"({last['report_s']:.2f} s); page < 1 s: {'met' if max(last['pages'].values()) < 1 else 'NOT met'}")
+    total = import_s + last["report_s"]
+    print(f"goals at {last['cells']} cells: report < 10 s (in a fresh task process: imports + report): "
+          f"{'met' if total < 10 else 'NOT met'} ({total:.2f} s); page < 1 s: "
+          f"{'met' if max(last['pages'].values()) < 1 else 'NOT met'}")
 
 
 if __name__ == "__main__":
