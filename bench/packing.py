@@ -21,7 +21,6 @@ import math
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "containers" / "kit")]
 
 from scalebench_kit.hold import STUDY_RELATIVE  # noqa: E402
 from tests.drill_configs import hold_benchmark, write_hold_configs  # noqa: E402
+from tests.service_clients import api_time as ts
 from tests.service_clients import local_service  # noqa: E402
 
 SLOTS = 8
@@ -53,10 +53,6 @@ def write_configs(dst: Path, held: dict, policy: str) -> list[str]:
             for b in rows}
     write_hold_configs(dst, docs, slots=SLOTS, timing_policy=policy)
     return list(docs)
-
-
-def ts(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
 def run_policy(svc, ids: list[str], held: dict) -> dict:

@@ -19,6 +19,13 @@ from tests.conftest import ROOT, free_port
 DONE = {"success", "failed"}
 
 
+def api_time(stamp: str) -> float:
+    """An ISO time from the REST API as seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 class AirflowApi:
     def __init__(self, base: str, user: str, password: str):
         self.base, self.user, self.password = base.rstrip("/"), user, password

@@ -6,15 +6,16 @@ lease and no container left, and the failed attempt's class and reason in its fi
 import json
 import subprocess
 import time
-from datetime import datetime
 
 import docker
 import pytest
 
+from scalebench.container import CELL_LABEL
 from scalebench.leases import LeaseManager
 from scalebench.store import Store
 from tests.conftest import ROOT, requires_docker
 from tests.drill_configs import hold_benchmark, write_hold_configs
+from tests.service_clients import api_time as ts
 from tests.service_clients import local_service
 
 pytestmark = [requires_docker, pytest.mark.slow]
@@ -31,10 +32,6 @@ def svc(tmp_path_factory):
     with local_service(tmp / "state", configs, AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="60",
                        SCALEBENCH_LEASE_TTL_S="30") as s:
         yield s
-
-
-def ts(s: str) -> float:
-    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
 def trigger(svc, bench: str, gpus: int) -> str:
@@ -79,7 +76,7 @@ def check_invariants(svc, s: dict, attempts: list[str]) -> None:
     [cell] = s["cells"]
     assert cell["status"] == "valid" and [a["status"] for a in cell["attempts"]] == attempts, cell["attempts"]
     assert LeaseManager(f"sqlite:///{svc.home / 'results.db'}").holders() == []
-    assert docker.from_env().containers.list(all=True, filters={"label": f"org.scalebench.cell={cell['key']}"}) == []
+    assert docker.from_env().containers.list(all=True, filters={"label": f"{CELL_LABEL}={cell['key']}"}) == []
 
 
 def test_container_sigkilled_mid_cell_under_the_scheduler(svc, drill):

@@ -26,6 +26,7 @@ def command_for(bench: Benchmark, gpus: int) -> list[str]:
     return [part.format(gpus=gpus) for part in bench.entrypoint]
 
 
+CELL_LABEL = "org.scalebench.cell"  # every container of a cell carries its key
 CACHE_TARGET = "/cache"  # derived data shared by a host's cells (e.g. TFRecords per dataset fingerprint)
 
 
@@ -55,7 +56,7 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
     if cache_dir:
         mounts.append(Mount(target=CACHE_TARGET, source=cache_dir, type="bind", read_only=False))
         env["SCALEBENCH_CACHE_DIR"] = CACHE_TARGET
-    labels = {"org.scalebench.cell": cell["key"], "org.scalebench.benchmark": bench.id,
+    labels = {CELL_LABEL: cell["key"], "org.scalebench.benchmark": bench.id,
               "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
     cores = host.cores_for(list(device_ids))
     if cores:

@@ -33,7 +33,7 @@ from . import notes, paths, preflight
 from .attempt_folders import attempt_dir
 from .cells import timing_policy
 from .config import Benchmark, Configs, Host, Resolved
-from .container import settings
+from .container import CELL_LABEL, settings
 from .failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
 from .provenance import git_revision
 
@@ -361,7 +361,7 @@ class CellDockerOperator(DockerOperator):
         mid-run took the container down before its attempt could remove it. (A running one
         belongs to a lost holder; the lease reclaim stops it.)"""
         try:
-            left = self.cli.containers(all=True, filters={"label": f"org.scalebench.cell={a.cell['key']}",
+            left = self.cli.containers(all=True, filters={"label": f"{CELL_LABEL}={a.cell['key']}",
                                                           "status": ["created", "exited", "dead"]})
             for c in left or []:
                 self.cli.remove_container(c["Id"], force=True)

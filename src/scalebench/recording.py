@@ -15,7 +15,7 @@ def attempt_record(folder: Path) -> tuple[str, dict]:
     """(status, fields) for one attempt folder, from what it holds on disk."""
     failure = folder / FAILURE_FILE
     validation = folder / VALIDATION_FILE
-    if failure.exists() and read_json(failure).get("reason") != "validation_failed":  # that one is a result: invalid
+    if failure.exists() and not validation.exists():  # a verdict means the result was read: judged below
         doc = read_json(failure)
         return "failed", {"reason": doc.get("reason"), "message": doc.get("message"), "exit_code": doc.get("exit_code")}
     if not (folder / RESULT_FILE).exists():
