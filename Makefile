@@ -17,7 +17,7 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: bench drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
@@ -25,7 +25,8 @@ help:
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
-	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale"
+	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale, regression detectors"
+	@echo "make bench-regressions - our regression detector vs Apache Otava and a conbench-style z-score, on simulated nights"
 	@echo "make drills - fault drills and security checks; rewrites docs/reliability.md"
 	@echo "make gpu-check - on a lent GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (make gpu-check-wheels first, here)"
 
@@ -118,7 +119,17 @@ demo: venv images airflow-db
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG logs: $(STATE)/demo-<benchmark>.log)"
 
 # the orchestrator's own cost, measured side by side in one run (ratios printed, never asserted)
-bench: venv images airflow-db
+OTAVA_VENV := $(STATE)/otava-venv
+OTAVA_VERSION := 0.8.0
+$(OTAVA_VENV)/.installed:  # Apache Otava pins numpy 2.2 / scipy 1.16 and pulls cloud clients: its own venv
+	test -x $(OTAVA_VENV)/bin/python || $(PYTHON) -m venv $(OTAVA_VENV)
+	$(OTAVA_VENV)/bin/pip install -q "apache-otava==$(OTAVA_VERSION)"
+	touch $@
+
+bench-regressions: venv $(OTAVA_VENV)/.installed  # our detector vs Apache Otava and a conbench-style z-score
+	$(BIN)/python -u bench/regressions.py
+
+bench: venv images airflow-db bench-regressions
 	$(BIN)/python -u bench/overhead.py
 	$(BIN)/python -u bench/packing.py --policies packed
 	$(BIN)/python -u bench/packing.py --policies packed,exclusive --benchmarks 1

@@ -128,6 +128,18 @@ class Estimate(Strict):
     step_s: dict[PosInt, PosFloat]
 
 
+class ReferenceAccuracy(Strict):
+    """What the benchmark reaches at a global batch (published or measured): a figure further than
+    `tolerance` from the reference at the nearest global batch is reported as suspect."""
+    metric: Literal[tuple(ACCURACY_METRICS)]
+    by_global_batch: Annotated[dict[PosInt, Annotated[float, Field(ge=0, le=1)]], Field(min_length=1)]
+    tolerance: Annotated[float, Field(gt=0, le=1)]
+
+    def expected(self, global_batch: int) -> float:
+        nearest = min(self.by_global_batch, key=lambda b: (abs(b - global_batch), b))
+        return self.by_global_batch[nearest]
+
+
 class Sizes(Strict):
     """What a profile may change: sizes only (data, resolution, steps, batch, bounds, time limit)."""
     per_gpu_batch: PosInt | None = None
@@ -142,6 +154,7 @@ class Sizes(Strict):
     eval_each_epoch: bool | None = None  # evaluate after every epoch (outside the timed region): time to accuracy
     cell_timeout_minutes: PosFloat | None = None
     bounds: dict[str, tuple[float, float]] | None = None
+    reference_accuracy: ReferenceAccuracy | None = None  # a profile's plausible accuracy (smoke data is random)
 
     _b = field_validator("bounds")(lambda cls, v: v if v is None else _check_bounds(v))
 
@@ -177,6 +190,8 @@ class Benchmark(Strict):
     retry_delay_s: Annotated[float, Field(ge=0)] = 60
     estimate: Estimate
     time_to_accuracy: AccuracyTarget | None = None
+    confirm_reruns: Annotated[int, Field(ge=0, le=10)] = 3  # same-night reruns of a figure that looks regressed
+    reference_accuracy: ReferenceAccuracy | None = None
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
@@ -231,7 +246,8 @@ class Benchmark(Strict):
 
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
-                     "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy"}
+                     "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
+                     "reference_accuracy"}
 
 
 class Resolved(Sizes):
@@ -255,7 +271,8 @@ class Resolved(Sizes):
         launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count of a run:
         the cell's `resolved_config`, whose hash is its config identity."""
         out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
-        out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs"})  # a cell has its own
+        out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs",  # a cell has its own
+                                        "reference_accuracy"})
         out["benchmark"] = self.benchmark.id
         return out
 

@@ -25,3 +25,20 @@ def git_revision() -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     return "unknown"
+
+
+def system_of(contract: dict | None) -> dict | None:
+    """The system fingerprint a figure was measured on, the fields a regression baseline must not
+    mix: image digest, framework and its CUDA/cuDNN/NCCL, driver, GPU model, link topology.
+    Device names of emulated slots and a leased set's ids are left out (they vary by placement)."""
+    if not contract:
+        return None
+    system, devices = contract.get("system") or {}, contract.get("devices") or {}
+    links = sorted({k for row in (devices.get("topology") or {}).values() for k in (row or {}).values()})
+    gpus = system.get("nvml_devices") or []
+    doc = {"image_digest": (contract.get("provenance") or {}).get("image_digest"),
+           "framework": system.get("framework"), "framework_version": system.get("framework_version"),
+           "cuda": system.get("cuda"), "cudnn": system.get("cudnn"), "nccl": system.get("nccl"),
+           "driver": system.get("driver"), "gpu_model": gpus[0] if gpus else None,
+           "topology": ",".join(links) or None}
+    return {k: v for k, v in doc.items() if v is not None}

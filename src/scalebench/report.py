@@ -24,8 +24,8 @@ from typing import Callable
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from . import nights, paths
-from .regress import Gates, Judgement, Series, SeriesKey, Shift, judge
+from . import history, nights, paths
+from .regress import Gates, Judgement, Shift, judge
 from .stats import Verdict
 
 STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
@@ -48,6 +48,7 @@ class Options:
     metrics: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> its configured accuracy metrics
     config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
     targets: dict[str, tuple[str, float]] = field(default_factory=dict)  # benchmark -> (metric, time-to-accuracy target)
+    references: dict[str, dict[str, object]] = field(default_factory=dict)  # benchmark -> profile -> ReferenceAccuracy
 
 
 @dataclass
@@ -82,6 +83,7 @@ class Row:
     epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
     time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
+    suspect: dict[int, list[str]] = field(default_factory=dict)  # GPU count -> why its figures are not plausible
 
 
 @dataclass
@@ -101,6 +103,10 @@ class Report:
     conclusions: list[str]
     alerts: list[str]
     flagged: list[str]
+    cleared: list[str]                  # flags the same night's reruns cleared
+    changes: list[str]                  # series whose system fingerprint changed tonight: baseline restarted
+    diagnoses: list[str]                # scaling vs compute regressions, per benchmark
+    alert_details: list[dict]           # each alert as data (figure, baseline, reruns): what a notifier sends
     judged: list[Judgement]             # every night of every series (the trend plot marks alerts)
     series: int
     table_checks: list[str]
@@ -216,6 +222,27 @@ def bench_row(bench: str, mine: list[dict], opts: Options, parameters: int | Non
     )
 
 
+def plausibility(row: Row, reference=None) -> dict[int, list[str]]:
+    """Per GPU count, why its figures are not physically plausible: efficiency above 1, an epoch
+    that is not one pass over the split, an accuracy far from the benchmark's reference at the
+    global batch. Such figures are shown as suspect and left out of the average."""
+    out: dict[int, list[str]] = {}
+    for n, e in row.efficiency.items():
+        if n > 1 and e > 1.0:
+            out.setdefault(n, []).append(f"efficiency {e:.2f} is above 1 (faster than linear scaling)")
+    for n in row.epoch_mismatch:
+        out.setdefault(n, []).append(f"{row.steps_per_epoch.get(n)} steps per epoch do not match one pass over the "
+                                     "train split at this global batch")
+    if reference is not None:
+        for n, v in row.metrics.get(reference.metric, {}).items():
+            expected = reference.expected(row.global_batch.get(n, 0))
+            if abs(v - expected) > reference.tolerance:
+                out.setdefault(n, []).append(
+                    f"{ACCURACY_METRICS[reference.metric].display} {v:.3f} is far from the reference {expected:.3f} "
+                    f"(±{reference.tolerance:g}) at global batch {row.global_batch.get(n)}")
+    return out
+
+
 def step_figures(timings: list[dict]) -> tuple[dict[str, float | None], dict[str, float | None]]:
     """(median seconds per steady step, median share) of each step part over cells' breakdowns;
     a part is None when no cell measured it."""
@@ -263,23 +290,6 @@ def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
     """Mean relative time per GPU count over the benchmarks that have it."""
     counts = sorted({n for rt in relative_times for n in rt})
     return {n: statistics.fmean([rt[n] for rt in relative_times if n in rt]) for n in counts}
-
-
-def regression_series(cells: list[dict], opts: Options) -> list[Series]:
-    """Nightly values of scheduled runs, one series per like-with-like key."""
-    acc: dict[SeriesKey, dict[str, list[float]]] = {}
-    for c in cells:
-        if c["run_type"] != "scheduled" or c["figure"] is None:
-            continue
-        f = c["figure"]
-        base = dict(benchmark=c["benchmark"], gpus=c["gpus"], profile=c["profile"], host_class=c["host"],
-                    scaling_mode=c["scaling_mode"], image_lineage=opts.lineage.get(c["benchmark"], ""))
-        vals = {"images_per_s": f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
-        for metric, v in vals.items():
-            if v is not None:
-                acc.setdefault(SeriesKey(metric=metric, **base), {}).setdefault(c["night"], []).append(v)
-    return [Series(k, sorted((dt.date.fromisoformat(n), statistics.median(v)) for n, v in nights.items()))
-            for k, nights in sorted(acc.items())]
 
 
 def step_sentence(row: Row) -> str | None:
@@ -404,7 +414,8 @@ def markdown(rep: Report) -> str:
     out += ["## The study's table", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         out.append("| " + " | ".join([r.benchmark, *[_verdict_cell(r.verdicts.get(m, {})) for m in mets],
-                                     *[_pct(r.relative_time.get(n)) for n in counts]]) + " |")
+                                     *[_pct(r.relative_time.get(n)) + (" (suspect)" if n in r.suspect else "")
+                                       for n in counts]]) + " |")
     incomplete = [n for n in counts if sum(n in r.relative_time for r in rows) < len(rows)]
     label = "average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else "")
     out.append("| " + " | ".join([label, *[""] * len(mets), *[_pct(rep.average.get(n)) for n in counts]]) + " |")
@@ -449,9 +460,16 @@ def markdown(rep: Report) -> str:
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
     out += ["", "## Regressions", ""]
     out += [f"- ALERT: {a}" for a in rep.alerts]
+    out += [f"- {d}" for d in rep.diagnoses]
     out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
-    if not rep.alerts and not rep.flagged:
+    out += [f"- cleared by reruns: {a}" for a in rep.cleared]
+    out += [f"- {a}" for a in rep.changes]
+    if not (rep.alerts or rep.flagged or rep.cleared or rep.changes):
         out.append(f"- none ({rep.series} series judged against their baselines)")
+    out += ["", "## Suspect figures", ""]
+    sus = [f"- {r.benchmark} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rows
+           for n, why in sorted(r.suspect.items())]
+    out += sus or ["- none (efficiency at most 1, epochs consistent, accuracy near its reference where one is set)"]
     out += ["", "## Table checks (Great Expectations)", ""]
     out += [f"- {x}" for x in rep.table_checks] or ["- all passed"]
     out += ["", "## Cells missing, invalid or refused", ""]
@@ -486,28 +504,41 @@ def build(cells: list[dict], night: str, opts: Options, runs: list[dict],
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
     from .validation import validate_table
 
-    chosen, source = choose_runs(cells, night)
-    rows = [bench_row(b, [c for c in cells if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
+    measured = [c for c in cells if c.get("role", "measure") != "rerun"]  # reruns confirm flags, never fill the table
+    chosen, source = choose_runs(measured, night)
+    rows = [bench_row(b, [c for c in measured if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
             for b, run in sorted(chosen.items())]
-    avg = average_row([r.relative_time for r in rows])
+    for r in rows:
+        r.suspect = plausibility(r, opts.references.get(r.benchmark, {}).get(r.profile))
+    avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     missing = sorted(set(opts.expected) - recorded)
     today = dt.date.fromisoformat(night)
-    series = regression_series(cells, opts)
+    series = history.build_series(cells, opts.lineage, opts.gates)
     judged = [j for s in series for j in judge(s, opts.gates, opts.shifts)]
     tonight = [j for j in judged if j.night == today]
     rep = Report(
         night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         complete=not missing, expected=sorted(opts.expected), missing=missing, source=source,
-        manual_runs=manual_runs(cells, night), config_errors=dict(opts.config_errors),
+        manual_runs=manual_runs(measured, night), config_errors=dict(opts.config_errors),
         gpu_counts=sorted({n for r in rows for n in r.train_s}) or [1],
         metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
         rows=rows, average=avg, conclusions=conclusions(rows, avg, opts),
         alerts=[j.line() for j in tonight if j.alert], flagged=[j.line() for j in tonight if j.flagged and not j.alert],
+        cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
+        changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
+        alert_details=[alert_detail(j) for j in tonight if j.alert],
         judged=judged, series=len(series), table_checks=[],
     )
     rep.table_checks = validate_table(rep)
     return rep
+
+
+def alert_detail(j: Judgement) -> dict:
+    return {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "metric": j.key.metric, "host": j.key.host_class,
+            "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
+            "reruns": list(j.reruns), "rerun_p": j.rerun_p,
+            "confirmed_by": "reruns" if j.confirmed_by_reruns else "next night", "line": j.line()}
 
 
 def render(rep: Report, out: Path) -> Path:
@@ -543,7 +574,7 @@ def write_index(root: Path) -> Path:
 
 
 def options_from_configs() -> Options:
-    from .config import Configs
+    from .config import PROFILES, Configs
     from .regress import load_shifts
 
     configs = Configs()
@@ -556,6 +587,8 @@ def options_from_configs() -> Options:
                    metrics={b: list(c.metrics) for b, c in good.items()},
                    targets={b: (c.time_to_accuracy.metric, c.time_to_accuracy.target) for b, c in good.items()
                             if c.time_to_accuracy},
+                   references={b: {p: c.resolved(p).reference_accuracy for p in PROFILES
+                                   if c.resolved(p).reference_accuracy} for b, c in good.items()},
                    config_errors={stem: str(err) for stem, err in broken.items()})
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from . import nights, paths
 from .db import Base, check_schema, make_engine
+from .provenance import system_of
 
 STATUSES = ("valid", "invalid", "failed")
 
@@ -48,6 +49,8 @@ class CellRow(Base):
     global_batch: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(String(100))
     night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
+    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")  # or "rerun"
+    rerun_of: Mapped[str | None] = mapped_column(String(64), nullable=True)  # a rerun's flagged cell key
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")
 
@@ -70,6 +73,7 @@ class AttemptRow(Base):
     placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     config_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
     timing: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    fingerprint: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # provenance.system_of(contract)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
 
@@ -118,7 +122,8 @@ class Store:
             "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),
             "metrics": (contract or {}).get("metrics"), "contract": contract,
             "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "placement": placement,
-            "config_sha": config_sha(contract), "timing": timing or None, "recorded_at": now,
+            "config_sha": config_sha(contract), "timing": timing or None, "fingerprint": system_of(contract),
+            "recorded_at": now,
         }
         with Session(self.engine) as s, s.begin():
             row = self._cell_row(s, cell, now)
@@ -137,7 +142,7 @@ class Store:
         row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
         if row is None:
             row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or nights.today(),
-                          created_at=now)
+                          role=cell.get("role", "measure"), rerun_of=cell.get("rerun_of"), created_at=now)
             s.add(row)
             s.flush()
         return row
@@ -169,8 +174,9 @@ class Store:
     def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[dict]:
         """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
         c, a = CellRow.__table__, AttemptRow.__table__
-        q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, a.c.attempt, a.c.status, a.c.reason, a.c.train_s,
-                    a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha, a.c.timing)
+        q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
+                    a.c.reason, a.c.train_s, a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha,
+                    a.c.timing, a.c.fingerprint)
              .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
         if up_to_night:
             q = q.where(c.c.night <= up_to_night)
@@ -182,12 +188,13 @@ class Store:
                 cur = rows.get(r["key"])
                 if cur is None:
                     cur = rows[r["key"]] = {f: r[f] for f in CELL_FIELDS}
-                    cur.update(night=r["night"], status="missing", reason=None, figure=None)
+                    cur.update(night=r["night"], role=r["role"], rerun_of=r["rerun_of"], status="missing", reason=None,
+                               figure=None)
                 if r["status"] is None:
                     continue
                 if r["status"] == "valid":
                     cur["figure"] = {k: r[k] for k in ("attempt", "train_s", "images_per_s", "metrics", "image_digest",
-                                                       "config_sha", "timing")}
+                                                       "config_sha", "timing", "fingerprint")}
                     cur["status"], cur["reason"] = "valid", None
                 elif cur["figure"] is None:
                     cur["status"], cur["reason"] = r["status"], r["reason"]
@@ -207,11 +214,13 @@ class Store:
                     "attempt": a.attempt, "status": a.status, "reason": a.reason, "exit_code": a.exit_code,
                     "message": a.message, "train_s": a.train_s, "images_per_s": a.images_per_s,
                     "metrics": a.metrics, "image_digest": a.image_digest, "placement": a.placement,
+                    "fingerprint": a.fingerprint,
                     "recorded_at": a.recorded_at.isoformat(),
                 } for a in row.attempts]
                 valid = [a for a in attempts if a["status"] == "valid"]
                 cell = {f: getattr(row, f) for f in CELL_FIELDS}
                 cell["created_at"] = row.created_at.isoformat()
+                cell["role"], cell["rerun_of"] = row.role, row.rerun_of
                 cell["attempts"] = attempts
                 cell["figure"] = valid[-1] if valid else None
                 cell["status"] = "valid" if valid else (attempts[-1]["status"] if attempts else "missing")
