@@ -3,8 +3,9 @@
     .venv/bin/python bench/regressions.py [--histories 500] [--peer-histories 200] [--seed 0]
     make bench-regressions   # the same, with Apache Otava installed in its own venv first
 
-Noise model (every parameter is a flag). A host runs F figures a night (default 24: six
-benchmarks x four GPU counts). A figure's repeat on night t is
+Noise model (every parameter is a flag). A host runs one benchmark's figure under test and, as
+its night-factor peers, the F figures of the other benchmarks (default 20: five benchmarks x four
+GPU counts). A figure's repeat on night t is
 
     level x night_t x (1 + e),   e ~ N(0, cv_cell)       (per cell)
     night_t = 1 + N(0, cv_night), times (1 - U(0.15, 0.40)) on an outlier night
@@ -63,7 +64,7 @@ class Noise:
     cv: float
     outliers: float
     night_share: float = 0.4
-    figures: int = 24
+    figures: int = 20
 
     @property
     def cv_night(self) -> float:
@@ -123,7 +124,7 @@ def ours(host: Host, repeats: int, reruns: int, gates: Gates, use_factor: bool =
     factors = {}
     if use_factor:
         values = {TARGET: dict(dates(mine))}
-        for i in range(1, host.noise.figures):
+        for i in range(1, host.noise.figures + 1):
             values[f"f{i}"] = dict(dates(host.nightly(repeats, target=False)))
         factors = night_factors(values, gates.window, only=[TARGET])[TARGET]
     js = judge(Series(KEY, dates(mine), reruns=rerun, factors=factors), gates)
@@ -250,13 +251,15 @@ def main() -> None:
     ap.add_argument("--search-histories", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--night-share", type=float, default=0.4, help="share of the variance that is the night's")
-    ap.add_argument("--figures", type=int, default=24, help="figures per host night (the night factor's peers)")
+    ap.add_argument("--figures", type=int, default=20, help="the other benchmarks' figures per host night (the night "
+                                                            "factor's peers)")
     ap.add_argument("--outliers", default="0.02,0.03")
     args = ap.parse_args()
     g = Gates()
     have_otava = Path(OTAVA_PY).exists()
     print(f"noise: night effect {args.night_share:.0%} of the variance (shared by every cell of the night), "
-          f"cell noise the rest; outlier nights hit the whole host, 15-40 % slower; {args.figures} figures per host")
+          f"cell noise the rest; outlier nights hit the whole host, 15-40 % slower; {args.figures} peer figures of other "
+          "benchmarks per host night")
     print(f"ours: >= {g.magnitude:.0%} worse AND robust z >= {g.z} (baseline {g.window} nights), rerun when raw "
           f">= {g.rerun_magnitude:.0%} AND z >= {g.rerun_z}; reruns confirm by one-sided Mann-Whitney U at "
           f"{g.rerun_alpha}; else {g.confirm} flagged nights")

@@ -34,15 +34,16 @@ if __name__ == "__main__":
 
 
 # A cell that holds its devices for a set time (the kit's hold trainer) and reports a valid
-# contract: argv[1] maps "<gpus>x<epochs>" to seconds, so one config can give every cell its time.
+# contract: argv[1] maps "<gpus>x<epochs>" to seconds, so one config can give every cell its time;
+# further arguments go to the hold trainer (e.g. its test-only slowdown).
 HOLD_CODE = ("import json, sys; from scalebench_kit import hold; t = dict(kv.split('=') for kv in sys.argv[1].split(',')); "
              "c = json.load(open('/results/cell.json')); e = c['training']['epochs']; "
              "s = float(t['%dx%d' % (c['devices']['count'], e)]); "
-             "sys.argv = ['hold', '--epoch-seconds', str(s / e), '--relative', '1,1,1,1']; hold.main()")
+             "sys.argv = ['hold', '--epoch-seconds', str(s / e), '--relative', '1,1,1,1'] + sys.argv[2:]; hold.main()")
 
 
 def hold_benchmark(bench_id: str, seconds: dict[tuple[int, int], float], *, retries: int = 2,
-                   retry_delay_s: float = 5) -> dict:
+                   retry_delay_s: float = 5, hold_args: tuple[str, ...] = ()) -> dict:
     """A benchmark config whose cells hold their slots for seconds[(gpus, epochs)] (smoke profile)."""
     base = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
     epochs = sorted({e for _, e in seconds})
@@ -50,7 +51,7 @@ def hold_benchmark(bench_id: str, seconds: dict[tuple[int, int], float], *, retr
     return {**base, "id": bench_id, "title": f"{bench_id}: cells that hold their devices", "retries": retries,
             "retry_delay_s": retry_delay_s, "gpu_counts": sorted({g for g, _ in seconds}), "epochs": epochs,
             "schedule": None, "images": {"cpu": "scalebench/torch:cpu", "gpu": "scalebench/torch:gpu"},
-            "entrypoint": ["python", "-c", HOLD_CODE, table],
+            "entrypoint": ["python", "-c", HOLD_CODE, table, *hold_args],
             "profiles": {"smoke": {**base["profiles"]["smoke"], "epochs": epochs, "cell_timeout_minutes": 30}}}
 
 

@@ -74,3 +74,17 @@ def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
     local = configs.fleet.host("local")
     assert [timing_policy(p, local) for p in ("smoke", "nightly", "full")] == ["packed", "exclusive", "exclusive"]
     assert timing_policy("nightly", shared) == "packed" and timing_policy("smoke", dedicated) == "exclusive"
+
+
+def test_a_candidate_image_tag_stays_in_the_configured_repository(configs):
+    from scalebench.config import image_repository, with_tag
+
+    assert image_repository("registry.local:5000/team/tf:2.20@sha256:" + "a" * 64) == "registry.local:5000/team/tf"
+    assert with_tag("scalebench/tensorflow:cpu", "cpu-tf2.21") == "scalebench/tensorflow:cpu-tf2.21"
+    b = configs.benchmark("resnet50_keras_cifar10")
+    planned = cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1, 2], image_tag="cpu-rc1")
+    assert {c["image"] for c in planned} == {"scalebench/tensorflow:cpu-rc1"}
+    assert "image" not in cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1])[0]
+    for bad in ("other/repo:x", "x;rm", ".hidden", "a" * 129):
+        with pytest.raises(ConfigError, match=r"image_tag .*expected a plain tag of scalebench/tensorflow"):
+            cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1], image_tag=bad)

@@ -58,8 +58,16 @@ def test_task_chain_routing_and_names(dagbag):
             ("scalebench_local", n, "default")
         assert "check_dataset" in train.upstream_task_ids
         assert f"local_{n}gpu.train" in dag.get_task("record").upstream_task_ids  # validated inside the cell task
+        rerun = dag.get_task(f"local_{n}gpu.rerun")  # same routing; cells from plan_reruns
+        assert rerun.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.reruns" in rerun.upstream_task_ids
+        assert "plan_reruns" in dag.get_task(f"local_{n}gpu.reruns").upstream_task_ids
+        assert f"local_{n}gpu.rerun" in dag.get_task("record_reruns").upstream_task_ids
     assert not [t for t in dag.task_ids if t.endswith(".validate")]
-    assert dag.get_task("record").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+    assert dag.get_task("plan_reruns").upstream_task_ids == {"plan_cells", "record"}
+    # the report is triggered once the reruns are in; the run's verdict waits for them
+    assert dag.get_task("record_reruns").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+    assert not dag.get_task("record").outlets
+    assert "record_reruns" in dag.get_task("check_cells").upstream_task_ids
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -71,6 +79,8 @@ def test_task_chain_routing_and_names(dagbag):
     ({"profile": "../smoke"}, "'../smoke' is not one of ['smoke', 'nightly', 'full']"),
     ({"gpu_counts": ["2"]}, "'2' is not of type 'integer'"),
     ({"seed": "0; id"}, "'0; id' is not of type 'integer'"),
+    ({"image_tag": "evil/image:latest"}, "does not match"),   # a tag, never another repository
+    ({"image_tag": "{{ var.value.x }}"}, "does not match"),
 ])
 def test_params_reject_bad_trigger_input(dagbag, bad, why):
     params = copy.deepcopy(dagbag.dags["scalebench_resnet50_keras_cifar10"].params)

@@ -28,3 +28,18 @@ def test_hold_sleeps_epochs_times_relative_time_and_its_contract_validates(tmp_p
     assert doc["timing"]["warmup_s"] + doc["timing"]["train_s"] == pytest.approx(want, abs=0.1)
     verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0, 1), "recall": (0, 1)})
     assert verdict.success, verdict.failures
+
+
+@pytest.mark.parametrize("role, reruns_slowed, slowed", [("measure", "1", True), ("rerun", "1", True),
+                                                         ("rerun", "2", False), ("rerun", "none", False)])
+def test_the_test_only_slowdown_lowers_throughput_not_the_step_count(tmp_path, role, reruns_slowed, slowed):
+    cell = sample_cell(gpus=1, epochs=1)
+    spec = sample_spec(cell)
+    spec["cell"]["role"] = role
+    write_json_atomic(tmp_path / "cell.json", spec)
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "containers" / "kit")}
+    subprocess.run([sys.executable, "-m", "scalebench_kit.hold", "--epoch-seconds", "1.2", "--step-seconds", "0.3",
+                    "--test-slowdown", "1.5", "--test-slowdown-reruns", reruns_slowed], env=env, check=True, timeout=60)
+    timing = read_json(tmp_path / "metrics.json")["timing"]
+    assert timing["steps"] == 4
+    assert timing["images_per_s"] == pytest.approx(16 / (0.3 * (1.5 if slowed else 1.0)), rel=0.08)

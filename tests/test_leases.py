@@ -157,3 +157,12 @@ def test_more_nvlinks_beat_fewer_and_pcie_ranks():
     order = ["0", "1", "2", "3"]
     assert choose(order, 2, topo, order) == ["0", "2"]
     assert choose(["1", "2", "3"], 2, topo, order) == ["1", "2"]  # PHB beats NODE and SYS
+
+
+def test_a_rerun_avoids_its_flagged_cells_devices_when_another_set_is_free():
+    order = [str(i) for i in range(4)]
+    assert choose(order, 2, None, order) == ["0", "1"]
+    assert choose(order, 2, None, order, avoid=["0", "1"]) == ["1", "2"]
+    assert choose(["0", "1"], 2, None, order, avoid=["0", "1"]) == ["0", "1"]  # no other set free: the same one
+    topo = {"0": {"1": "NV4", "2": "SYS", "3": "SYS"}, "1": {"2": "SYS", "3": "SYS"}, "2": {"3": "NV4"}}
+    assert choose(order, 2, topo, order, avoid=["0", "1"]) == ["2", "3"]  # the other island, as well linked

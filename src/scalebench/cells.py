@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .config import Benchmark, ConfigError, Fleet, Host
+from .config import Benchmark, ConfigError, Fleet, Host, with_tag
 
 IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat", "profile")
 
@@ -49,8 +49,9 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
 
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
-         night: str | None = None) -> list[dict]:
-    """Every cell of one run, in a stable order (GPU count, epochs, repeat)."""
+         night: str | None = None, image_tag: str | None = None) -> list[dict]:
+    """Every cell of one run, in a stable order (GPU count, epochs, repeat). `image_tag`: run a
+    candidate image, another tag of the configured image's repository."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
     epochs = sorted(epochs or res.epochs)
@@ -60,6 +61,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
     if bad:
         raise ConfigError(f"gpu_counts {bad} cannot be served: the largest host has {fleet.max_devices} devices")
     host = host_for(bench, profile, fleet, gpu_counts)
+    image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
     cells = []
     for n in gpu_counts:
         per_device, global_batch = res.batches(n)
@@ -79,6 +81,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                     "global_batch": global_batch,
                     "scaling_mode": bench.scaling_mode,
                     "lr": bench.lr_policy.lr_for(global_batch),
+                    **({"image": image} if image else {}),
                 })
     return cells
 

@@ -1,4 +1,4 @@
-"""`scalebench` command line: configs, cells, results, report, data, pools, db, prune."""
+"""`scalebench` command line: configs, cells, results, compare, report, data, pools, db, prune."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from .compare import CompareError
 from .config import PROFILES, ConfigError, Configs
 from .datasets import DatasetError
 from .fetch import FetchError
@@ -60,6 +61,18 @@ def _result_line(c: dict) -> str:
     code = "none" if last["exit_code"] is None else last["exit_code"]
     return (f"{head} {last['reason']}, exit code {code}, attempt {last['attempt']} of {len(c['attempts'])}\n"
             f"{'':4}{last['message']}")
+
+
+def cmd_compare(args, configs: Configs):
+    from .compare import compare, render
+    from .store import Store
+
+    cmp = compare(Store(), args.run_a, args.run_b, args.benchmark, args.margin)
+    if args.json:
+        from dataclasses import asdict
+
+        return asdict(cmp)
+    return render(cmp)
 
 
 def cmd_report(args, configs: Configs) -> str:
@@ -157,6 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--benchmark")
     p.add_argument("--run-id")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
+                                       "throughput, accuracy equivalence (e.g. a new image tag)")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--benchmark", help="needed when a run id belongs to several benchmarks' DAGs")
+    p.add_argument("--margin", type=float, default=0.01, help="accuracy equivalence margin (default 0.01)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
     p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
@@ -180,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
-        result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "report": cmd_report,
+        result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
-    except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound) as exc:
+    except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
     print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))

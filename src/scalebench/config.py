@@ -98,6 +98,25 @@ class Fleet(Strict):
         raise KeyError(f"no host {name!r} in the fleet (hosts: {[h.name for h in self.hosts]})")
 
 
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def image_repository(ref: str) -> str:
+    """name[:tag][@digest] -> name (a registry port stays: only a ':' in the last path part is a tag)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return (head + "/" if head else "") + last.split(":", 1)[0]
+
+
+def with_tag(ref: str, tag: str) -> str:
+    """The configured image's repository at another tag (a candidate image); anything but a plain
+    tag is refused, so a trigger can choose a version, never another image."""
+    if not IMAGE_TAG.fullmatch(tag or ""):
+        raise ConfigError(f"image_tag {tag!r}: expected a plain tag of {image_repository(ref)} "
+                          "(letters, digits, _ . -; at most 128 characters)")
+    return f"{image_repository(ref)}:{tag}"
+
+
 class LrPolicy(Strict):
     rule: Literal["linear", "sqrt", "constant"]
     base_lr: PosFloat

@@ -1,8 +1,10 @@
 """One Airflow DAG per benchmark config, plus the routing that pools and queues need.
 
 Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped over the group's slice
-of the plan; each cell trains, then is validated with GX inside its task)} -> record (emits the
-benchmark's results Asset, with the run's night) -> check_cells. A config that does not load
+of the plan; each cell trains, then is validated with GX inside its task)} -> record -> plan_reruns
+(GPU counts whose throughput looks regressed, k reruns each) -> <host>_<n>gpu.{reruns, rerun} ->
+record_reruns (confirms or clears each flag; emits the benchmark's results Asset, with the run's
+night) -> check_cells. A config that does not load
 becomes a placeholder DAG instead. Nothing heavy is imported here: GX, pandas and matplotlib
 load inside the tasks.
 """
@@ -54,6 +56,11 @@ def params_for(bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
                          description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
                                      "full: the study's epochs on the full dataset."),
         "seed": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Seed"),
+        "image_tag": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
+                           title="Candidate image tag",
+                           description=f"Run another tag of {bench.images.get('gpu') or bench.images.get('cpu')}'s "
+                                       "repository (e.g. a framework upgrade) before it goes nightly; compare the "
+                                       "runs with `scalebench compare RUN_A RUN_B`. Empty: the configured image."),
     }
 
 
@@ -81,7 +88,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
                                        gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
                                        seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
-                                       night=nights.night_of(run))
+                                       night=nights.night_of(run), image_tag=p.get("image_tag") or None)
             except ConfigError as exc:  # e.g. more GPUs than any host has: refuse now, never queue forever
                 print(f"task note: {notes.set_note(context['ti'], str(exc))}")
                 raise AirflowFailException(str(exc)) from None
@@ -118,17 +125,53 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 print(f"task note: {notes.set_note(context['ti'], message)}")
                 raise AirflowFailException(message) from None
 
-        @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
+        @task(trigger_rule=TriggerRule.ALL_DONE)
         def record(planned: list[dict], **context) -> dict:
             from .recording import record_run_when_reachable
 
             run = context["dag_run"]
             counts = record_run_when_reachable(bench.dag_id, run.run_id, planned)
+            print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
+            return counts
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def plan_reruns(planned: list[dict], counts: dict, **context) -> list[dict]:
+            """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns)."""
+            from .reruns import plan_reruns as plan
+            from .store import Store
+
+            k = Configs().benchmark(bench.id).confirm_reruns
+            reruns, flagged = plan(Store(), planned, k)
+            for line in flagged:
+                print(f"flagged, {k} reruns: {line}")
+            if flagged:
+                print(f"task note: {notes.set_note(context['ti'], f'{len(flagged)} flagged, {len(reruns)} reruns: ' + '; '.join(flagged))}")
+            else:
+                print("nothing looks regressed: no reruns")
+            return reruns
+
+        @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
+        def record_reruns(planned: list[dict], reruns: list[dict] | None, **context) -> dict:
+            from .recording import record_run_when_reachable
+            from .reruns import verdicts
+            from .store import Store
+
+            run = context["dag_run"]
+            reruns = reruns or []
+            if reruns:
+                record_run_when_reachable(bench.dag_id, run.run_id, reruns, run_row=False)
+            verdict = verdicts(Store(), planned, reruns)
+            for kind in ("confirmed", "cleared"):
+                for line in verdict[kind]:
+                    print(f"{kind} by reruns: {line}")
+            if verdict["confirmed"] or verdict["cleared"]:
+                text = f"reruns confirmed {len(verdict['confirmed'])}, cleared {len(verdict['cleared'])}: " + \
+                    "; ".join(verdict["confirmed"] + verdict["cleared"])
+                print(f"task note: {notes.set_note(context['ti'], text)}")
             # the report DAG writes the report of this night, whenever this run finishes
             context["outlet_events"][asset].extra = {"night": nights.night_of(run), "dag_id": bench.dag_id,
                                                      "run_id": run.run_id}
-            print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
-            return counts
+            return verdict
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def check_cells(counts: dict) -> None:
@@ -143,8 +186,10 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
         plan = plan_cells()
         checked = check_dataset(plan)
         recorded = record(plan)
+        reruns = plan_reruns(plan, recorded)
+        rerun_done = record_reruns(plan, reruns)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
-        check_cells(recorded)
+        rerun_done >> check_cells(recorded)
         for host in fleet.hosts:
             for n in bench.gpu_counts:
                 if n > len(host.device_ids):
@@ -152,8 +197,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 gid = cellmod.group_id(host.name, n)
                 with TaskGroup(group_id=gid, tooltip=f"{n} GPU cells on {host.name}"):
                     mine = select_cells.override(task_id="cells")(plan, gid)
-                    train = CellDockerOperator.partial(
-                        task_id="train",
+                    again = select_cells.override(task_id="reruns", trigger_rule=TriggerRule.ALL_DONE)(reruns, gid)
+                    partial_args = dict(
                         benchmark_id=bench.id,
                         host_name=host.name,
                         dataset=checked,  # an XComArg: resolved at run time, and an upstream dependency
@@ -167,8 +212,11 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                         retry_delay=dt.timedelta(seconds=bench.retry_delay_s),
                         retry_exponential_backoff=2.0,
                         map_index_template="{{ task.cell['label'] }}",
-                    ).expand(cell=mine)
+                    )
+                    train = CellDockerOperator.partial(task_id="train", **partial_args).expand(cell=mine)
+                    rerun = CellDockerOperator.partial(task_id="rerun", **partial_args).expand(cell=again)
                 train >> recorded
+                rerun >> rerun_done
     return dag
 
 

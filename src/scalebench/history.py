@@ -69,7 +69,8 @@ def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gate
             hosts.setdefault((k.host_class, k.profile), []).append(k)
     extra = []
     for (host, profile), keys in sorted(hosts.items()):
-        factors = night_factors({str(k): dict(series[k].points) for k in keys}, gates.window)
+        factors = night_factors({str(k): dict(series[k].points) for k in keys}, gates.window,
+                                groups={str(k): k.benchmark for k in keys})
         for k in keys:
             series[k].factors = factors[str(k)]
         if any(factors.values()):

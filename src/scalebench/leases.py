@@ -132,7 +132,8 @@ class LeaseManager:
         conn.execute(insert(LeaseEventRow).values(lease_id=lease_id, host=host, devices=",".join(devices),
                                                   cell_key=cell_key, event=kind, detail=detail, at=time.time()))
 
-    def _try_acquire(self, host: Host, n: int, cell_key: str, exclusive: bool) -> Lease | None:
+    def _try_acquire(self, host: Host, n: int, cell_key: str, exclusive: bool,
+                     avoid: list[str] | None = None) -> Lease | None:
         with self.engine.begin() as conn:
             self._lock_host(conn, host.name)
             now = time.time()
@@ -156,7 +157,8 @@ class LeaseManager:
             if any(r.exclusive for r in live) or (exclusive and live):
                 return None
             held = {r.device_id for r in live}
-            chosen = topology.choose([d for d in host.device_ids if d not in held], n, host.topology, host.device_ids)
+            chosen = topology.choose([d for d in host.device_ids if d not in held], n, host.topology, host.device_ids,
+                                     avoid)
             if chosen is None:
                 return None
             lease_id = uuid.uuid4().hex
@@ -169,15 +171,16 @@ class LeaseManager:
                          co_tenants={r.cell_key for r in live}, manager=self)
 
     def acquire(self, host: Host, n: int, cell_key: str, *, exclusive: bool = False, timeout_s: float = 3600,
-                poll_s: float = 1.0, abort: threading.Event | None = None) -> Lease:
+                poll_s: float = 1.0, abort: threading.Event | None = None, avoid: list[str] | None = None) -> Lease:
         """Block until n devices of `host` are leased to `cell_key` (all of them, if exclusive);
-        LeaseTimeout after timeout_s, or as soon as `abort` is set (the task was cancelled)."""
+        LeaseTimeout after timeout_s, or as soon as `abort` is set (the task was cancelled).
+        `avoid`: a device set to take only when no other is free (a rerun's flagged cell's set)."""
         if n > len(host.device_ids):
             raise LeaseTimeout(f"host {host.name} has {len(host.device_ids)} devices; cell {cell_key} asked for {n}")
         start = time.monotonic()
         while True:
             try:
-                lease = self._try_acquire(host, n, cell_key, exclusive)
+                lease = self._try_acquire(host, n, cell_key, exclusive, avoid)
             except (IntegrityError, OperationalError) as exc:  # a racing first insert, or a busy database
                 log.info("lease attempt on %s retried: %s", host.name, exc.__class__.__name__)
                 lease = None

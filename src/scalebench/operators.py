@@ -32,7 +32,7 @@ from scalebench_kit.names import (ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE,
 from . import notes, paths, preflight
 from .attempt_folders import attempt_dir
 from .cells import timing_policy
-from .config import Benchmark, Configs, Host, Resolved
+from .config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
 from .container import CELL_LABEL, settings
 from .failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
 from .provenance import git_revision
@@ -188,8 +188,14 @@ class CellDockerOperator(DockerOperator):
         for line in account_for_lost_attempts(cell, number):
             print(line)
         host = configs.fleet.host(self.host_name)
-        return Attempt(cell=cell, number=number, bench=bench, host=host, resolved=res,
-                       policy=timing_policy(cell["profile"], host), timeout_s=res.cell_timeout_minutes * 60, out=out)
+        a = Attempt(cell=cell, number=number, bench=bench, host=host, resolved=res,
+                    policy=timing_policy(cell["profile"], host), timeout_s=res.cell_timeout_minutes * 60, out=out)
+        if cell.get("image"):  # a candidate tag from the plan: the configured repository only
+            if image_repository(cell["image"]) != image_repository(self.image) or not IMAGE_REF.fullmatch(cell["image"]):
+                raise self.fail(a, Failure("unknown", None, f"cell image {cell['image']!r} is not a tag of the "
+                                           f"configured image {self.image!r}: refused"))
+            self.image = cell["image"]
+        return a
 
     def lease(self, a: Attempt):
         from .leases import LeaseManager, LeaseTimeout  # the store's ORM: not at DAG parse time
@@ -199,7 +205,8 @@ class CellDockerOperator(DockerOperator):
         a.stage = "lease"
         try:
             self._lease = LeaseManager().acquire(a.host, a.cell["gpus"], a.cell["key"], timeout_s=a.timeout_s,
-                                                 exclusive=a.policy == "exclusive", abort=self._cancelled)
+                                                 exclusive=a.policy == "exclusive", abort=self._cancelled,
+                                                 avoid=a.cell.get("avoid_devices"))
         except LeaseTimeout as exc:
             if self._cancelled.is_set():
                 raise self.fail(a, classify(None, [], cancelled=True)) from None
@@ -226,7 +233,8 @@ class CellDockerOperator(DockerOperator):
         doc = {
             "contract_version": CONTRACT_VERSION,
             "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
-                                          "repeat", "profile", "seed", "label")} | {"attempt": a.number},
+                                          "repeat", "profile", "seed", "label")}
+                    | {"attempt": a.number, "role": cell.get("role", "measure"), "rerun_of": cell.get("rerun_of")},
             "devices": {"kind": host.kind, "ids": lease.device_ids, "count": len(lease.device_ids), "topology": topo,
                         "lease_id": lease.lease_id, "timing_policy": a.policy, "preflight": checked},
             "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],

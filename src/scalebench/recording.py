@@ -32,8 +32,9 @@ def attempt_record(folder: Path) -> tuple[str, dict]:
     return "valid", {"contract": contract}
 
 
-def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dict:
-    """Record every attempt of the planned cells; counts by status, and the cells with no valid attempt."""
+def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict], run_row: bool = True) -> dict:
+    """Record every attempt of the planned cells; counts by status, and the cells with no valid
+    attempt. `run_row`: also note the run as recorded (not for its reruns, which come later)."""
     counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
     not_valid = []
     for cell in cells:
@@ -58,7 +59,7 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
         if "valid" not in [s for s, _ in statuses]:
             status, reason = statuses[-1]
             not_valid.append(f"{cell['label']}: {status} ({reason})")
-    if cells:
+    if cells and run_row:
         first = cells[0]
         store.record_run(dag_id=dag_id, run_id=run_id, benchmark=first["benchmark"], run_type=first["run_type"],
                          night=first.get("night"), counts=counts)
@@ -66,8 +67,8 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict]) -> dic
 
 
 def record_run_when_reachable(dag_id: str, run_id: str, cells: list[dict], *, url: str | None = None,
-                              within_s: float = OUTAGE_WAIT_S) -> dict:
+                              within_s: float = OUTAGE_WAIT_S, run_row: bool = True) -> dict:
     """The record step as the DAG runs it: a results database that is down or locked for a while
     (a restart, a long writer) delays the step instead of failing the night."""
-    return outlasting_outages(lambda: record_run(Store(url), dag_id, run_id, cells),
+    return outlasting_outages(lambda: record_run(Store(url), dag_id, run_id, cells, run_row),
                               what=f"record {dag_id} {run_id}", within_s=within_s)

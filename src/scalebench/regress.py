@@ -7,9 +7,10 @@ A flagged figure alerts when it is confirmed:
     k times, and a one-sided Mann-Whitney U test of the reruns against the baseline confirms or
     clears the flag (`rerun_alpha`, and the reruns' median past the magnitude gate);
   - or, without reruns, on the next night (`confirm` consecutive flagged nights).
-Throughput is judged after dividing out the host's night factor, the median over the host's other
-figures of the night of value / their own trailing median: machine state, thermals and noisy
-neighbours move every figure of a night together, a regression moves its own. The factors form a
+Throughput is judged after dividing out the host's night factor, the median over the other
+benchmarks' figures on the host that night of value / their own trailing median: machine state,
+thermals and noisy neighbours move every figure of a night together, a regression moves its
+own benchmark's. The factors form a
 series of their own, so a slowdown of the whole host still alerts.
 Baselines compare like with like (the series key) and take scheduled nights only; reruns never
 join them. An acknowledged shift, or a change of the system fingerprint (image digest,
@@ -210,11 +211,13 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
 
 
 def night_factors(values: dict[str, dict[dt.date, float]], window: int = 20, min_peers: int = MIN_PEERS,
-                  only: list[str] | None = None) -> dict[str, dict[dt.date, float]]:
-    """Per figure and night, the host's night factor from the figure's peers (the other figures of
-    the same host): the median over peers of value / the peer's median of its `window` nights
-    before (`only`: just these figures). Leave-one-out, so a figure's own regression never moves its factor; a night with fewer
-    than `min_peers` peers that have a trailing median gets none."""
+                  only: list[str] | None = None, groups: dict[str, str] | None = None) -> dict[str, dict[dt.date, float]]:
+    """Per figure and night, the host's night factor from the figure's peers: the median over peers
+    of value / the peer's median of its `window` nights before (`only`: just these figures). A
+    figure's peers are the host's figures outside its group (its benchmark: a new image or a code
+    change moves every GPU count of a benchmark together, and must not be divided out); a night
+    with fewer than `min_peers` peers that have a trailing median gets none."""
+    groups = groups or {}
     ratios: dict[dt.date, dict[str, float]] = {}
     for name, pts in values.items():
         nights_sorted = sorted(pts)
@@ -228,7 +231,8 @@ def night_factors(values: dict[str, dict[dt.date, float]], window: int = 20, min
         for name in wanted:
             if night not in values[name]:
                 continue
-            peers = [r for other, r in per.items() if other != name]
+            mine = groups.get(name, name)
+            peers = [r for other, r in per.items() if other != name and groups.get(other, other) != mine]
             if len(peers) >= min_peers:
                 out[name][night] = statistics.median(peers)
     return out

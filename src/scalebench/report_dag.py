@@ -1,8 +1,9 @@
 """The nightly report DAG: runs on new results (any benchmark's Asset) or on its nightly cron.
 
-write_report -> check_regressions. A report made before every scheduled benchmark of the
-night has recorded says it is partial; alerts fail check_regressions only from the complete
-report, so Airflow's usual alerting (email, callbacks) fires once the night is in.
+write_report -> send_alerts -> check_regressions. A report made before every scheduled benchmark
+of the night has recorded says it is partial; only the complete report sends its confirmed
+regressions through the notifier of include/configs/alerts.yaml and fails check_regressions, so
+alerts fire once the night is in.
 """
 from __future__ import annotations
 
@@ -57,8 +58,23 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
                 rep, path = publish(store, night)
                 print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
                 summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
-                                  "alerts": rep.alerts})
+                                  "alerts": rep.alerts, "alert_details": rep.alert_details})
             return {"nights": summaries}
+
+        @task
+        def send_alerts(summary: dict, **context) -> dict:
+            """Each complete night's confirmed regressions, through the configured Airflow notifier."""
+            from .alerts import load_alert_config, send
+
+            cfg = load_alert_config(Configs().config_dir)
+            sent = {}
+            for night in summary["nights"]:
+                if night["complete"] and night["alert_details"]:
+                    doc = send(cfg, night["night"], night["alert_details"], context)
+                    sent[night["night"]] = len(night["alert_details"]) if doc else 0
+                    print(f"night {night['night']}: {len(night['alert_details'])} alert(s) "
+                          + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
+            return {**summary, "sent": sent}
 
         @task
         def check_regressions(summary: dict) -> None:
@@ -73,5 +89,5 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
             if alerts:
                 raise AirflowFailException(f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts))
 
-        check_regressions(write_report())
+        check_regressions(send_alerts(write_report()))
     return dag

@@ -30,10 +30,14 @@ def set_cost(ids: tuple[str, ...], topology: dict[str, dict[str, str]] | None, o
     return (0.0, 0.0, contiguity, pos)
 
 
-def choose(free: list[str], n: int, topology: dict[str, dict[str, str]] | None, order: list[str]) -> list[str] | None:
-    """The best n of the free ids, or None when fewer than n are free."""
+def choose(free: list[str], n: int, topology: dict[str, dict[str, str]] | None, order: list[str],
+           avoid: list[str] | None = None) -> list[str] | None:
+    """The best n of the free ids, or None when fewer than n are free. A set other than `avoid`
+    comes first when one is free (a rerun checks a figure on other devices), then the best links."""
     if n > len(free):
         return None
     free = sorted(free, key=order.index)
-    best = min(itertools.combinations(free, n), key=lambda ids: set_cost(ids, topology, order))
+    shunned = set(avoid or ())
+    best = min(itertools.combinations(free, n),
+               key=lambda ids: (bool(shunned) and set(ids) == shunned, set_cost(ids, topology, order)))
     return list(best)

@@ -3,6 +3,7 @@ contract. The orchestrator's own benchmarks and drills use it (GPU packing, rest
 the real scheduler, pools, leases, validation and recording without paying for training.
 
     python -m scalebench_kit.hold --epoch-seconds S [--relative 1,0.66,0.56,0.51] [--step-seconds 1]
+        [--test-slowdown F [--test-slowdown-gpus 1,2] [--test-slowdown-reruns all|none|1,2]]
 
 Hold time = S x the cell's epochs x relative[gpus - 1] (default: the study's relative training
 times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are warm-up.
@@ -23,16 +24,32 @@ def hold_seconds(epoch_s: float, epochs: int, gpus: int, relative: tuple[float, 
     return epoch_s * epochs * relative[min(gpus, len(relative)) - 1]
 
 
+def _slowed(gpus: int, rerun: bool, args) -> bool:
+    def within(spec: str) -> bool:
+        return spec == "all" or str(gpus) in spec.split(",")
+
+    return (not args.test_slowdown_gpus or within(args.test_slowdown_gpus)) and (
+        not rerun or within(args.test_slowdown_reruns))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epoch-seconds", type=float, required=True)
     ap.add_argument("--relative", default=",".join(map(str, STUDY_RELATIVE)))
     ap.add_argument("--step-seconds", type=float, default=1.0)
+    # test only: a deliberately slowed cell, for the regression drills (rerun confirmation)
+    ap.add_argument("--test-slowdown", type=float, default=1.0,
+                    help="test only: every step takes this many times longer (throughput falls by it)")
+    ap.add_argument("--test-slowdown-gpus", default="", help="test only: slow only these GPU counts (1,2)")
+    ap.add_argument("--test-slowdown-reruns", default="all",
+                    help="test only: the GPU counts whose reruns are slowed too (all, none or 1,2)")
     args = ap.parse_args()
     cell = Cell()
     train, n = cell.training, cell.devices["count"]
     total = hold_seconds(args.epoch_seconds, train["epochs"], n, tuple(float(x) for x in args.relative.split(",")))
     steps = max(int(round(total / args.step_seconds)), 3)
+    if _slowed(n, cell.spec["cell"].get("role") == "rerun", args):
+        total *= args.test_slowdown
     timer = StepTimer(2)
     cell.events.log("model_ready", steps=steps, hold_s=round(total, 3))
     timer.start()
@@ -40,7 +57,7 @@ def main() -> None:
     for k in range(steps):
         began = time.perf_counter()
         left = t_end - began
-        time.sleep(max(left if k == steps - 1 else min(args.step_seconds, left), 0.0))
+        time.sleep(max(left if k == steps - 1 else min(total / steps, left), 0.0))
         timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - began, sync_s=0.0)
     cell.events.log("train_stop", timer.train_s)
     ranks = [timer.summary(r) for r in range(n)]  # one process stands for every rank of the cell

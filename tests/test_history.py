@@ -1,0 +1,187 @@
+"""Hand-made nightly histories with known answers: a scaling regression told apart from a compute
+regression, a fingerprint change that restarts the baseline, reruns that confirm or clear a flag,
+the host's night factor, and the physical plausibility checks."""
+import datetime as dt
+import random
+
+import pytest
+
+from scalebench.history import build_series, diagnose
+from scalebench.regress import (EFFICIENCY, NIGHT_FACTOR, Gates, Series, SeriesKey, fingerprint_change, judge,
+                                night_factors)
+from scalebench.report import Options, build
+
+D0 = dt.date(2026, 10, 1)
+TORCH = {"image_digest": "sha256:" + "a" * 64, "framework": "pytorch", "framework_version": "2.5.1", "driver": "550.54"}
+
+
+def cell(bench, night, gpus, train_s, *, epochs=1, repeat=1, role="measure", fingerprint=None, host="local",
+         precision=0.8):
+    key = f"{bench}-{night}-{gpus}-{epochs}-{repeat}-{role}"
+    return {"key": key, "dag_id": f"scalebench_{bench}", "run_id": f"scheduled__{night}", "run_type": "scheduled",
+            "benchmark": bench, "host": host, "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "nightly",
+            "seed": 0, "scaling_mode": "weak", "per_device_batch": 32, "global_batch": 32 * gpus,
+            "label": key, "night": night, "role": role, "rerun_of": None, "status": "valid", "reason": None,
+            "figure": {"attempt": 1, "train_s": train_s, "images_per_s": 32 * gpus * 100 / train_s,
+                       "metrics": {"precision": precision}, "image_digest": "sha256:x", "config_sha": "c",
+                       "timing": {}, "fingerprint": fingerprint or TORCH}}
+
+
+def nights_of(n):
+    return [(D0 + dt.timedelta(days=i)).isoformat() for i in range(n)]
+
+
+def study(bench, nights, rng, *, t1=100.0, eff=(1.0, 0.9, 0.85, 0.8), slow=lambda i, g: 1.0, cv=0.01, **kw):
+    """One benchmark's cells at 1-4 GPUs: T(n) = T(1) / (n eff(n)), times `slow`, with noise."""
+    out = []
+    for i, night in enumerate(nights):
+        for g in (1, 2, 3, 4):
+            t = t1 / (g * eff[g - 1]) * slow(i, g) * (1 + rng.gauss(0, cv))
+            out.append(cell(bench, night, g, t, **kw))
+    return out
+
+
+def tonight_of(cells, night, gates=Gates()):
+    return [j for s in build_series(cells, {}, gates) for j in judge(s, gates) if j.night.isoformat() == night]
+
+
+def test_a_communication_regression_is_named_a_scaling_regression():
+    nights = nights_of(25)
+    rng = random.Random(1)
+    # from night 23 the 4-GPU step needs 17 % more time: 1 GPU unchanged, 4-GPU efficiency 0.80 -> ~0.68
+    cells = study("b", nights, rng, slow=lambda i, g: 1.17 if i >= 23 and g == 4 else 1.0)
+    js = tonight_of(cells, nights[24])
+    eff4 = next(j for j in js if j.key.metric == EFFICIENCY and j.key.gpus == 4)
+    assert eff4.alert and eff4.baseline == pytest.approx(0.80, abs=0.01) and eff4.value == pytest.approx(0.684, abs=0.015)
+    assert not any(j.alert for j in js if j.key.metric == EFFICIENCY and j.key.gpus in (2, 3))
+    [line] = diagnose(js)
+    assert line.startswith("b: scaling regression (communication or topology): the 1-GPU throughput is unchanged")
+    assert "4 GPUs efficiency fell from 0.80 to 0.6" in line
+
+
+def test_everything_slower_is_a_compute_regression_with_unchanged_scaling():
+    nights = nights_of(25)
+    cells = study("b", nights, random.Random(2), slow=lambda i, g: 1.10 if i >= 23 else 1.0)
+    js = tonight_of(cells, nights[24])
+    assert not any(j.flagged for j in js if j.key.metric == EFFICIENCY)
+    assert all(j.alert for j in js if j.key.metric == "images_per_s")
+    [line] = diagnose(js)
+    assert line.startswith("b: compute regression: every GPU count is slower (by ")
+    assert 8 <= int(line.split("(by ")[1].split("%")[0]) <= 11  # 1/1.1: 9 % less throughput, give or take noise
+    assert line.endswith("and the scaling efficiency is unchanged.")
+
+
+def test_a_new_framework_version_restarts_the_baseline_and_says_what_changed():
+    nights = nights_of(30)
+    newer = {**TORCH, "image_digest": "sha256:" + "b" * 64, "framework_version": "2.6.0"}
+    rng = random.Random(3)
+    cells = study("b", nights[:20], rng) + study("b", nights[20:], rng, slow=lambda i, g: 1.2, fingerprint=newer)
+    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "")
+    [s] = [s for s in build_series(cells, {}) if s.key == key]
+    js = judge(s)
+    first = js[20]
+    assert first.changed_with == ("image digest sha256:aaaaaaaaaaaa -> sha256:bbbbbbbbbbbb, "
+                                  "framework version 2.5.1 -> 2.6.0")
+    assert not first.alert and first.baseline == pytest.approx(js[19].value) and first.change > 0.1
+    assert "changed with image digest" in first.line() and "baseline restarted" in first.line()
+    # the change night starts a new baseline: judged again once it has min_history nights, not as a regression
+    assert [j.note for j in js[21:25]] == ["building baseline"] * 4 and js[25].baseline is not None
+    assert not any(j.alert for j in js)
+    unacknowledged = judge(Series(key, s.points))  # without fingerprints the 20 % step would alert
+    assert any(j.alert for j in unacknowledged)
+
+
+def test_fingerprint_change_lists_each_field_and_ignores_unknown_history():
+    assert fingerprint_change(None, TORCH) is None and fingerprint_change({}, TORCH) is None
+    assert fingerprint_change(TORCH, dict(TORCH)) is None
+    assert fingerprint_change(TORCH, {**TORCH, "driver": "560.1", "gpu_model": "H100"}) == \
+        "driver 550.54 -> 560.1, gpu model unknown -> H100"
+
+
+def series_with_reruns(tonight, reruns, n=20, seed=4):
+    rng = random.Random(seed)
+    pts = [(D0 + dt.timedelta(days=i), 1000 * (1 + rng.gauss(0, 0.02))) for i in range(n)]
+    pts.append((D0 + dt.timedelta(days=n), tonight))
+    return Series(SeriesKey("b", 2, "images_per_s"), pts, reruns={D0 + dt.timedelta(days=n): reruns})
+
+
+def test_reruns_confirm_a_regression_the_same_night():
+    j = judge(series_with_reruns(850, [860, 845, 855]))[-1]
+    assert j.flagged and j.alert and j.confirmed_by_reruns is True and j.rerun_p < 0.01
+    assert "reruns 860, 845, 855: confirmed (Mann-Whitney U p = " in j.line()
+
+
+def test_reruns_at_the_usual_level_clear_the_flag_and_the_night_joins_the_baseline():
+    s = series_with_reruns(850, [1003, 992, 1010])
+    j = judge(s)[-1]
+    assert not j.flagged and not j.alert and j.confirmed_by_reruns is False and "cleared" in j.line()
+    s.points.append((D0 + dt.timedelta(days=21), 860))  # a flag the next night starts a new streak of one
+    assert not judge(s)[-1].alert
+
+
+def test_without_reruns_the_next_night_confirms_as_before():
+    s = series_with_reruns(850, [])
+    assert judge(s)[-1].flagged and not judge(s)[-1].alert
+    s.points.append((D0 + dt.timedelta(days=21), 852))
+    assert judge(s)[-1].alert
+
+
+def test_reruns_never_become_nights_of_the_baseline():
+    nights = nights_of(22)
+    cells = study("b", nights, random.Random(5))
+    cells += [cell("b", nights[21], 2, 50.0 * 3, repeat=r, role="rerun") for r in (1, 2, 3)]  # much slower reruns
+    [s] = [s for s in build_series(cells, {}) if s.key.metric == "images_per_s" and s.key.gpus == 2]
+    assert len(s.points) == 22 and len(s.reruns[dt.date.fromisoformat(nights[21])]) == 3
+    rep = build(cells, nights[21], Options(), [])
+    assert rep.rows[0].cells == 4  # the study's table: measuring cells only
+
+
+def test_the_night_factor_divides_out_a_bad_night_for_the_whole_host():
+    nights = nights_of(25)
+    rng = random.Random(6)
+    bad = 22  # every benchmark on the host 30 % slower that night
+    cells = []
+    for b in ("a", "b", "c"):
+        cells += study(b, nights, rng, slow=lambda i, g: 1.3 if i == bad else 1.0)
+    js = tonight_of(cells, nights[bad])
+    tput = [j for j in js if j.key.metric == "images_per_s"]
+    assert len(tput) == 12 and all(j.factor == pytest.approx(1 / 1.3, abs=0.03) for j in tput)
+    assert not any(j.flagged for j in tput)
+    host = [j for j in js if j.key.metric == NIGHT_FACTOR]
+    assert len(host) == 1 and host[0].flagged and not host[0].alert  # one bad night: flagged, not an alert
+    # a slowdown of the whole host that stays is still an alert, on the host's own series
+    cells = []
+    for b in ("a", "b", "c"):
+        cells += study(b, nights, rng, slow=lambda i, g: 1.3 if i >= bad else 1.0)
+    js = tonight_of(cells, nights[bad + 1])
+    assert [j.key.benchmark for j in js if j.alert] == ["host local"]
+
+
+def test_night_factors_are_leave_one_out():
+    days = [D0 + dt.timedelta(days=i) for i in range(10)]
+    values = {name: {d: 100.0 for d in days} for name in ("a", "b", "c", "d")}
+    values["a"][days[-1]] = 50.0  # only 'a' regressed: its own factor stays 1
+    f = night_factors(values, window=5)
+    assert f["a"][days[-1]] == 1.0 and f["b"][days[-1]] == 1.0
+    assert days[2] not in f["a"]  # fewer than 3 nights before it: no factor
+    # a benchmark's own GPU counts are not its peers: with a and b one benchmark, b has 2 peers (< 3)
+    f = night_factors(values, window=5, groups={"a": "ab", "b": "ab", "c": "c", "d": "d"})
+    assert f["b"] == {} and f["c"][days[-1]] == 1.0
+
+
+def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
+    from scalebench.config import ReferenceAccuracy
+
+    night = "2026-10-01"
+    cells = [cell("b", night, 1, 100.0), cell("b", night, 2, 45.0), cell("b", night, 4, 27.0, precision=0.3)]
+    ref = ReferenceAccuracy(metric="precision", by_global_batch={32: 0.8, 128: 0.78}, tolerance=0.1)
+    rep = build(cells, night, Options(references={"b": {"nightly": ref}}), [])
+    [row] = rep.rows
+    assert sorted(row.suspect) == [2, 4]
+    assert row.suspect[2] == ["efficiency 1.11 is above 1 (faster than linear scaling)"]
+    assert row.suspect[4] == ["precision 0.300 is far from the reference 0.780 (±0.1) at global batch 128"]
+    assert set(rep.average) == {1}  # suspect GPU counts never make the average
+    from scalebench.report import markdown
+
+    md = markdown(rep)
+    assert "(suspect)" in md and "- b at 2 GPUs: efficiency 1.11 is above 1" in md
