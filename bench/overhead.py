@@ -30,7 +30,7 @@ from tests.service_clients import api_time as ts
 from tests.service_clients import local_service  # noqa: E402
 
 FIXED = ("plan_cells", "check_dataset")  # per-run tasks before the cell
-AFTER = ("record", "check_cells")         # per-run tasks after it
+AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "check_cells")  # per-run tasks after it
 
 
 def busy_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -127,7 +127,7 @@ def report(rounds: list, gpus: list[int]) -> None:
           f"range {min(ratios):.3f}-{max(ratios):.3f}); goal <= 1.10")
     print("per cell, seconds (median over rounds):  A wall | B wall | in container A/B | outside training: "
           "scheduling, fixed per-run tasks, train task outside the container A (lease, start, validation) / B (start), "
-          "record+check_cells")
+          "record, rerun check and check_cells")
     for k, g in enumerate(gpus):
         a = [rd[0][k] for rd in rounds]
         b = [rd[1][k] for rd in rounds]

@@ -166,3 +166,5 @@ def test_a_rerun_avoids_its_flagged_cells_devices_when_another_set_is_free():
     assert choose(["0", "1"], 2, None, order, avoid=["0", "1"]) == ["0", "1"]  # no other set free: the same one
     topo = {"0": {"1": "NV4", "2": "SYS", "3": "SYS"}, "1": {"2": "SYS", "3": "SYS"}, "2": {"3": "NV4"}}
     assert choose(order, 2, topo, order, avoid=["0", "1"]) == ["2", "3"]  # the other island, as well linked
+    slow = {**topo, "2": {"3": "SYS"}}
+    assert choose(order, 2, slow, order, avoid=["0", "1"]) == ["0", "1"]  # never onto slower links

@@ -33,11 +33,15 @@ def set_cost(ids: tuple[str, ...], topology: dict[str, dict[str, str]] | None, o
 def choose(free: list[str], n: int, topology: dict[str, dict[str, str]] | None, order: list[str],
            avoid: list[str] | None = None) -> list[str] | None:
     """The best n of the free ids, or None when fewer than n are free. A set other than `avoid`
-    comes first when one is free (a rerun checks a figure on other devices), then the best links."""
+    wins over it when its slowest link is as fast (a rerun checks a figure on other devices, never
+    on slower links, which would look like the regression it checks)."""
     if n > len(free):
         return None
     free = sorted(free, key=order.index)
     shunned = set(avoid or ())
-    best = min(itertools.combinations(free, n),
-               key=lambda ids: (bool(shunned) and set(ids) == shunned, set_cost(ids, topology, order)))
-    return list(best)
+
+    def key(ids):
+        cost = set_cost(ids, topology, order)
+        return (cost[0], bool(shunned) and set(ids) == shunned, cost)
+
+    return list(min(itertools.combinations(free, n), key=key))
