@@ -1,6 +1,6 @@
 """Regression detectors side by side on simulated nightly histories (a benchmark script, not a test).
 
-    .venv/bin/python bench/regressions.py [--histories 500] [--peer-histories 200] [--seed 0]
+    .venv/bin/python bench/regressions.py [--histories 400] [--peer-histories 200] [--seed 0]
     make bench-regressions   # the same, with Apache Otava installed in its own venv first
 
 Noise model (every parameter is a flag). A host runs one benchmark's figure under test and, as
@@ -246,9 +246,9 @@ def cheapest(noise: Noise, n: int, seed: int, gates: Gates) -> tuple[int, int, F
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--histories", type=int, default=500)
-    ap.add_argument("--peer-histories", type=int, default=200, help="Otava runs once per night per history: slower")
-    ap.add_argument("--search-histories", type=int, default=200)
+    ap.add_argument("--histories", type=int, default=400)
+    ap.add_argument("--peer-histories", type=int, default=150, help="Otava runs once per night per history: slower")
+    ap.add_argument("--search-histories", type=int, default=150)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--night-share", type=float, default=0.4, help="share of the variance that is the night's")
     ap.add_argument("--figures", type=int, default=20, help="the other benchmarks' figures per host night (the night "
@@ -258,8 +258,8 @@ def main() -> None:
     g = Gates()
     have_otava = Path(OTAVA_PY).exists()
     print(f"noise: night effect {args.night_share:.0%} of the variance (shared by every cell of the night), "
-          f"cell noise the rest; outlier nights hit the whole host, 15-40 % slower; {args.figures} peer figures of other "
-          "benchmarks per host night")
+          f"cell noise the rest; outlier nights hit the whole host, 15-40 % slower; {args.figures} peer figures "
+          "of other benchmarks per host night")
     print(f"ours: >= {g.magnitude:.0%} worse AND robust z >= {g.z} (baseline {g.window} nights), rerun when raw "
           f">= {g.rerun_magnitude:.0%} AND z >= {g.rerun_z}; reruns confirm by one-sided Mann-Whitney U at "
           f"{g.rerun_alpha}; else {g.confirm} flagged nights")
@@ -296,10 +296,34 @@ def main() -> None:
     for cv, outliers, label, change, f in rows:
         print(f"{cv:>3.0%} {outliers:>4.0%} {label:<34} {change:<17} " + " ".join(
             c.rjust(w) for c, w in zip(f.cells(), (8, 8, 6, 10, 5))))
-    print(f"\n'night 1' / 'within 2': share of changes alerted on their first night / within two nights; 'nights': median nights to the first "
+    print(f"\n'night 1' / 'within 2': share of changes alerted on their first night / within two nights; "
+          f"'nights': median nights to the first "
           f"alert; 'false/1000': alerts per 1000 judged nights without a change (before the change, or all "
           f"nights of steady and improved histories); 'cells': cell-minutes per figure per night, in cells. "
           f"{args.histories} histories per row ({args.peer_histories} for Otava), {time.perf_counter() - t0:.0f} s")
+    goals(rows)
+
+
+def goals(rows: list) -> None:
+    """Per noise level: the issue's goals for ours, and ours against each peer at the same budget."""
+    print("\ngoals (10% steps; false alarms from the steady histories):")
+    for cv, outliers in sorted({(r[0], r[1]) for r in rows}):
+        mine = {(label.split(" (")[0], change): f for c, o, label, change, f in rows if (c, o) == (cv, outliers)}
+        ours, steady = mine[("ours", "step 10%")], mine[("ours", "steady")]
+        det = ours.first if cv <= 0.02 else ours.detected
+        when = "the first night" if cv <= 0.02 else "two nights"
+        met = det >= 0.95 and steady.false_per_1000 <= 1.0
+        line = (f"  CV {cv:.0%}, outlier nights {outliers:.0%}: {det:.1%} detected within {when} (goal >= 95%), "
+                f"{steady.false_per_1000:.2f} false alarms per 1000 (goal <= 1) at {steady.cost:.2f} cells: "
+                f"{'met' if met else 'NOT met'}")
+        peers = sorted({name for name, _ in mine if name not in ("ours", "ours without the night factor")})
+        beats = []
+        for name in peers:
+            p, ps = mine[(name, "step 10%")], mine[(name, "steady")]
+            pdet = p.first if cv <= 0.02 else p.detected
+            better = det > pdet and steady.false_per_1000 < ps.false_per_1000
+            beats.append(f"{name}: {pdet:.1%}, {ps.false_per_1000:.2f}/1000 -> ours {'better' if better else 'NOT better'}")
+        print(line + "\n    " + "\n    ".join(beats))
 
 
 if __name__ == "__main__":

@@ -86,10 +86,14 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
                               statistics.median(tb) / statistics.median(ta), bootstrap_ratio_ci(ta, tb),
                               (statistics.median(f["images_per_s"] for f in fa),
                                statistics.median(f["images_per_s"] for f in fb)), acc))
-    label = lambda side: sorted({f"{n} GPU{'s' if n != 1 else ''} x {e} epochs" for (n, e), g in groups.items()  # noqa: E731
-                                 if g[side] and not g[1 - side]})
-    first = lambda cells: next((c["figure"].get("fingerprint") for c in cells if c["figure"]), None)  # noqa: E731
-    return Comparison(a[0]["benchmark"], run_a, run_b, fingerprint_change(first(a), first(b)), diffs, label(0), label(1))
+    def only(side: int) -> list[str]:
+        return sorted(f"{n} GPU{'s' if n != 1 else ''} x {e} epochs" for (n, e), g in groups.items()
+                      if g[side] and not g[1 - side])
+
+    def system(cells: list[dict]) -> dict | None:
+        return next((c["figure"].get("fingerprint") for c in cells if c["figure"]), None)
+
+    return Comparison(a[0]["benchmark"], run_a, run_b, fingerprint_change(system(a), system(b)), diffs, only(0), only(1))
 
 
 def render(cmp: Comparison) -> str:
