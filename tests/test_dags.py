@@ -64,6 +64,8 @@ def test_task_chain_routing_and_names(dagbag):
         assert f"local_{n}gpu.rerun" in dag.get_task("record_reruns").upstream_task_ids
     assert not [t for t in dag.task_ids if t.endswith(".validate")]
     assert dag.get_task("plan_reruns").upstream_task_ids == {"plan_cells", "record"}
+    # the short circuit skips only the groups' rerun selections: record_reruns is not its direct downstream
+    assert dag.get_task("plan_reruns").downstream_task_ids == {f"local_{n}gpu.reruns" for n in (1, 2, 3, 4)}
     # the report is triggered once the reruns are in; the run's verdict waits for them
     assert dag.get_task("record_reruns").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
     assert not dag.get_task("record").outlets

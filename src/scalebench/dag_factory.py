@@ -134,7 +134,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
             return counts
 
-        @task(trigger_rule=TriggerRule.ALL_DONE)
+        # a short circuit: with nothing flagged the rerun tasks are skipped without starting
+        @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
         def plan_reruns(planned: list[dict], counts: dict, **context) -> list[dict]:
             """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns)."""
             from .reruns import plan_reruns as plan
@@ -151,13 +152,14 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
             return reruns
 
         @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
-        def record_reruns(planned: list[dict], reruns: list[dict] | None, **context) -> dict:
+        def record_reruns(planned: list[dict], **context) -> dict:
             from .recording import record_run_when_reachable
             from .reruns import verdicts
             from .store import Store
 
             run = context["dag_run"]
-            reruns = reruns or []
+            # pulled, not passed: a direct downstream of the short circuit would be skipped with the reruns
+            reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
             if reruns:
                 record_run_when_reachable(bench.dag_id, run.run_id, reruns, run_row=False)
             verdict = verdicts(Store(), planned, reruns)
@@ -187,7 +189,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
         checked = check_dataset(plan)
         recorded = record(plan)
         reruns = plan_reruns(plan, recorded)
-        rerun_done = record_reruns(plan, reruns)
+        rerun_done = record_reruns(plan)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
         rerun_done >> check_cells(recorded)
         for host in fleet.hosts:
@@ -197,7 +199,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
                 gid = cellmod.group_id(host.name, n)
                 with TaskGroup(group_id=gid, tooltip=f"{n} GPU cells on {host.name}"):
                     mine = select_cells.override(task_id="cells")(plan, gid)
-                    again = select_cells.override(task_id="reruns", trigger_rule=TriggerRule.ALL_DONE)(reruns, gid)
+                    again = select_cells.override(task_id="reruns")(reruns, gid)
                     partial_args = dict(
                         benchmark_id=bench.id,
                         host_name=host.name,
