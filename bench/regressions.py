@@ -213,8 +213,7 @@ def run_zscore(hist: list[list[float]], change: Change, threshold: float, repeat
 
 
 def run_otava(hist: list[list[float]], change: Change, repeats: int) -> Figures:
-    judged_nights = list(range(5, NIGHTS)) if change.step <= 0 and not change.drift else list(range(5, NIGHTS))
-    res = otava(hist, [judged_nights] * len(hist))
+    res = otava(hist, [list(range(5, NIGHTS))] * len(hist))  # every night with 5 before it, as ours
     flags = [[None] * 5 + r for r in res]
     f = score(flags, change)
     f.cost = float(repeats)

@@ -26,8 +26,10 @@ def _key(c: dict, lineage: dict[str, str], metric: str, gpus: int | None = None)
                      image_lineage=lineage.get(c["benchmark"], ""))
 
 
-def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gates()) -> list[Series]:
-    """Every series of scheduled nights in `cells` (the store's figures), oldest night first."""
+def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gates(),
+                 with_factors: bool = True) -> list[Series]:
+    """Every series of scheduled nights in `cells` (the store's figures), oldest night first;
+    `with_factors`: with the host's night factors and its factor series."""
     values: dict[SeriesKey, dict[str, list[float]]] = {}
     prints: dict[SeriesKey, dict[str, dict]] = {}
     reruns: dict[SeriesKey, dict[str, list[float]]] = {}
@@ -62,6 +64,8 @@ def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gate
                         reruns={dt.date.fromisoformat(n): v for n, v in reruns.get(k, {}).items()},
                         fingerprints={dt.date.fromisoformat(n): fp for n, fp in prints.get(k, {}).items()})
               for k, per in values.items()}
+    if not with_factors:
+        return [series[k] for k in sorted(series)]
     # night factors: throughput figures of one host and profile move together on a bad night
     hosts: dict[tuple[str, str], list[SeriesKey]] = {}
     for k in series:

@@ -13,6 +13,7 @@ import hashlib
 from scalebench_kit.contract import read_json
 from scalebench_kit.names import PLACEMENT_FILE
 
+from . import nights
 from .attempt_folders import attempt_dir
 from .history import THROUGHPUT, build_series
 from .regress import Gates, judge, wants_rerun
@@ -20,27 +21,32 @@ from .regress import Gates, judge, wants_rerun
 LOOKBACK_NIGHTS = 60
 
 
+def _night(planned: list[dict]) -> str:
+    return planned[0].get("night") or nights.today()
+
+
 def _history(store, planned: list[dict], extra: list[dict] = ()) -> list[dict]:
     """The scheduled history of this benchmark before this run's night, and this run's own cells
     (and reruns) as tonight's night, whatever the run's type: a manual run is checked against the
     same baseline, and never becomes part of it."""
-    first = planned[0]
-    night = first.get("night") or dt.date.today().isoformat()
+    first, night = planned[0], _night(planned)
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
-    cells = [c for c in store.figures(up_to_night=night, since_night=since)
-             if c["benchmark"] == first["benchmark"] and c["run_id"] != first["run_id"] and c["night"] < night]
     mine = {c["key"] for c in [*planned, *extra]}
-    tonight = [{**c, "run_type": "scheduled", "night": night} for c in store.figures(up_to_night=night, since_night=night)
-               if c["key"] in mine]
-    return cells + tonight
+    out = []
+    for c in store.figures(up_to_night=night, since_night=since):
+        if c["key"] in mine:
+            out.append({**c, "run_type": "scheduled", "night": night})
+        elif c["benchmark"] == first["benchmark"] and c["run_id"] != first["run_id"] and c["night"] < night:
+            out.append(c)
+    return out
 
 
-def _tonight(series, gates: Gates, night: str) -> dict[int, object]:
+def _tonight(cells: list[dict], gates: Gates, night: str) -> dict[int, object]:
+    """Tonight's throughput judgement per GPU count, raw: the night factor needs the whole night."""
     out = {}
-    for s in series:
+    for s in build_series(cells, {}, gates, with_factors=False):
         if s.key.metric != THROUGHPUT:
             continue
-        s.factors = {}  # raw: the night factor needs the whole night
         js = [j for j in judge(s, gates) if j.night.isoformat() == night]
         if js:
             out[s.key.gpus] = js[-1]
@@ -55,9 +61,8 @@ def plan_reruns(store, planned: list[dict], count: int, gates: Gates = Gates()) 
     """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count."""
     if not planned or count < 1:
         return [], []
-    night = planned[0].get("night") or dt.date.today().isoformat()
     cells = _history(store, planned)
-    judged = _tonight(build_series(cells, {}, gates), gates, night)
+    judged = _tonight(cells, gates, _night(planned))
     valid = {c["key"] for c in cells if c["figure"] is not None}
     out, flagged = [], []
     for n, j in sorted(judged.items()):
@@ -88,9 +93,7 @@ def verdicts(store, planned: list[dict], reruns: list[dict], gates: Gates = Gate
     report, without the night factor); where the reruns ran."""
     if not reruns:
         return {"confirmed": [], "cleared": [], "placements": {}}
-    night = planned[0].get("night") or dt.date.today().isoformat()
-    cells = _history(store, planned, reruns)
-    judged = _tonight(build_series(cells, {}, gates), gates, night)
+    judged = _tonight(_history(store, planned, reruns), gates, _night(planned))
     rerun_gpus = {c["gpus"] for c in reruns}
     out = {"confirmed": [], "cleared": [], "placements": {}}
     for n, j in sorted(judged.items()):

@@ -144,7 +144,7 @@ def validate_result(cell: dict, contract: dict, metrics: list[str], bounds: dict
 def validate_table(rep) -> list[str]:
     """GX on the aggregated table: every expected cell present or marked, efficiency in (0, 1.5],
     every ratio taken against a matching 1-GPU baseline. Returns the failures (empty: all met);
-    super-linear efficiency is listed, not capped."""
+    super-linear efficiency is not capped here: the report lists it among its suspect figures."""
     import great_expectations as gx
     import pandas as pd
 
@@ -170,6 +170,4 @@ def validate_table(rep) -> list[str]:
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="baseline_ok", value_set=[True]))
     result = batch.validate(suite)
     out = [_describe(r) for r in result.results if not r.success]
-    out += [f"super-linear efficiency (flagged, not capped): {r.benchmark} at {n} GPUs {100 * e:.0f}%"
-            for r in rep.rows for n, e in r.efficiency.items() if e > 1]
     return out
