@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from scalebench.config import Host  # noqa: E402
-from scalebench.leases import LeaseManager  # noqa: E402
-from scalebench.db import upgrade  # noqa: E402
+from scalebench.core.config import Host  # noqa: E402
+from scalebench.store.leases import LeaseManager  # noqa: E402
+from scalebench.store.db import upgrade  # noqa: E402
 
 HOST = Host(name="bench", kind="gpu", queue="bench", device_ids=["0", "1", "2", "3"])
 

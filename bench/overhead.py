@@ -5,7 +5,7 @@
 A: `make airflow` (api-server, scheduler, dag-processor, triggerer; LocalExecutor), each cell
    triggered through the REST API as its own run and waited for before the next.
 B: what a user would otherwise write: `docker run --rm` of the same image, command, mounts and
-   environment (built by scalebench.container.settings) on a copy of A's cell.json.
+   environment (built by scalebench.cell.container.settings) on a copy of A's cell.json.
 A and B alternate every round, since cells vary by ~15 % from run to run on this machine.
 Printed: the wall-time ratio A/B per round with its median and range, and per cell where A's
 seconds outside training go (from the run's task instances and the container's own timing).
@@ -52,7 +52,7 @@ def run_through_airflow(svc, dag_id: str, gpus: int, seed: int) -> dict:
     wall = ts(run["end_date"]) - t0
     tis = [t for t in svc.api.task_instances(dag_id, run_id) if t["start_date"] and t["end_date"]]
     dur = {t["task_id"].split(".")[-1]: ts(t["end_date"]) - ts(t["start_date"]) for t in tis}
-    from scalebench.attempt_folders import run_dir
+    from scalebench.core.attempt_folders import run_dir
 
     [metrics] = run_dir(dag_id, run_id).glob("*/attempt-1/metrics.json")
     timing = json.loads(metrics.read_text())["timing"]
@@ -67,10 +67,10 @@ def run_through_airflow(svc, dag_id: str, gpus: int, seed: int) -> dict:
 
 def run_bare(cell_json: Path, bench_id: str, work: Path) -> dict:
     """The same container as `docker run --rm`, as a user's loop would start it."""
-    from scalebench import paths
-    from scalebench.config import Configs
-    from scalebench.container import settings
-    from scalebench.datasets import dataset_root
+    from scalebench.core import paths
+    from scalebench.core.config import Configs
+    from scalebench.cell.container import settings
+    from scalebench.cell.datasets import dataset_root
 
     spec = json.loads(cell_json.read_text())
     configs = Configs()

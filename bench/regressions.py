@@ -17,7 +17,7 @@ hits one figure: steps of 5, 10 and 20 % at night 30, a 10 % improvement, a drif
 night from night 30 on.
 
 Detectors:
-  - ours: scalebench.regress.judge on the median of `repeats` cells a night, the host's night
+  - ours: scalebench.analysis.regress.judge on the median of `repeats` cells a night, the host's night
     factor divided out; a figure the DAG finds off (raw, before the factor) is rerun `reruns`
     times the same night, and the reruns confirm (alert tonight) or clear the flag; without
     reruns the next night confirms.
@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalebench.regress import Gates, Series, SeriesKey, judge, night_factors, wants_rerun  # noqa: E402
+from scalebench.analysis.regress import Gates, Series, SeriesKey, judge, night_factors, wants_rerun  # noqa: E402
 
 KEY = SeriesKey("sim", 2, "images_per_s")
 D0 = dt.date(2026, 1, 1)

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sqlalchemy import insert  # noqa: E402
 
-from scalebench.cells import cell_key, cell_label  # noqa: E402
-from scalebench.report import Options  # noqa: E402
-from scalebench.db import upgrade  # noqa: E402
-from scalebench.store import AttemptRow, CellRow, Store  # noqa: E402
+from scalebench.core.cells import cell_key, cell_label  # noqa: E402
+from scalebench.report.nightly import Options  # noqa: E402
+from scalebench.store.db import upgrade  # noqa: E402
+from scalebench.store.results import AttemptRow, CellRow, Store  # noqa: E402
 
 BENCHES = ["resnet50_keras_cifar10", "unet_torch_voc2007", "frcnn_tf_voc2007", "frcnn_mmdet_voc2007",
            "maskrcnn_mmdet_voc2012", "msrcnn_mmdet_voc2012"]
@@ -75,7 +75,7 @@ def page_seconds(reports: Path, night: str) -> dict[str, float]:
     """The UI pages a user opens, timed through the plugin's FastAPI app (what the api-server mounts)."""
     from fastapi.testclient import TestClient
 
-    from scalebench.webapp import create_app
+    from scalebench.orchestration.webapp import create_app
 
     app = create_app()
     for route in app.routes:  # the login is Airflow's JWT check, not what is measured here
@@ -96,8 +96,8 @@ def measure(cells: int) -> dict:
     import json
     import os
 
-    from scalebench import paths
-    from scalebench.report import publish
+    from scalebench.core import paths
+    from scalebench.report.nightly import publish
     from scalebench_kit.names import REPORT_TABLE
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,10 +1,10 @@
 """Airflow plugin: the scalebench report pages in the Airflow UI (nav entry 'Scaling report').
 
-Thin entry file only; the app lives in the installed scalebench package (scalebench.webapp).
+Thin entry file only; the app lives in the installed scalebench package (scalebench.orchestration.webapp).
 """
 from airflow.plugins_manager import AirflowPlugin
 
-from scalebench.webapp import create_app
+from scalebench.orchestration.webapp import create_app
 
 
 class ScalebenchReportsPlugin(AirflowPlugin):

@@ -52,7 +52,7 @@ def drill(request):
 @pytest.fixture(scope="session")
 def upgraded_store_file(tmp_path_factory) -> Path:
     """A results database brought to the newest schema once (`scalebench db upgrade`), copied per test."""
-    from scalebench.db import upgrade
+    from scalebench.store.db import upgrade
 
     db = tmp_path_factory.mktemp("store-template") / "results.db"
     upgrade(f"sqlite:///{db}")
@@ -138,7 +138,7 @@ chromium = pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("ch
 
 
 def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
-    from scalebench.cells import cell_key, cell_label
+    from scalebench.core.cells import cell_key, cell_label
 
     ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
              "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke"}
@@ -170,7 +170,7 @@ def write_attempt(cell, k, *, contract=None, validation=None, failure=None):
     """An attempt folder as a finished task leaves it (cell.json, metrics.json, validation.json, failure.json)."""
     import json
 
-    from scalebench.attempt_folders import attempt_dir
+    from scalebench.core.attempt_folders import attempt_dir
     from scalebench_kit.contract import write_json_atomic
 
     d = attempt_dir(cell, k)
@@ -238,7 +238,7 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update:
     """A benchmark 'probe' whose entrypoint is a shell snippet, written to a copy of the configs
     (point SCALEBENCH_CONFIG_DIR at the returned tree), its CellDockerOperator, a context with a
     fake task instance, and its cell."""
-    from scalebench.operators import CellDockerOperator
+    from scalebench.orchestration.operators import CellDockerOperator
 
     tree = tmp_path / "configs"
     (tree / "benchmarks").mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 import yaml
 
-from scalebench.alerts import AlertConfig, load_alert_config, send
-from scalebench.config import ConfigError
+from scalebench.core.config import AlertConfig, load_alerts
+from scalebench.orchestration.alerts import send
+from scalebench.core.config import ConfigError
 from tests.conftest import ROOT, sample_cell, sample_contract
 
 CONFIGS = ROOT / "include" / "configs"
@@ -74,16 +75,16 @@ def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch):
 
 
 def test_alert_config_names_the_file_and_field(tmp_path):
-    assert load_alert_config(tmp_path).notifier == "none"  # no file: alerts stay in the report
+    assert load_alerts(tmp_path).notifier == "none"  # no file: alerts stay in the report
     (tmp_path / "alerts.yaml").write_text("notifier: pager\n")
     with pytest.raises(ConfigError, match=r"alerts.yaml.*notifier.*'webhook', 'slack', 'email' or 'none'"):
-        load_alert_config(tmp_path)
-    assert load_alert_config(CONFIGS).notifier == "none"  # the shipped file loads
+        load_alerts(tmp_path)
+    assert load_alerts(CONFIGS).notifier == "none"  # the shipped file loads
 
 
 def seed_confirmed_regression(store, night: dt.date) -> None:
     """20 scheduled nights of the benchmark at 100 images/s, then a night at 80 with three reruns at 80."""
-    from scalebench.cells import cell_key
+    from scalebench.core.cells import cell_key
 
     rng = random.Random(1)
     for i in range(20, -1, -1):
@@ -108,7 +109,7 @@ def seed_confirmed_regression(store, night: dt.date) -> None:
 
 @pytest.mark.slow
 def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(receiver, tmp_path):
-    from scalebench.store import Store
+    from scalebench.store.results import Store
     from tests.test_docker_e2e import BIN, airflow_env, prepare_homes, run
 
     configs = tmp_path / "configs"

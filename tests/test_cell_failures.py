@@ -5,8 +5,8 @@ import time
 import docker
 import pytest
 
-from scalebench.failures import classify
-from scalebench.operators import CellFailed, CellFailedPermanently
+from scalebench.cell.failures import classify
+from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
 from tests.conftest import requires_docker
 
 IMAGE = "scalebench/tensorflow:cpu"
@@ -62,7 +62,7 @@ def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe, drill):
     """Preemption, a reboot or an operator's `docker kill`: not OOM, not unknown; retried."""
     import threading
 
-    from scalebench.leases import LeaseManager
+    from scalebench.store.leases import LeaseManager
 
     drill.update(drill="container SIGKILLed mid-cell", done="`docker kill` of a running cell's container, 1 s in")
 
@@ -118,7 +118,7 @@ def test_missing_image_is_its_own_class(probe):
 
 
 def op_attempt_dir(cell):
-    from scalebench.attempt_folders import attempt_dir
+    from scalebench.core.attempt_folders import attempt_dir
 
     return attempt_dir(cell, 1)
 
@@ -145,8 +145,8 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     import subprocess
     import sys
 
-    from scalebench.config import Configs
-    from scalebench.leases import LEASE_LABEL, LeaseManager
+    from scalebench.core.config import Configs
+    from scalebench.store.leases import LEASE_LABEL, LeaseManager
     from tests.conftest import ROOT
 
     drill.update(drill="task process SIGKILLed mid-cell",

@@ -1,7 +1,7 @@
 import pytest
 
-from scalebench import cells as cellmod
-from scalebench.config import ConfigError, Configs
+from scalebench.core import cells as cellmod
+from scalebench.core.config import ConfigError, Configs
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_unservable_requests_are_rejected_at_plan_time(configs):
 
 
 def test_nightly_estimate_on_the_gpu_fleet_fits_the_budget(configs):
-    from scalebench.config import Configs as C
+    from scalebench.core.config import Configs as C
     from tests.conftest import CONFIGS
 
     gpu = C(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
@@ -66,8 +66,8 @@ def test_nightly_estimate_on_the_gpu_fleet_fits_the_budget(configs):
 
 
 def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
-    from scalebench.cells import timing_policy
-    from scalebench.config import Host
+    from scalebench.core.cells import timing_policy
+    from scalebench.core.config import Host
 
     shared = Host(name="shared", kind="cpu", queue="default", device_ids=["0"], timing_policy="packed")
     dedicated = shared.model_copy(update={"timing_policy": "exclusive"})
@@ -77,7 +77,7 @@ def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
 
 
 def test_a_candidate_image_tag_stays_in_the_configured_repository(configs):
-    from scalebench.config import image_repository, with_tag
+    from scalebench.core.config import image_repository, with_tag
 
     assert image_repository("registry.local:5000/team/tf:2.20@sha256:" + "a" * 64) == "registry.local:5000/team/tf"
     assert with_tag("scalebench/tensorflow:cpu", "cpu-tf2.21") == "scalebench/tensorflow:cpu-tf2.21"

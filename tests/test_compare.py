@@ -5,8 +5,8 @@ import random
 import pytest
 
 from scalebench.cli import main
-from scalebench.compare import CompareError, compare
-from scalebench.store import Store
+from scalebench.analysis.compare import CompareError, compare
+from scalebench.store.results import Store
 from tests.conftest import sample_cell, sample_contract
 
 

@@ -3,7 +3,7 @@ import re
 import pytest
 import yaml
 
-from scalebench.config import ConfigError, Configs
+from scalebench.core.config import ConfigError, Configs
 
 STUDY = {  # id: (per-GPU batch, epochs, metrics)
     "resnet50_keras_cifar10": (800, [40, 50, 60, 70], ["precision", "recall"]),
@@ -115,8 +115,8 @@ def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monk
     ({"schedule": "0 3 * * *", "retries": 5, "title": "renamed", "cell_timeout_minutes": 99}, True),
 ])
 def test_config_identity_covers_what_changes_a_result(change, same):
-    from scalebench.config import Benchmark
-    from scalebench.store import config_sha
+    from scalebench.core.config import Benchmark
+    from scalebench.store.results import config_sha
 
     base = Configs().benchmark("resnet50_keras_cifar10")
     other = Benchmark.model_validate({**base.model_dump(), **change})
@@ -125,7 +125,7 @@ def test_config_identity_covers_what_changes_a_result(change, same):
 
 
 def test_configs_are_found_from_the_working_directory_without_an_editable_install(tmp_path, monkeypatch):
-    from scalebench import paths
+    from scalebench.core import paths
 
     monkeypatch.delenv("SCALEBENCH_CONFIG_DIR", raising=False)
     monkeypatch.delenv("SCALEBENCH_PROJECT_DIR", raising=False)

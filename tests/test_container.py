@@ -1,8 +1,8 @@
 import pytest
 from docker.types import DeviceRequest
 
-from scalebench.config import Configs
-from scalebench.container import settings
+from scalebench.core.config import Configs
+from scalebench.cell.container import settings
 from tests.conftest import CONFIGS, sample_cell
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from airflow.sdk.exceptions import ParamValidationError
 
-from scalebench.config import Configs
+from scalebench.core.config import Configs
 from tests.conftest import ROOT
 
 
@@ -100,7 +100,7 @@ def test_default_profile_follows_the_fleet(dagbag):
 def test_parsing_dags_imports_nothing_heavy():
     code = ("import runpy, sys; runpy.run_path('dags/scalebench_benchmarks.py'); "
             "runpy.run_path('dags/scalebench_nightly_report.py'); "
-            "print([m for m in ('pandas', 'great_expectations', 'matplotlib', 'tensorflow', 'torch', 'scalebench.store', 'alembic') "
+            "print([m for m in ('pandas', 'great_expectations', 'matplotlib', 'tensorflow', 'torch', 'scalebench.store.results', 'alembic') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -131,7 +131,7 @@ def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
     import datetime as dt
     from types import SimpleNamespace as Event
 
-    from scalebench.report_dag import nights_to_report
+    from scalebench.orchestration.report_dag import nights_to_report
 
     late = {"asset_a": [Event(extra={"night": "2026-11-28"}), Event(extra={"night": "2026-11-29"})],
             "asset_b": [Event(extra={"night": "2026-11-28"}), Event(extra={})]}

@@ -11,9 +11,9 @@ import time
 import pytest
 import yaml
 
-from scalebench.recording import record_run_when_reachable
-from scalebench.store import Store
-from scalebench.validation import validate_result
+from scalebench.store.recording import record_run_when_reachable
+from scalebench.store.results import Store
+from scalebench.cell.validation import validate_result
 from tests.conftest import (POSTGRES_IMAGE, ROOT, docker_ready, sample_cell, sample_contract, start_postgres,
                             write_attempt)
 
@@ -74,7 +74,7 @@ def test_results_database_locked_by_another_writer_for_30_s(isolated_state, dril
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not docker_ready(POSTGRES_IMAGE), reason=f"needs {POSTGRES_IMAGE} (make test builds it)")
 def test_results_database_stopped_for_30_s(isolated_state, drill):
-    from scalebench.db import upgrade
+    from scalebench.store.db import upgrade
 
     drill.update(drill="results database stopped 30 s (PostgreSQL)",
                  done=f"the deployment's PostgreSQL image stopped (`docker stop`) for {OUTAGE_S} s while a run's record "
@@ -118,7 +118,7 @@ def refusal(cell, path) -> str:
 def test_bad_metrics_in_a_contract_never_replace_a_valid_result(drill):
     import json
 
-    from scalebench.recording import record_run
+    from scalebench.store.recording import record_run
 
     drill.update(drill="NaN / negative / missing metrics in a contract",
                  done="a cell's retry writes metrics.json with precision NaN, recall -0.2, or no recall, "

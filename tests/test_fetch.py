@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scalebench import cli
-from scalebench.fetch import ARCHIVES, Archive, FetchError, fetch
+from scalebench.cell.fetch import ARCHIVES, Archive, FetchError, fetch
 from scalebench_kit import datasets as kit_datasets
 from scalebench_kit import voc_seg
 

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from scalebench.history import build_series, diagnose
-from scalebench.regress import (EFFICIENCY, NIGHT_FACTOR, Gates, Series, SeriesKey, fingerprint_change, judge,
+from scalebench.analysis.history import build_series, diagnose
+from scalebench.analysis.regress import (EFFICIENCY, NIGHT_FACTOR, Gates, Series, SeriesKey, fingerprint_change, judge,
                                 night_factors)
-from scalebench.report import Options, build
+from scalebench.report.nightly import Options, build
 
 D0 = dt.date(2026, 10, 1)
 TORCH = {"image_digest": "sha256:" + "a" * 64, "framework": "pytorch", "framework_version": "2.5.1", "driver": "550.54"}
@@ -170,7 +170,7 @@ def test_night_factors_are_leave_one_out():
 
 
 def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
-    from scalebench.config import ReferenceAccuracy
+    from scalebench.core.config import ReferenceAccuracy
 
     night = "2026-10-01"
     cells = [cell("b", night, 1, 100.0), cell("b", night, 2, 45.0), cell("b", night, 4, 27.0, precision=0.3)]
@@ -181,7 +181,7 @@ def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
     assert row.suspect[2] == ["efficiency 1.11 is above 1 (faster than linear scaling)"]
     assert row.suspect[4] == ["precision 0.300 is far from the reference 0.780 (±0.1) at global batch 128"]
     assert set(rep.average) == {1}  # suspect GPU counts never make the average
-    from scalebench.report import markdown
+    from scalebench.report.nightly import markdown
 
     md = markdown(rep)
     assert "(suspect)" in md and "- b at 2 GPUs: efficiency 1.11 is above 1" in md

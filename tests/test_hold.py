@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scalebench.validation import validate_result
+from scalebench.cell.validation import validate_result
 from scalebench_kit.contract import read_json, write_json_atomic
 from scalebench_kit.hold import hold_seconds
 from tests.conftest import ROOT, sample_cell, sample_spec

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from scalebench.config import Host
-from scalebench.leases import LeaseManager, LeaseTimeout
-from scalebench.db import upgrade
-from scalebench.topology import choose
+from scalebench.core.config import Host
+from scalebench.store.leases import LeaseManager, LeaseTimeout
+from scalebench.store.db import upgrade
+from scalebench.core.topology import choose
 
 HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])
 

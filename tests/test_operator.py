@@ -11,13 +11,13 @@ import pytest
 import requests
 from airflow.providers.docker.hooks.docker import DockerHook
 
-from scalebench import preflight
-from scalebench.attempt_folders import attempt_dir
-from scalebench.config import Configs
-from scalebench.leases import LeaseManager
-from scalebench.operators import CellFailed, CellFailedPermanently
-from scalebench.recording import record_run
-from scalebench.store import Store
+from scalebench.cell import preflight
+from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.config import Configs
+from scalebench.store.leases import LeaseManager
+from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
+from scalebench.store.recording import record_run
+from scalebench.store.results import Store
 from tests.conftest import make_probe, sample_contract
 
 
@@ -25,7 +25,7 @@ from tests.conftest import make_probe, sample_contract
 def cell_op(tmp_path, monkeypatch):
     """make(...) -> (operator, context, cell, client mock, notes set); the container exits as told."""
     notes_set = []
-    monkeypatch.setattr("scalebench.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
+    monkeypatch.setattr("scalebench.orchestration.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
 
     def make(exit_code=0, lines=(), oom=False, writes_result=False, **probe_kw):
         op, ctx, cell, tree = make_probe(tmp_path, "unused: the engine is a mock", **probe_kw)
@@ -180,7 +180,7 @@ def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypat
     def throttled(ids):
         raise preflight.PreflightFailed(f"GPU {ids[0]}: active throttle reason: power cap", {"devices": ids})
 
-    monkeypatch.setattr("scalebench.operators.preflight.check", throttled)
+    monkeypatch.setattr("scalebench.orchestration.operators.preflight.check", throttled)
     exc = _fails(op, ctx)
     assert isinstance(exc, CellFailed) and exc.failure.reason == "preflight_failed"
     assert "failed at preflight: preflight_failed" in str(exc) and "power cap" in str(exc)
@@ -229,7 +229,7 @@ def test_pinned_cores_go_into_the_host_config(cell_op):
 
 def test_an_unforeseen_error_still_leaves_a_record(cell_op, monkeypatch):
     op, ctx, cell, client, _ = cell_op(0)
-    monkeypatch.setattr("scalebench.operators.settings", mock.Mock(side_effect=KeyError("threads")))
+    monkeypatch.setattr("scalebench.orchestration.operators.settings", mock.Mock(side_effect=KeyError("threads")))
     exc = _fails(op, ctx)
     assert exc.failure.reason == "unknown" and "failed at spec: unknown" in str(exc) and "KeyError" in str(exc)
     assert _no_leases_held()
@@ -291,7 +291,7 @@ trainers.unet_voc FAILED
     ([], "last output line: no output"),
 ])
 def test_an_unknown_failure_names_the_cause_not_the_launchers_summary(lines, detail):
-    from scalebench.failures import classify
+    from scalebench.cell.failures import classify
 
     assert classify(1, lines).detail == detail
 

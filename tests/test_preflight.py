@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scalebench import preflight
+from scalebench.cell import preflight
 
 
 class FakeNVML:

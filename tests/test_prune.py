@@ -6,7 +6,7 @@ import time
 import pytest
 
 from scalebench.cli import main
-from scalebench.store import Store
+from scalebench.store.results import Store
 from tests.conftest import sample_cell, sample_contract
 
 OLD = time.time() - 40 * 86400

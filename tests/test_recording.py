@@ -1,5 +1,5 @@
-from scalebench.recording import record_run
-from scalebench.store import Store
+from scalebench.store.recording import record_run
+from scalebench.store.results import Store
 from tests.conftest import sample_cell, sample_contract
 from tests.conftest import write_attempt as _attempt
 
@@ -27,7 +27,7 @@ def test_record_run_reads_every_attempt_folder_and_is_idempotent():
 
 
 def test_a_failed_task_before_the_cells_marks_each_planned_cell_failed_with_its_reason():
-    from scalebench.failures import Failure, fail_planned_cells
+    from scalebench.cell.failures import Failure, fail_planned_cells
 
     cells = [sample_cell(gpus=g, run_id="manual__y") for g in (1, 2)]
     _attempt(cells[1], 1, failure={"reason": "killed", "message": "it had started"})  # its own record stands

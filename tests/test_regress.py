@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from scalebench.regress import Gates, Series, SeriesKey, Shift, judge, load_shifts
+from scalebench.analysis.regress import Gates, Series, SeriesKey, Shift, judge, load_shifts
 
 KEY = SeriesKey("resnet50_keras_cifar10", 2, "images_per_s")
 D0 = dt.date(2026, 10, 1)
@@ -75,9 +75,9 @@ def test_shift_file_is_validated(tmp_path):
     f.write_text("shifts:\n  - {benchmark: b, since: 2026-11-01, reason: upgrade, gpus: [2]}\n")
     assert load_shifts(f) == [Shift("b", dt.date(2026, 11, 1), "upgrade", (2,), None)]
     f.write_text("shifts:\n  - {benchmark: b, when: 2026-11-01}\n")
-    from scalebench.config import ConfigError
+    from scalebench.core.config import ConfigError
 
-    with pytest.raises(ConfigError, match="field 'shifts.0': expected benchmark, since"):
+    with pytest.raises(ConfigError, match=r"shifts.yaml: field 'shifts.0.since': required field missing"):
         load_shifts(f)
     assert load_shifts(tmp_path / "absent.yaml") == []
 

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from scalebench.regress import Gates
-from scalebench.report import Options, average_row, build, write_report
-from scalebench.store import Store
+from scalebench.analysis.regress import Gates
+from scalebench.report.nightly import Options, average_row, build, write_report
+from scalebench.store.results import Store
 from tests.conftest import sample_cell, sample_contract
 
 NIGHT = "2026-11-28"
@@ -239,7 +239,7 @@ def _exact_bootstrap_quantiles(pairs, level=0.95):
 
 
 def test_relative_time_ci_is_the_bootstrap_of_the_averaged_ratio():
-    from scalebench.stats import bootstrap_mean_ratio_ci, bootstrap_ratio_ci
+    from scalebench.analysis.stats import bootstrap_mean_ratio_ci, bootstrap_ratio_ci
 
     pairs = [([100, 100, 100], [40, 60, 80]), ([100, 100, 100], [50, 65, 90]),
              ([100, 100, 100], [45, 55, 85]), ([100, 100, 100], [30, 70, 75])]
@@ -254,7 +254,7 @@ def test_relative_time_ci_is_the_bootstrap_of_the_averaged_ratio():
 
 def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
     """Scheduled run ids repeat across DAGs sharing a cron time: the lookup must use the benchmark too."""
-    from scalebench.report import build_report
+    from scalebench.report.nightly import build_report
 
     store = Store()
     run = "scheduled__2026-11-28T01:00:00+00:00"
@@ -270,8 +270,8 @@ def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
 
 
 def test_spearman_with_a_constant_side_has_no_p_value_and_says_why():
-    from scalebench.report import conclusions
-    from scalebench.stats import spearman
+    from scalebench.report.nightly import conclusions
+    from scalebench.analysis.stats import spearman
 
     assert spearman([1, 2, 3], [0.5, 0.5, 0.5]) == (None, None)
     store = Store()
@@ -299,7 +299,7 @@ def test_a_configured_metric_is_reported_never_dropped():
         record(store, g, 3, 1, 100 / g, map50=m)
     rep = doc_for(store, metrics={"resnet50_keras_cifar10": ["map50"]})
     assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
-    text = __import__("scalebench.report", fromlist=["markdown"]).markdown(rep)
+    text = __import__("scalebench.report.nightly", fromlist=["markdown"]).markdown(rep)
     assert "| benchmark | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
 
 
@@ -327,7 +327,7 @@ def test_step_breakdown_table_and_the_sentence_on_what_grows_with_the_gpu_count(
     sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
     assert sentence == ("resnet50_keras_cifar10: sync is 30% of the step at 4 devices, 0% at 1; data wait flat (5%); "
                         "compute falls from 93% to 63%; unattributed time flat (2%).")
-    from scalebench.report import markdown
+    from scalebench.report.nightly import markdown
     text = markdown(rep)
     table = text.split("## Where a steady step goes")[1]
     assert "| resnet50_keras_cifar10 | 4 | 0.100 (5%) | 1.260 (63%) | 0.600 (30%) | 0.040 (2%) |" in table
@@ -360,7 +360,7 @@ def test_time_to_accuracy_is_the_first_evaluation_reaching_the_target():
         store.record_attempt(cell, 1, "valid", contract=contract)
     rep = doc_for(store, targets={"resnet50_keras_cifar10": ("iou", 0.5)})
     assert rep.rows[0].time_to_accuracy == {1: 20.0, 2: None} and rep.rows[0].tta_target == "IoU >= 0.5"
-    from scalebench.report import markdown
+    from scalebench.report.nightly import markdown
     assert ("- resnet50_keras_cifar10 (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
             in markdown(rep))
     assert doc_for(store).rows[0].time_to_accuracy == {}  # no target configured: nothing claimed

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scalebench.cells import plan
-from scalebench.config import Configs
+from scalebench.core.cells import plan
+from scalebench.core.config import Configs
 from tests.conftest import requires_docker, sample_cell, sample_contract
 from tests.drill_configs import hold_benchmark, write_hold_configs
 from tests.test_docker_e2e import BIN, airflow_env, prepare_homes, run
@@ -52,7 +52,7 @@ def seed_history(store, configs_dir: Path, today: dt.date) -> dict[int, float]:
 
 @pytest.fixture(scope="module")
 def rerun_run(tmp_path_factory):
-    from scalebench.store import Store
+    from scalebench.store.results import Store
 
     root = tmp_path_factory.mktemp("reruns")
     doc = hold_benchmark(BENCH, {(1, 2): HOLD_S, (2, 2): HOLD_S}, retries=0,
@@ -107,7 +107,7 @@ def test_slowed_reruns_confirm_the_flag_and_fast_reruns_clear_it(rerun_run):
 @pytest.mark.slow
 def test_the_report_alerts_the_confirmed_figure_with_its_reruns_and_not_the_cleared_one(rerun_run):
     """The nightly report decides with the same reruns (had the run been the scheduled one)."""
-    from scalebench.report import Options, build
+    from scalebench.report.nightly import Options, build
 
     store, _, _ = rerun_run
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()

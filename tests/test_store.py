@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from scalebench.db import HEAD_REVISION, StoreNotReady, upgrade
-from scalebench.store import Store
+from scalebench.store.db import HEAD_REVISION, StoreNotReady, upgrade
+from scalebench.store.results import Store
 from tests.conftest import sample_cell, sample_contract
 
 
@@ -21,9 +21,9 @@ def test_upgrade_creates_the_schema_once_and_says_what_it_did(tmp_path):
 def test_head_revision_is_the_newest_migration():
     from alembic.script import ScriptDirectory
 
-    import scalebench.db
+    import scalebench.store.db
 
-    scripts = ScriptDirectory(str(Path(scalebench.db.__file__).parent / "migrations"))
+    scripts = ScriptDirectory(str(Path(scalebench.store.db.__file__).parent / "migrations"))
     assert scripts.get_current_head() == HEAD_REVISION
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from scalebench.validation import validate_result
+from scalebench.cell.validation import validate_result
 from tests.conftest import sample_cell, sample_contract
 
 BOUNDS = {"precision": (0.0, 1.0), "recall": (0.0, 1.0)}

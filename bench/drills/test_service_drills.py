@@ -10,9 +10,9 @@ import time
 import docker
 import pytest
 
-from scalebench.container import CELL_LABEL
-from scalebench.leases import LeaseManager
-from scalebench.store import Store
+from scalebench.cell.container import CELL_LABEL
+from scalebench.store.leases import LeaseManager
+from scalebench.store.results import Store
 from tests.conftest import ROOT, requires_docker
 from tests.drill_configs import hold_benchmark, write_hold_configs
 from tests.service_clients import api_time as ts

@@ -41,7 +41,7 @@ def fail(out: Path, step: str, reason: str) -> None:
 def preflight(out: Path, cpu: bool) -> dict:
     if cpu:
         return {"status": "skipped", "reason": "CPU twin: no NVML"}
-    from scalebench.preflight import PreflightFailed, check  # stdlib + pynvml only
+    from scalebench.cell.preflight import PreflightFailed, check  # stdlib + pynvml only
 
     try:
         report = check(["0"])

@@ -49,7 +49,7 @@ def load_secrets() -> dict:
 
 def parallelism() -> int:
     """Every device slot of the fleet busy with a cell, plus room for the light tasks around them."""
-    from scalebench.config import Configs
+    from scalebench.core.config import Configs
 
     return sum(len(h.device_ids) for h in Configs().fleet.hosts) + 4
 
@@ -68,7 +68,7 @@ def service_env(keys: dict) -> dict:
         "AIRFLOW__CORE__PARALLELISM": str(parallelism()),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # schedules wait for their next cron time
-        # task notes go through the REST API of this api-server (see scalebench.notes)
+        # task notes go through the REST API of this api-server (see scalebench.orchestration.notes)
         "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{USER}:{keys['password']}@localhost:{PORT}",
     })
     return env

@@ -6,12 +6,12 @@ import json
 import sys
 from pathlib import Path
 
-from .compare import CompareError
-from .config import PROFILES, ConfigError, Configs
-from .datasets import DatasetError
-from .fetch import FetchError
-from .db import StoreNotReady
-from .paths import ProjectNotFound
+from scalebench.analysis.compare import CompareError
+from scalebench.core.config import PROFILES, ConfigError, Configs
+from scalebench.cell.datasets import DatasetError
+from scalebench.cell.fetch import FetchError
+from scalebench.store.db import StoreNotReady
+from scalebench.core.paths import ProjectNotFound
 
 
 def _gpus(text: str) -> list[int]:
@@ -28,7 +28,7 @@ def cmd_configs(args, configs: Configs) -> dict:
 
 
 def cmd_cells(args, configs: Configs) -> dict:
-    from . import cells as cellmod
+    from scalebench.core import cells as cellmod
 
     ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
     plans = {}
@@ -42,7 +42,7 @@ def cmd_cells(args, configs: Configs) -> dict:
 
 
 def cmd_results(args, configs: Configs):
-    from .store import Store
+    from scalebench.store.results import Store
 
     cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id)
     if args.json:
@@ -64,8 +64,8 @@ def _result_line(c: dict) -> str:
 
 
 def cmd_compare(args, configs: Configs):
-    from .compare import compare, render
-    from .store import Store
+    from scalebench.analysis.compare import compare, render
+    from scalebench.store.results import Store
 
     cmp = compare(Store(), args.run_a, args.run_b, args.benchmark, args.margin)
     if args.json:
@@ -76,16 +76,16 @@ def cmd_compare(args, configs: Configs):
 
 
 def cmd_report(args, configs: Configs) -> str:
-    from .report import write_report
-    from .store import Store
+    from scalebench.report.nightly import write_report
+    from scalebench.store.results import Store
 
     path = write_report(Store(), args.out, night=args.night)
     return f"report written: {path} (and report.html, table.json and plots beside it; index: {path.parent.parent / 'index.html'})"
 
 
 def cmd_data(args, configs: Configs) -> dict:
-    from .cells import host_for
-    from .datasets import prepare
+    from scalebench.core.cells import host_for
+    from scalebench.cell.datasets import prepare
 
     if args.fetch:
         return fetch_data(args, configs)
@@ -99,7 +99,7 @@ def fetch_data(args, configs: Configs) -> dict:
     """Download the real datasets of one benchmark (or of every benchmark) into the data root."""
     from scalebench_kit import datasets as kit_datasets
 
-    from .fetch import fetch
+    from scalebench.cell.fetch import fetch
 
     benches = [configs.benchmark(args.benchmark)] if args.benchmark else [configs.benchmark(b) for b in sorted(configs.benchmarks)]
     roots = {h.data_root for h in configs.fleet.hosts if h.data_root}
@@ -131,8 +131,8 @@ def cmd_pools(args, configs: Configs) -> dict:
 
 
 def cmd_prune(args, configs: Configs) -> dict:
-    from . import paths
-    from .prune import prune
+    from scalebench.core import paths
+    from scalebench.store.prune import prune
 
     days = args.older_than if args.older_than is not None else configs.fleet.retention_days
     try:
@@ -143,8 +143,8 @@ def cmd_prune(args, configs: Configs) -> dict:
 
 
 def cmd_db(args, configs: Configs) -> str:
-    from . import paths
-    from .db import upgrade
+    from scalebench.core import paths
+    from scalebench.store.db import upgrade
 
     url = paths.store_url()
     before, after = upgrade(url)

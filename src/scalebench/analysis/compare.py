@@ -1,0 +1,116 @@
+"""`scalebench compare RUN_A RUN_B`: a candidate run against a reference run (e.g. a new image tag
+before it goes nightly), per cell (GPU count, epochs), with the report's statistics: the median
+training time ratio B/A with its bootstrap CI over repeats, throughput, and each accuracy metric's
+equivalence verdict (two one-sided tests, 90 % CI, the report's margin). Computed as data here;
+the CLI renders it."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from scalebench_kit.names import ACCURACY_METRICS
+
+from scalebench.analysis.regress import fingerprint_change
+from scalebench.analysis.stats import Verdict, bootstrap_ratio_ci, equivalence
+
+
+class CompareError(ValueError):
+    """A run id that matches no stored run, or more than one benchmark's."""
+
+
+@dataclass
+class CellDiff:
+    gpus: int
+    epochs: int
+    repeats: tuple[int, int]
+    train_s: tuple[float, float]                  # median A, median B
+    ratio: float                                  # median B / median A (> 1: B is slower)
+    ratio_ci: tuple[float, float] | None          # 95 % bootstrap CI (None: < 2 repeats a side)
+    images_per_s: tuple[float, float]
+    accuracy: dict[str, Verdict] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        if self.ratio_ci is None:
+            return "inconclusive (fewer than 2 repeats a side)"
+        lo, hi = self.ratio_ci
+        if lo > 1:
+            return f"B slower by {100 * (self.ratio - 1):.1f}%"
+        if hi < 1:
+            return f"B faster by {100 * (1 - self.ratio):.1f}%"
+        return "no significant difference"
+
+
+@dataclass
+class Comparison:
+    benchmark: str
+    run_a: str
+    run_b: str
+    changed: str | None         # what differs between the runs' systems (image, framework, driver...)
+    cells: list[CellDiff]
+    only_a: list[str]
+    only_b: list[str]
+
+
+def _run_cells(store, run_id: str, benchmark: str | None) -> list[dict]:
+    cells = [c for c in store.cells(benchmark=benchmark, run_id=run_id) if c.get("role", "measure") == "measure"]
+    if not cells:
+        raise CompareError(f"run {run_id!r}: no stored cells" + (f" of benchmark {benchmark!r}" if benchmark else ""))
+    benches = sorted({c["benchmark"] for c in cells})
+    if len(benches) > 1:
+        raise CompareError(f"run {run_id!r} is a run of {benches}: give --benchmark")
+    return cells
+
+
+def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin: float = 0.01) -> Comparison:
+    a, b = _run_cells(store, run_a, benchmark), _run_cells(store, run_b, benchmark)
+    if a[0]["benchmark"] != b[0]["benchmark"]:
+        raise CompareError(f"run {run_a!r} is of {a[0]['benchmark']!r}, run {run_b!r} of {b[0]['benchmark']!r}")
+    groups: dict[tuple[int, int], tuple[list, list]] = {}
+    for side, cells in ((0, a), (1, b)):
+        for c in cells:
+            if c["figure"] is not None:
+                groups.setdefault((c["gpus"], c["epochs"]), ([], []))[side].append(c["figure"])
+    diffs = []
+    for (n, e), (fa, fb) in sorted(groups.items()):
+        if not fa or not fb:
+            continue
+        ta, tb = [f["train_s"] for f in fa], [f["train_s"] for f in fb]
+        acc = {}
+        for m in ACCURACY_METRICS:
+            va = [f["metrics"][m] for f in fa if m in (f["metrics"] or {})]
+            vb = [f["metrics"][m] for f in fb if m in (f["metrics"] or {})]
+            if va and vb:
+                acc[m] = equivalence(va, vb, margin)
+        diffs.append(CellDiff(n, e, (len(fa), len(fb)), (statistics.median(ta), statistics.median(tb)),
+                              statistics.median(tb) / statistics.median(ta), bootstrap_ratio_ci(ta, tb),
+                              (statistics.median(f["images_per_s"] for f in fa),
+                               statistics.median(f["images_per_s"] for f in fb)), acc))
+    def only(side: int) -> list[str]:
+        return sorted(f"{n} GPU{'s' if n != 1 else ''} x {e} epochs" for (n, e), g in groups.items()
+                      if g[side] and not g[1 - side])
+
+    def system(cells: list[dict]) -> dict | None:
+        return next((c["figure"].get("fingerprint") for c in cells if c["figure"]), None)
+
+    return Comparison(a[0]["benchmark"], run_a, run_b, fingerprint_change(system(a), system(b)), diffs, only(0), only(1))
+
+
+def render(cmp: Comparison) -> str:
+    out = [f"{cmp.benchmark}: A = {cmp.run_a}, B = {cmp.run_b}",
+           f"systems differ in: {cmp.changed}" if cmp.changed else "systems: same fingerprint (or not recorded)", "",
+           f"{'GPUs':>4} {'epochs':>6} {'repeats':>7} {'train s A':>9} {'train s B':>9} {'B/A':>6} {'95% CI':>13} "
+           f"{'img/s A':>8} {'img/s B':>8}  verdict"]
+    for d in cmp.cells:
+        ci = f"{d.ratio_ci[0]:.3f}-{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"
+        out.append(f"{d.gpus:>4} {d.epochs:>6} {d.repeats[0]:>3}/{d.repeats[1]:<3} {d.train_s[0]:>9.2f} "
+                   f"{d.train_s[1]:>9.2f} {d.ratio:>6.3f} {ci:>13} {d.images_per_s[0]:>8.1f} {d.images_per_s[1]:>8.1f}"
+                   f"  {d.verdict}")
+        for m, v in d.accuracy.items():
+            out.append(f"{'':>30}{ACCURACY_METRICS[m].display}: {v.text()}")
+    if not cmp.cells:
+        out.append("no (GPU count, epochs) cell has a valid result in both runs")
+    for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if only:
+            out.append(f"only in {name}: {', '.join(only)}")
+    return "\n".join(out)

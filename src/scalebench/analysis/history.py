@@ -1,0 +1,110 @@
+"""The nightly series the regression detector judges, built from stored cells, and what tonight's
+judgements mean together.
+
+Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image line):
+the median of the night's scheduled measuring cells, the same night's reruns beside it (never
+as nights), the system fingerprint, and for throughput the host's night factor. Per benchmark
+and GPU count n > 1 also the scaling efficiency T(1) / (n T(n)) of the night, so a change in
+scaling is told apart from a change in compute.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import replace
+
+from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
+
+from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, host_factor_series, night_factors)
+
+
+def _key(c: dict, lineage: dict[str, str], metric: str, gpus: int | None = None) -> SeriesKey:
+    return SeriesKey(benchmark=c["benchmark"], gpus=c["gpus"] if gpus is None else gpus, metric=metric,
+                     profile=c["profile"], host_class=c["host"], scaling_mode=c["scaling_mode"],
+                     image_lineage=lineage.get(c["benchmark"], ""))
+
+
+def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gates(),
+                 with_factors: bool = True) -> list[Series]:
+    """Every series of scheduled nights in `cells` (the store's figures), oldest night first;
+    `with_factors`: with the host's night factors and its factor series."""
+    values: dict[SeriesKey, dict[str, list[float]]] = {}
+    prints: dict[SeriesKey, dict[str, dict]] = {}
+    reruns: dict[SeriesKey, dict[str, list[float]]] = {}
+    times: dict[tuple[SeriesKey, str], dict[tuple[int, int], list[float]]] = {}  # (bench key at 1 GPU, night)
+    for c in cells:
+        f = c["figure"]
+        if c["run_type"] != "scheduled" or f is None:
+            continue
+        if c.get("role", "measure") == "rerun":
+            reruns.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
+            continue
+        vals = {THROUGHPUT.name: f[THROUGHPUT.name], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
+        for metric, v in vals.items():
+            if v is None:
+                continue
+            k = _key(c, lineage, metric)
+            values.setdefault(k, {}).setdefault(c["night"], []).append(v)
+            prints.setdefault(k, {}).setdefault(c["night"], f.get("fingerprint") or {})
+        times.setdefault((_key(c, lineage, EFFICIENCY, 1), c["night"]), {}).setdefault(
+            (c["epochs"], c["gpus"]), []).append(f["train_s"])
+    for (k1, night), per in times.items():
+        for n in sorted({g for _, g in per if g > 1}):
+            pairs = [(per[(e, 1)], per[(e, n)]) for e, g in per if g == n and (e, 1) in per]
+            if not pairs:
+                continue
+            eff = statistics.fmean(statistics.median(t1) / (n * statistics.median(tn)) for t1, tn in pairs)
+            kn = replace(k1, gpus=n)
+            values.setdefault(kn, {}).setdefault(night, []).append(eff)
+            tput = replace(kn, metric=THROUGHPUT.name)
+            prints.setdefault(kn, {})[night] = prints.get(tput, {}).get(night, {})
+    series = {k: Series(k, sorted((dt.date.fromisoformat(n), statistics.median(v)) for n, v in per.items()),
+                        reruns={dt.date.fromisoformat(n): v for n, v in reruns.get(k, {}).items()},
+                        fingerprints={dt.date.fromisoformat(n): fp for n, fp in prints.get(k, {}).items()})
+              for k, per in values.items()}
+    if not with_factors:
+        return [series[k] for k in sorted(series)]
+    # night factors: throughput figures of one host and profile move together on a bad night
+    hosts: dict[tuple[str, str], list[SeriesKey]] = {}
+    for k in series:
+        if k.metric == THROUGHPUT.name:
+            hosts.setdefault((k.host_class, k.profile), []).append(k)
+    extra = []
+    for (host, profile), keys in sorted(hosts.items()):
+        factors = night_factors({str(k): dict(series[k].points) for k in keys}, gates.window,
+                                groups={str(k): k.benchmark for k in keys})
+        for k in keys:
+            series[k].factors = factors[str(k)]
+        if any(factors.values()):
+            extra.append(host_factor_series(factors, host, profile))
+    return [series[k] for k in sorted(series)] + extra
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
+def diagnose(tonight: list[Judgement]) -> list[str]:
+    """Per benchmark with an alert tonight: a scaling regression (efficiency fell, the 1-GPU
+    figure did not) apart from a compute regression (every GPU count slower, scaling unchanged)."""
+    out = []
+    by_bench: dict[str, list[Judgement]] = {}
+    for j in tonight:
+        by_bench.setdefault(j.key.benchmark, []).append(j)
+    for bench, js in sorted(by_bench.items()):
+        eff = [j for j in js if j.key.metric == EFFICIENCY and j.alert]
+        tput = {j.key.gpus: j for j in js if j.key.metric == THROUGHPUT.name and j.baseline is not None}
+        one = tput.get(1)
+        if eff and one is not None and not one.flagged:
+            falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
+            out.append(f"{bench}: scaling regression (communication or topology): the 1-GPU throughput is unchanged "
+                       f"({one.value:.4g} vs {one.baseline:.4g}, {-one.change * 100:+.1f}%), {falls}.")
+        elif eff:
+            falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
+            out.append(f"{bench}: scaling regression: {falls}.")
+        slow = [j for j in tput.values() if j.alert]
+        if slow and len(slow) == len(tput) and not eff:
+            mean = statistics.fmean(j.change for j in slow)
+            out.append(f"{bench}: compute regression: every GPU count is slower (by {100 * mean:.0f}% on average, "
+                       f"{', '.join(_gpus(n) for n in sorted(tput))}) and the scaling efficiency is unchanged.")
+    return out

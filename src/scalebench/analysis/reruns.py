@@ -1,0 +1,108 @@
+"""Same-night reruns: after a benchmark's run records its cells, each GPU count whose throughput
+looks regressed against the scheduled baseline (regress.wants_rerun: judged raw, since the other
+benchmarks of the night may not have run) is rerun k times in the same DAG run, on another device
+set of the host when one is free. Once the reruns are recorded, the run states whether they
+confirm or clear each flag; the nightly report decides the alert with the whole night's figures.
+Reruns are cells of role "rerun": stored beside the figure they check, never a night of the baseline.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+from scalebench_kit.contract import read_json
+from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
+
+from scalebench.core import nights
+from scalebench.core.attempt_folders import attempt_dir
+from scalebench.analysis.history import build_series
+from scalebench.analysis.regress import Gates, judge, wants_rerun
+
+LOOKBACK_NIGHTS = 60
+
+
+def _night(planned: list[dict]) -> str:
+    return planned[0].get("night") or nights.today()
+
+
+def _history(store, planned: list[dict], extra: list[dict] = ()) -> list[dict]:
+    """The scheduled history of this benchmark before this run's night, and this run's own cells
+    (and reruns) as tonight's night, whatever the run's type: a manual run is checked against the
+    same baseline, and never becomes part of it."""
+    first, night = planned[0], _night(planned)
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+    mine = {c["key"] for c in [*planned, *extra]}
+    out = []
+    for c in store.figures(up_to_night=night, since_night=since):
+        if c["key"] in mine:
+            out.append({**c, "run_type": "scheduled", "night": night})
+        elif c["benchmark"] == first["benchmark"] and c["run_id"] != first["run_id"] and c["night"] < night:
+            out.append(c)
+    return out
+
+
+def _tonight(cells: list[dict], gates: Gates, night: str) -> dict[int, object]:
+    """Tonight's throughput judgement per GPU count, raw: the night factor needs the whole night."""
+    out = {}
+    for s in build_series(cells, {}, gates, with_factors=False):
+        if s.key.metric != THROUGHPUT.name:
+            continue
+        js = [j for j in judge(s, gates) if j.night.isoformat() == night]
+        if js:
+            out[s.key.gpus] = js[-1]
+    return out
+
+
+def rerun_key(key: str, i: int) -> str:
+    return hashlib.sha256(f"{key}:rerun{i}".encode()).hexdigest()[:20]
+
+
+def plan_reruns(store, planned: list[dict], count: int, gates: Gates = Gates()) -> tuple[list[dict], list[str]]:
+    """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count."""
+    if not planned or count < 1:
+        return [], []
+    cells = _history(store, planned)
+    judged = _tonight(cells, gates, _night(planned))
+    valid = {c["key"] for c in cells if c["figure"] is not None}
+    out, flagged = [], []
+    for n, j in sorted(judged.items()):
+        if not wants_rerun(j, gates):
+            continue
+        source = next((c for c in planned if c["gpus"] == n and c["key"] in valid), None)
+        if source is None:
+            continue
+        flagged.append(j.line())
+        devices = _devices_of(source)
+        for i in range(1, count + 1):
+            out.append({**source, "key": rerun_key(source["key"], i), "cell_id": f"{source['cell_id']}-rerun{i}",
+                        "label": f"{source['label']} · rerun {i}", "role": "rerun", "rerun_of": source["key"],
+                        "avoid_devices": devices})
+    return out, flagged
+
+
+def _devices_of(cell: dict) -> list[str] | None:
+    """The device set of the cell's valid attempt (its placement), to rerun elsewhere."""
+    for folder in sorted(attempt_dir(cell, 1).parent.glob("attempt-*"), reverse=True):
+        if (folder / PLACEMENT_FILE).exists():
+            return read_json(folder / PLACEMENT_FILE).get("device_ids")
+    return None
+
+
+def verdicts(store, planned: list[dict], reruns: list[dict], gates: Gates = Gates()) -> dict:
+    """Per flagged GPU count, whether its reruns confirm or clear the flag (the same test as the
+    report, without the night factor); where the reruns ran."""
+    if not reruns:
+        return {"confirmed": [], "cleared": [], "placements": {}}
+    judged = _tonight(_history(store, planned, reruns), gates, _night(planned))
+    rerun_gpus = {c["gpus"] for c in reruns}
+    out = {"confirmed": [], "cleared": [], "placements": {}}
+    for n, j in sorted(judged.items()):
+        if n not in rerun_gpus:
+            continue
+        if j.confirmed_by_reruns:
+            out["confirmed"].append(j.line())
+        elif j.reruns or j.confirmed_by_reruns is False or not j.flagged:
+            out["cleared"].append(j.line())
+    for c in reruns:
+        out["placements"][c["label"]] = {"devices": _devices_of(c), "flagged_cell_devices": c.get("avoid_devices")}
+    return out

@@ -1,0 +1,66 @@
+"""Container settings for one cell, as plain objects (unit-tested for GPU hosts on CPU machines)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from docker.types import DeviceRequest, Mount
+
+from scalebench.core.config import Benchmark, Host
+
+SHM_BYTES = 2 * 1024**3  # data loader workers share batches through /dev/shm
+
+
+@dataclass
+class ContainerSettings:
+    image: str
+    command: list[str]
+    environment: dict[str, str]
+    mounts: list[Mount]
+    device_requests: list[DeviceRequest] | None
+    shm_size: int = SHM_BYTES
+    labels: dict[str, str] = field(default_factory=dict)
+    cpuset_cpus: str | None = None  # e.g. "0-7": the cores of the leased devices, when the host lists cores
+
+
+def command_for(bench: Benchmark, gpus: int) -> list[str]:
+    return [part.format(gpus=gpus) for part in bench.entrypoint]
+
+
+CELL_LABEL = "org.scalebench.cell"  # every container of a cell carries its key
+CACHE_TARGET = "/cache"  # derived data shared by a host's cells (e.g. TFRecords per dataset fingerprint)
+
+
+def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], data_root: str,
+             attempt_dir: str, cache_dir: str | None = None) -> ContainerSettings:
+    n = len(device_ids)
+    if n != cell["gpus"]:
+        raise ValueError(f"cell {cell['cell_id']} needs {cell['gpus']} devices, got ids {device_ids}")
+    # One process drives all devices under tf.distribute; torchrun/mmengine start one per device.
+    threads = host.threads_per_device * (n if bench.launcher == "tf-distribute" else 1)
+    env = {
+        "SCALEBENCH_RESULTS_DIR": "/results",
+        "SCALEBENCH_DEVICE_KIND": host.kind,
+        "SCALEBENCH_NUM_DEVICES": str(n),
+        "OMP_NUM_THREADS": str(threads),
+        "PYTHONHASHSEED": str(cell["seed"]),
+    }
+    requests = None
+    if host.kind == "gpu":
+        # The container sees exactly the leased GPUs, renumbered from 0 inside.
+        requests = [DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(device_ids)
+    mounts = [
+        Mount(target="/data", source=data_root, type="bind", read_only=True),
+        Mount(target="/results", source=attempt_dir, type="bind", read_only=False),
+    ]
+    if cache_dir:
+        mounts.append(Mount(target=CACHE_TARGET, source=cache_dir, type="bind", read_only=False))
+        env["SCALEBENCH_CACHE_DIR"] = CACHE_TARGET
+    labels = {CELL_LABEL: cell["key"], "org.scalebench.benchmark": bench.id,
+              "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
+    cores = host.cores_for(list(device_ids))
+    if cores:
+        env["OMP_NUM_THREADS"] = str(min(int(env["OMP_NUM_THREADS"]), len(cores)))
+    return ContainerSettings(image=bench.images[host.kind], command=command_for(bench, n), environment=env,
+                             mounts=mounts, device_requests=requests, labels=labels,
+                             cpuset_cpus=",".join(map(str, cores)) if cores else None)

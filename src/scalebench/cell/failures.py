@@ -1,0 +1,141 @@
+"""Why a cell failed, in one reason class; whether trying again can help."""
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, TRAINER_FAILED, VALIDATION_FILE
+from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
+
+CUDA_OOM = re.compile(r"CUDA out of memory|CUDA error: out of memory|OOM when allocating|RESOURCE_EXHAUSTED|"
+                      r"cudaErrorMemoryAllocation|torch\.OutOfMemoryError", re.I)
+COMM = re.compile(r"\bNCCL\b.*(error|timeout|timed out)|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|"
+                  r"ProcessGroupNCCL|Gloo.*(timed out|Connection reset|connection closed)|"
+                  r"collective operation timeout|Watchdog caught collective operation timeout", re.I)
+DATASET = re.compile(r"CIFAR-10 file missing|dataset .* missing|No such file or directory: '/data|"
+                     r"not a CIFAR-10 python batch|FileNotFoundError: .*?/data/", re.I)
+
+OUTPUT_TAIL_LINES = 50  # of the container output, kept with a failed attempt
+EXTERNAL_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    reason: str
+    exit_code: int | None
+    detail: str
+
+    @property
+    def transient(self) -> bool:
+        return REASONS[self.reason]
+
+    def line(self, cell: dict, attempt: int, stage: str | None = None) -> str:
+        """The one line a user sees: task failure message, log, XCom, task note, store, report."""
+        code = "none" if self.exit_code is None else str(self.exit_code)
+        where = f" at {stage}" if stage else ""
+        return (f"cell {cell['cell_id']} ({cell['label']}) attempt {attempt} failed{where}: {self.reason}, "
+                f"exit code {code}{' (transient)' if self.transient else ''}: {self.detail}")
+
+
+def signal_of(exit_code: int | None) -> str | None:
+    """The signal that ended a container's main process (exit code 128 + N), by name."""
+    if exit_code is None or not 128 < exit_code < 128 + 65:
+        return None
+    try:
+        return signal.Signals(exit_code - 128).name
+    except ValueError:
+        return f"signal {exit_code - 128}"
+
+
+def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = False, timed_out: bool = False,
+             timeout_s: float | None = None, cancelled: bool = False) -> Failure:
+    """Classify a finished container; the first match wins, in this order: our watchdog, a
+    user's cancel, the kernel OOM killer, any other signal, then what the output says."""
+    text = "\n".join(output[-400:])
+    if timed_out:
+        return Failure("timeout", exit_code, f"ran past the cell timeout of {timeout_s:.0f}s and was stopped")
+    if cancelled:
+        return Failure("cancelled", exit_code, "stopped on request (the task was marked failed, cleared or killed)")
+    if oom_killed:
+        return Failure("out_of_memory", exit_code, "the container was killed by the kernel OOM killer (host memory)")
+    sig = signal_of(exit_code)
+    if sig:
+        outside = " (docker kill or stop, preemption, host shutdown)" if sig in EXTERNAL_SIGNALS else ""
+        return Failure("killed", exit_code, f"the container's main process was ended by {sig}{outside}")
+    for pattern, reason, what in ((CUDA_OOM, "out_of_memory", "device memory exhausted"),
+                                  (COMM, "communication_error", "collective communication failed"),
+                                  (DATASET, "dataset_missing", "dataset missing or malformed")):
+        m = pattern.search(text)
+        if m:  # quote the whole output line the match is on
+            line = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()
+            return Failure(reason, exit_code, f"{what} ({line[:200]})")
+    trainer = next((ln.strip() for ln in reversed(output) if ln.startswith(TRAINER_FAILED)), None)
+    if trainer:
+        return Failure("unknown", exit_code, trainer[len(TRAINER_FAILED):].strip()[:200])
+    return Failure("unknown", exit_code, f"last output line: {last_meaningful_line(output)[:200]}")
+
+
+# torchrun's line when a child process failed; what follows is its own traceback and summary table
+LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py.*failed \(exitcode: -?\d+\) local_rank")
+
+
+def last_meaningful_line(output: list[str]) -> str:
+    """The last non-blank line, or under torchrun the last one before its failure report (the
+    report ends in '====' rules and fields that name no cause; the child's error comes first)."""
+    cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
+    for scope in (output[:cut], output):
+        found = next((ln.strip() for ln in reversed(scope) if ln.strip()), None)
+        if found:
+            return found
+    return "no output"
+
+
+def write_failure(attempt_dir, failure: Failure, line: str, *, attempt: int, stage: str,
+                  logs: list[str] | None = None) -> dict:
+    """The attempt's failure record (failure.json): what the store, `scalebench results` and the report read."""
+    from scalebench_kit.contract import write_json_atomic
+
+    record = {"reason": failure.reason, "exit_code": failure.exit_code, "transient": failure.transient,
+              "attempt": attempt, "stage": stage, "message": line, "output_tail": (logs or [])[-OUTPUT_TAIL_LINES:]}
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(attempt_dir / FAILURE_FILE, record)
+    return record
+
+
+def account_for_lost_attempts(cell: dict, current: int) -> list[str]:
+    """Earlier attempts of this cell that left no verdict (no failure.json, no validation.json)
+    died with their task process (a killed Celery worker, a lost host): the scheduler retried
+    them without anyone writing their record. Each gets one now, so it is not mistaken for an
+    unvalidated result. Returns the lines."""
+    from scalebench.core.attempt_folders import attempt_dir
+
+    lines = []
+    for number in range(1, current):
+        out = attempt_dir(cell, number)
+        if not out.exists() or (out / FAILURE_FILE).exists() or (out / VALIDATION_FILE).exists():
+            continue
+        failure = Failure("worker_lost", None, f"the task process of attempt {number} was lost (worker killed, host "
+                                               f"restarted or task heartbeat timeout) before it wrote a record; "
+                                               f"retried as attempt {current}")
+        line = failure.line(cell, number, "run")
+        write_failure(out, failure, line, attempt=number, stage="run")
+        lines.append(line)
+    return lines
+
+
+def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:
+    """A task before the cells failed: each planned cell that has not started gets a failed
+    attempt 1 naming that task (a retry of the task rewrites it), so nothing is reported as
+    merely missing. Returns the lines."""
+    from scalebench.core.attempt_folders import attempt_dir
+
+    lines = []
+    for cell in cells:
+        out = attempt_dir(cell, 1)
+        if (out / CELL_SPEC_FILE).exists():
+            continue  # the cell did start: its own record stands
+        line = failure.line(cell, 1, stage)
+        write_failure(out, failure, line, attempt=1, stage=stage)
+        lines.append(line)
+    return lines

@@ -1,0 +1,129 @@
+"""The cell matrix: benchmark x GPU count x epochs x repeat x profile, within one DAG run.
+
+A cell's key includes its DAG run so nights accumulate history; the attempt (task try) is not
+part of the key, so a retry is a new attempt of the same cell.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from scalebench.core.config import Benchmark, ConfigError, Fleet, Host, with_tag
+
+IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat", "profile")
+
+
+def cell_key(identity: dict) -> str:
+    canon = json.dumps({k: identity[k] for k in IDENTITY}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:20]
+
+
+def cell_label(gpus: int, epochs: int, repeat: int) -> str:
+    return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''} · repeat {repeat}"
+
+
+def timing_policy(profile: str, host: Host | None = None) -> str:
+    """exclusive: a timed cell has its host to itself (co-scheduled jobs distort timings);
+    packed: cells share a host's free devices (smoke runs, where time is not the point).
+    A host's own `timing_policy` in the fleet overrides the profile's."""
+    if host is not None and host.timing_policy:
+        return host.timing_policy
+    return "packed" if profile == "smoke" else "exclusive"
+
+
+def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]) -> Host:
+    """All cells of one run go to one host, so their times compare like with like.
+
+    smoke runs on a CPU host (emulated devices) when there is one; nightly/full need GPUs.
+    """
+    kinds = ["cpu", "gpu"] if profile == "smoke" else ["gpu"]
+    need = max(gpu_counts)
+    for kind in kinds:
+        for host in fleet.hosts_of(kind):
+            if len(host.device_ids) >= need:
+                return host
+    raise ConfigError(f"{bench.id}: no {' or '.join(kinds).upper()} host in the fleet has {need} devices "
+                      f"for profile {profile!r} (hosts: {[(h.name, h.kind, len(h.device_ids)) for h in fleet.hosts]}); "
+                      "give a fleet with GPU hosts (--fleet / SCALEBENCH_FLEET, e.g. include/configs/fleet.gpu-example.yaml)")
+
+
+def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
+         epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
+         night: str | None = None, image_tag: str | None = None) -> list[dict]:
+    """Every cell of one run, in a stable order (GPU count, epochs, repeat). `image_tag`: run a
+    candidate image, another tag of the configured image's repository."""
+    res = bench.resolved(profile)
+    gpu_counts = sorted(gpu_counts or bench.gpu_counts)
+    epochs = sorted(epochs or res.epochs)
+    if repeats < 1:
+        raise ConfigError(f"repeats must be >= 1, got {repeats}")
+    bad = [n for n in gpu_counts if n < 1 or n > fleet.max_devices]
+    if bad:
+        raise ConfigError(f"gpu_counts {bad} cannot be served: the largest host has {fleet.max_devices} devices")
+    host = host_for(bench, profile, fleet, gpu_counts)
+    image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
+    cells = []
+    for n in gpu_counts:
+        per_device, global_batch = res.batches(n)
+        for e in epochs:
+            for r in range(1, repeats + 1):
+                ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
+                         "gpus": n, "epochs": e, "repeat": r, "profile": profile}
+                cells.append({
+                    **ident,
+                    "key": cell_key(ident),
+                    "cell_id": f"g{n}-e{e}-r{r}",
+                    "label": cell_label(n, e, r),
+                    "run_type": run_type,
+                    "night": night,
+                    "seed": seed + r - 1,  # distinct per repeat, the same across GPU counts
+                    "per_device_batch": per_device,
+                    "global_batch": global_batch,
+                    "scaling_mode": bench.scaling_mode,
+                    "lr": bench.lr_policy.lr_for(global_batch),
+                    **({"image": image} if image else {}),
+                })
+    return cells
+
+
+def group_id(host: str, gpus: int) -> str:
+    """Task group of one (host, GPU count): its cells, train and validate tasks."""
+    return f"{host.replace('-', '_')}_{gpus}gpu"
+
+
+def group_by_task(cells: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for c in cells:
+        groups.setdefault(group_id(c["host"], c["gpus"]), []).append(c)
+    return groups
+
+
+def estimate_seconds(bench: Benchmark, profile: str, cell: dict) -> float | None:
+    """Estimated wall time of one cell from the config's per-step figures; None if steps unknown."""
+    res = bench.resolved(profile)
+    steps_per_epoch = res.max_steps_per_epoch
+    if steps_per_epoch is None and res.train_images:
+        steps_per_epoch = max(res.train_images // cell["global_batch"], 1)
+    if steps_per_epoch is None:
+        return None
+    est = bench.estimate
+    step_s = est.step_s.get(cell["gpus"]) or max(est.step_s.values())
+    return est.setup_s + cell["epochs"] * steps_per_epoch * step_s + est.eval_s
+
+
+def night_estimate(plans: dict[str, tuple[Benchmark, list[dict]]], profile: str, budget_minutes: float) -> dict:
+    """Cells of a host run one after another (exclusive timing), so a host's night is the sum."""
+    per_bench, per_host, unknown = {}, {}, []
+    for bench_id, (bench, cells) in plans.items():
+        secs = [estimate_seconds(bench, profile, c) for c in cells]
+        if None in secs:
+            unknown.append(bench_id)
+            per_bench[bench_id] = None
+            continue
+        for c, s in zip(cells, secs):
+            per_host[c["host"]] = per_host.get(c["host"], 0.0) + s
+        per_bench[bench_id] = round(sum(secs) / 60, 1)
+    night = round(max(per_host.values(), default=0.0) / 60, 1)
+    return {"profile": profile, "benchmark_minutes": per_bench, "host_minutes": {h: round(s / 60, 1) for h, s in per_host.items()},
+            "night_minutes": night, "budget_minutes": budget_minutes, "fits": night <= budget_minutes,
+            "steps_unknown": sorted(set(unknown))}

@@ -1,0 +1,443 @@
+"""Benchmark and fleet configs: YAML files validated into typed objects.
+
+Unknown keys are errors. A bad file fails with the file name, the field path, the bad value
+and what was expected. Profiles may change sizes only; the code path stays the same.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import cached_property
+import string
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from scalebench_kit.names import ACCURACY_METRICS
+
+from scalebench.core import paths
+
+PROFILES = ("smoke", "nightly", "full")
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
+PosInt = Annotated[int, Field(gt=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """A config file that does not validate; the message names file, field, value, expectation."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_bounds(bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    for name, (lo, hi) in bounds.items():
+        if lo > hi:
+            raise ValueError(f"bounds for {name!r}: lower {lo} is above upper {hi}")
+    return bounds
+
+
+class Host(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    kind: Literal["cpu", "gpu"]
+    queue: str
+    device_ids: Annotated[list[str], Field(min_length=1)]
+    threads_per_device: PosInt = 1
+    cpus: list[Annotated[int, Field(ge=0)]] | None = None  # cores to pin cells to, split evenly over the devices
+    data_root: str | None = None
+    topology: dict[str, dict[str, str]] | None = None
+    # None: by profile (smoke packed, timed profiles exclusive); set it to dedicate or share a host
+    timing_policy: Literal["packed", "exclusive"] | None = None
+
+    def cores_for(self, device_ids: list[str]) -> list[int] | None:
+        """The cores that go with these devices (each device owns an equal slice), or None."""
+        if not self.cpus:
+            return None
+        per = len(self.cpus) // len(self.device_ids)
+        if per == 0:
+            return None  # fewer cores than devices: nothing sensible to pin
+        return [c for d in device_ids for c in self.cpus[self.device_ids.index(d) * per:(self.device_ids.index(d) + 1) * per]]
+
+    @property
+    def pool(self) -> str:
+        return f"scalebench_{self.name}"
+
+    @field_validator("device_ids")
+    @classmethod
+    def _unique(cls, ids: list[str]) -> list[str]:
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"device ids must be unique, got {ids}")
+        return ids
+
+
+class Fleet(Strict):
+    night_budget_minutes: PosFloat = 480
+    retention_days: PosFloat = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
+    hosts: Annotated[list[Host], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        names = [h.name for h in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host names must be unique, got {names}")
+        return self
+
+    @property
+    def max_devices(self) -> int:
+        return max(len(h.device_ids) for h in self.hosts)
+
+    def hosts_of(self, kind: str) -> list[Host]:
+        return [h for h in self.hosts if h.kind == kind]
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"no host {name!r} in the fleet (hosts: {[h.name for h in self.hosts]})")
+
+
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def image_repository(ref: str) -> str:
+    """name[:tag][@digest] -> name (a registry port stays: only a ':' in the last path part is a tag)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return (head + "/" if head else "") + last.split(":", 1)[0]
+
+
+def with_tag(ref: str, tag: str) -> str:
+    """The configured image's repository at another tag (a candidate image); anything but a plain
+    tag is refused, so a trigger can choose a version, never another image."""
+    if not IMAGE_TAG.fullmatch(tag or ""):
+        raise ConfigError(f"image_tag {tag!r}: expected a plain tag of {image_repository(ref)} "
+                          "(letters, digits, _ . -; at most 128 characters)")
+    return f"{image_repository(ref)}:{tag}"
+
+
+class LrPolicy(Strict):
+    rule: Literal["linear", "sqrt", "constant"]
+    base_lr: PosFloat
+    reference_batch: PosInt
+
+    def lr_for(self, global_batch: int) -> float:
+        ratio = global_batch / self.reference_batch
+        return self.base_lr * {"linear": ratio, "sqrt": ratio ** 0.5, "constant": 1.0}[self.rule]
+
+
+class Dataset(Strict):
+    name: str
+    format: str
+    path: str  # below the host's data_root: relative, no '..' (a config must not reach other folders)
+
+    @field_validator("path")
+    @classmethod
+    def _inside_data_root(cls, v: str) -> str:
+        if not v or Path(v).is_absolute() or ".." in Path(v).parts:
+            raise ValueError(f"must be a relative path below the host's data_root without '..', got {v!r}")
+        return v
+
+
+class Estimate(Strict):
+    """Night-time estimate for one cell on a GPU host: set-up + steps x step time + eval."""
+    setup_s: Annotated[float, Field(ge=0)]
+    eval_s: Annotated[float, Field(ge=0)]
+    step_s: dict[PosInt, PosFloat]
+
+
+class ReferenceAccuracy(Strict):
+    """What the benchmark reaches at a global batch (published or measured): a figure further than
+    `tolerance` from the reference at the nearest global batch is reported as suspect."""
+    metric: Literal[tuple(ACCURACY_METRICS)]
+    by_global_batch: Annotated[dict[PosInt, Annotated[float, Field(ge=0, le=1)]], Field(min_length=1)]
+    tolerance: Annotated[float, Field(gt=0, le=1)]
+
+    def expected(self, global_batch: int) -> float:
+        nearest = min(self.by_global_batch, key=lambda b: (abs(b - global_batch), b))
+        return self.by_global_batch[nearest]
+
+
+class Sizes(Strict):
+    """What a profile may change: sizes only (data, resolution, steps, batch, bounds, time limit)."""
+    per_gpu_batch: PosInt | None = None
+    global_batch: PosInt | None = None
+    epochs: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    train_images: PosInt | None = None
+    test_images: PosInt | None = None
+    image_size: PosInt | None = None
+    warmup_steps: Annotated[int, Field(ge=0)] | None = None
+    max_steps_per_epoch: PosInt | None = None
+    synthetic_data: bool | None = None
+    eval_each_epoch: bool | None = None  # evaluate after every epoch (outside the timed region): time to accuracy
+    cell_timeout_minutes: PosFloat | None = None
+    bounds: dict[str, tuple[float, float]] | None = None
+    reference_accuracy: ReferenceAccuracy | None = None  # a profile's plausible accuracy (smoke data is random)
+
+    _b = field_validator("bounds")(lambda cls, v: v if v is None else _check_bounds(v))
+
+
+class AccuracyTarget(Strict):
+    """Time to accuracy: the training time until the first evaluation with `metric` >= `target`."""
+    metric: Literal[tuple(ACCURACY_METRICS)]
+    target: Annotated[float, Field(gt=0, le=1)]
+
+
+class Benchmark(Strict):
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+    title: str
+    task: Literal["classification", "segmentation", "detection", "instance-segmentation"]
+    framework: Literal["keras", "pytorch", "tf-detection", "mmdetection"]
+    launcher: Literal["tf-distribute", "torchrun", "mmengine"]
+    model: dict[str, str | int]
+    images: dict[Literal["cpu", "gpu"], str]
+    entrypoint: Annotated[list[str], Field(min_length=1)]
+    dataset: Dataset
+    per_gpu_batch: PosInt
+    global_batch: PosInt | None = None
+    epochs: Annotated[list[PosInt], Field(min_length=1)]
+    gpu_counts: Annotated[list[PosInt], Field(min_length=1)]
+    metrics: Annotated[list[Literal[tuple(ACCURACY_METRICS)]], Field(min_length=1)]  # each one is reported
+    bounds: dict[str, tuple[float, float]]
+    scaling_mode: Literal["weak", "strong"]
+    lr_policy: LrPolicy
+    warmup_steps: Annotated[int, Field(ge=0)]
+    schedule: str | None
+    cell_timeout_minutes: PosFloat
+    retries: Annotated[int, Field(ge=0, le=10)] = 2  # for transient failures only (engine, NCCL, pre-flight)
+    retry_delay_s: Annotated[float, Field(ge=0)] = 60
+    estimate: Estimate
+    time_to_accuracy: AccuracyTarget | None = None
+    confirm_reruns: Annotated[int, Field(ge=0, le=10)] = 3  # same-night reruns of a figure that looks regressed
+    reference_accuracy: ReferenceAccuracy | None = None
+    profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
+
+    _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+
+    @field_validator("images")
+    @classmethod
+    def _plain_image_names(cls, v: dict) -> dict:
+        for kind, ref in v.items():
+            if not IMAGE_REF.fullmatch(ref):
+                raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
+                                 "no templates)")
+        return v
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _no_templates(cls, v: list[str]) -> list[str]:
+        for part in v:  # only {gpus} is filled in; Jinja would let a trigger's conf reach the command
+            if "{{" in part or "{%" in part or any(f and f != "gpus" for _, f, _, _ in string.Formatter().parse(part)):
+                raise ValueError(f"entrypoint part {part!r}: the only placeholder allowed is {{gpus}}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        for m in self.metrics:
+            if m not in self.bounds:
+                raise ValueError(f"metric {m!r} has no entry in bounds (expected bounds.{m}: [low, high])")
+        if self.time_to_accuracy and self.time_to_accuracy.metric not in self.metrics:
+            raise ValueError(f"time_to_accuracy.metric {self.time_to_accuracy.metric!r} is not one of this "
+                             f"benchmark's metrics {self.metrics}")
+        if self.scaling_mode == "strong" and self.global_batch is None:
+            raise ValueError("scaling_mode 'strong' needs global_batch (the fixed global batch)")
+        if len(set(self.gpu_counts)) != len(self.gpu_counts):
+            raise ValueError(f"gpu_counts must not repeat, got {self.gpu_counts}")
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"scalebench_{self.id}"
+
+    def resolved(self, profile: str) -> "Resolved":
+        """This benchmark with one profile's sizes applied (profiles change sizes, nothing else)."""
+        if profile not in PROFILES:
+            raise ConfigError(f"{self.id}: unknown profile {profile!r}; expected one of {list(PROFILES)}")
+        base = {name: getattr(self, name, None) for name in Sizes.model_fields}  # None: not set for the study
+        base["synthetic_data"] = False
+        base["eval_each_epoch"] = False
+        over = self.profiles.get(profile)
+        if over is not None:
+            base.update(over.model_dump(exclude_none=True))
+        return Resolved(benchmark=self, profile=profile, **base)
+
+
+# Fields that do not change what a cell measures: kept out of its config identity (config_sha).
+NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
+                     "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
+                     "reference_accuracy"}
+
+
+class Resolved(Sizes):
+    """A benchmark with one profile's sizes applied: every size field of Sizes, now set."""
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    benchmark: Benchmark
+    profile: str
+
+    def batches(self, gpus: int) -> tuple[int, int]:
+        """(per-device batch, global batch) at `gpus` devices under the scaling mode."""
+        if self.benchmark.scaling_mode == "weak":
+            return self.per_gpu_batch, self.per_gpu_batch * gpus
+        glob = self.global_batch
+        if glob % gpus:
+            raise ConfigError(f"{self.benchmark.id} ({self.profile}): strong scaling with global_batch {glob} "
+                              f"does not divide over {gpus} GPUs; choose a global batch divisible by every GPU count")
+        return glob // gpus, glob
+
+    def summary(self) -> dict:
+        """Everything in the config that changes a result (sizes, model, image, entrypoint,
+        launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count of a run:
+        the cell's `resolved_config`, whose hash is its config identity."""
+        out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
+        out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs",  # a cell has its own
+                                        "reference_accuracy"})
+        out["benchmark"] = self.benchmark.id
+        return out
+
+
+def _format_errors(source: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the schema; check its spelling)"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        got = "" if err["type"] == "missing" else f" (got {err['input']!r})"
+        lines.append(f"{source}: field '{where}': {msg}{got}")
+    return "\n".join(lines)
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
+    return doc
+
+
+def load_fleet(path: Path | str | None = None) -> Fleet:
+    return _load_model(Fleet, Path(path or paths.fleet_file()))
+
+
+def load_benchmark(path: Path | str, fleet: Fleet) -> Benchmark:
+    path = Path(path)
+    try:
+        bench = Benchmark.model_validate(_load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+    if bench.id != path.stem:
+        raise ConfigError(f"{path}: field 'id': {bench.id!r} must equal the file name {path.stem!r}")
+    too_big = [n for n in bench.gpu_counts if n > fleet.max_devices]
+    if too_big:
+        raise ConfigError(f"{path}: field 'gpu_counts': {too_big} above the largest host in the fleet "
+                          f"({fleet.max_devices} devices); expected counts <= {fleet.max_devices}")
+    for profile in PROFILES:
+        res = bench.resolved(profile)
+        for n in bench.gpu_counts:
+            try:
+                res.batches(n)
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: field 'global_batch': {exc}") from None
+    return bench
+
+
+ALERTS_FILE = "alerts.yaml"
+SHIFTS_FILE = "acknowledged_shifts.yaml"
+
+
+class AlertConfig(Strict):
+    """include/configs/alerts.yaml: which of Airflow's notifiers delivers confirmed regressions."""
+    notifier: Literal["webhook", "slack", "email", "none"]
+    connection: str = "scalebench_alerts"     # the Airflow connection the notifier uses
+    endpoint: str = ""                         # webhook: path below the connection's base URL
+    to: list[str] = []                         # email: recipients
+    report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
+
+
+class AcknowledgedShift(Strict):
+    """An intentional change that restarts a baseline (include/configs/acknowledged_shifts.yaml)."""
+    benchmark: str
+    since: dt.date
+    reason: str
+    gpus: list[PosInt] | None = None
+    metric: str | None = None
+
+
+class AcknowledgedShifts(Strict):
+    shifts: list[AcknowledgedShift] = []
+
+
+def _load_model(model: type[BaseModel], path: Path):
+    try:
+        return model.model_validate(_load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None
+
+
+def load_alerts(config_dir: Path | str) -> AlertConfig:
+    """The alert settings; alerts are off when the file is absent."""
+    path = Path(config_dir) / ALERTS_FILE
+    return _load_model(AlertConfig, path) if path.exists() else AlertConfig(notifier="none")
+
+
+def load_acknowledged_shifts(path: Path | str) -> list[AcknowledgedShift]:
+    """The acknowledged shifts; none when the file is absent."""
+    path = Path(path)
+    return _load_model(AcknowledgedShifts, path).shifts if path.exists() else []
+
+
+class Configs:
+    """All benchmark configs plus the fleet, loaded and cross-checked once."""
+
+    def __init__(self, config_dir: Path | str | None = None, fleet_path: Path | str | None = None):
+        self.config_dir = Path(config_dir or paths.config_dir())
+        self.fleet = load_fleet(fleet_path)
+
+    @cached_property
+    def _loaded(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
+        files = sorted((self.config_dir / "benchmarks").glob("*.yaml"))
+        if not files:
+            raise ConfigError(f"{self.config_dir / 'benchmarks'}: no benchmark configs (*.yaml) found")
+        good: dict[str, Benchmark] = {}
+        broken: dict[str, ConfigError] = {}
+        for f in files:
+            try:
+                b = load_benchmark(f, self.fleet)
+                good[b.id] = b
+            except ConfigError as exc:
+                broken[f.stem] = exc
+        return good, broken
+
+    def alerts(self) -> AlertConfig:
+        return load_alerts(self.config_dir)
+
+    def acknowledged_shifts(self) -> list[AcknowledgedShift]:
+        return load_acknowledged_shifts(self.config_dir / SHIFTS_FILE)
+
+    def load_all(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
+        """(benchmarks that load, {file stem: error} for those that do not): one bad file harms only itself."""
+        return self._loaded
+
+    @property
+    def benchmarks(self) -> dict[str, Benchmark]:
+        """Every benchmark; a ConfigError naming each bad file when any does not load."""
+        good, broken = self._loaded
+        if broken:
+            raise ConfigError("\n".join(str(e) for e in broken.values()))
+        return good
+
+    def benchmark(self, bench_id: str) -> Benchmark:
+        good, broken = self._loaded
+        if bench_id in good:
+            return good[bench_id]
+        if bench_id in broken:
+            raise broken[bench_id]
+        raise ConfigError(f"unknown benchmark {bench_id!r}; known: {sorted([*good, *broken])}")

@@ -1,0 +1,413 @@
+"""CellDockerOperator: one training cell in its framework container.
+
+Static per task (known when the DAG is built): image, command, queue, pool, pool_slots, and
+the dataset check (an XComArg). Per mapped instance: the `cell` dict from the plan. Nothing
+happens in __init__; execute() runs named phases, each testable alone:
+
+    begin -> lease -> preflight -> spec -> run -> classify -> collect -> validate
+
+validate checks the result with the benchmark's Great Expectations suite in the same task (GX
+is imported in the background while the container runs, so a cell costs no extra task start
+and no extra import); the verdict goes to validation.json.
+
+A failure in any phase leaves failure.json in the attempt folder (class, exit code, attempt,
+stage, message), pushes the XCom `cell_summary`, sets the task note and raises CellFailed
+(transient: retried) or CellFailedPermanently.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.docker.exceptions import DockerContainerFailedException
+from airflow.providers.docker.operators.docker import DockerOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
+
+from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
+from scalebench_kit.names import (ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE,
+                                  VALIDATION_FILE)
+
+from scalebench.orchestration import notes
+from scalebench.core import paths
+from scalebench.cell import preflight
+from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.cells import timing_policy
+from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
+from scalebench.cell.container import CELL_LABEL, settings
+from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
+from scalebench.core.provenance import git_revision
+
+
+class CellFailedMixin:
+    """Carries the reason class, the one-line message and the container output tail."""
+
+    def __init__(self, message: str, failure: Failure, logs: list[str] | None = None):
+        super().__init__(message)
+        self.failure = failure
+        self.logs = logs or []
+
+
+class CellFailed(CellFailedMixin, AirflowException):
+    """A transient failure: Airflow retries the cell with backoff."""
+
+
+class CellFailedPermanently(CellFailedMixin, AirflowFailException):
+    """A deterministic failure (OOM at this batch, bad dataset, cancelled...): retrying cannot help."""
+
+
+@dataclass
+class Attempt:
+    """One try of one cell: what it runs with and where its files go."""
+    cell: dict
+    number: int
+    bench: Benchmark
+    host: Host
+    resolved: Resolved
+    policy: str
+    timeout_s: float
+    out: Path
+    stage: str = "begin"
+    result: dict | None = None
+
+
+@dataclass
+class Outcome:
+    exit_code: int | None
+    lines: list[str]
+    oom_killed: bool
+
+
+class HostConfigExtras:
+    """The provider's Docker API client, adding host-config settings that DockerOperator has no
+    parameter for (cpuset_cpus); everything else goes to the client unchanged."""
+
+    def __init__(self, client, **extra):
+        self._client, self._extra = client, extra
+
+    def create_host_config(self, **kwargs):
+        return self._client.create_host_config(**kwargs, **self._extra)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def _warm_validation() -> None:
+    """Import GX (seconds) while the container runs, quietly: its import logs every API it registers."""
+    import logging
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    from scalebench.cell import validation  # noqa: F401
+    import great_expectations  # noqa: F401
+
+
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
+
+
+class CellDockerOperator(DockerOperator):
+    # Only the mapped cell and the dataset check are rendered: image, command and environment come
+    # from the validated config, so no trigger conf can reach them through a template.
+    template_fields = ("cell", "dataset")
+    ui_color = "#d8e8f8"
+    # phases named in a failure line; a container or contract failure speaks for itself
+    QUIET_STAGES = ("begin", "run", "classify", "collect", "validate")
+
+    def __init__(self, *, cell: dict | None = None, dataset: Any = None, benchmark_id: str, host_name: str,
+                 **kwargs: Any):
+        kwargs.setdefault("mount_tmp_dir", False)
+        kwargs["auto_remove"] = "never"  # we inspect the state (OOMKilled) before removing it
+        kwargs.setdefault("xcom_all", True)
+        super().__init__(**kwargs)
+        self.cell = cell
+        self.dataset = dataset
+        self.benchmark_id = benchmark_id
+        self.host_name = host_name
+        self._ti = None
+        self._lease = None
+        self._cpuset: str | None = None
+        self._timed_out = threading.Event()
+        self._cancelled = threading.Event()
+
+    @property
+    def cli(self):
+        client = super().cli
+        return HostConfigExtras(client, cpuset_cpus=self._cpuset) if self._cpuset else client
+
+    # -- the cell ---------------------------------------------------------------------------
+    def execute(self, context) -> dict:
+        self._ti = context["ti"]
+        attempt = self.begin(self._ti.try_number)
+        try:
+            lease = self.lease(attempt)
+            try:
+                checked = self.preflight(attempt, lease)
+                self.spec(attempt, lease, checked)
+                outcome = self.run(attempt, context)
+                self.write_placement(attempt, lease, checked)
+                failure = self.classify(attempt, outcome)
+                if failure:
+                    raise self.fail(attempt, failure, outcome.lines)
+                summary = self.collect(attempt, lease, outcome)
+                self.validate(attempt)
+                return summary
+            except AirflowTaskTimeout:  # the execution_timeout backstop: stop the container before the
+                self._stop_container("execution timeout reached")  # lease frees its devices
+                raise
+            finally:
+                self._lease = None
+                lease.release()
+        except AirflowTaskTimeout:
+            self.fail(attempt, Failure("timeout", None, "ran past the task's execution_timeout (backstop)"))
+            raise
+        except (CellFailed, AirflowFailException):  # CellFailedPermanently is an AirflowFailException
+            raise
+        except Exception as exc:  # a defect or an unforeseen error still leaves a record
+            raise self.fail(attempt, Failure("unknown", None, f"{type(exc).__name__}: {exc}")) from exc
+
+    def on_kill(self) -> None:
+        """A user's cancel (SIGTERM to the task): stop the container, free the devices; the
+        attempt is recorded as `cancelled` by execute, which the SDK lets run to its end."""
+        self._cancelled.set()
+        self._stop_container("task killed")
+        if self._lease is not None:
+            self._lease.release()
+
+    # -- phases -----------------------------------------------------------------------------
+    def begin(self, number: int) -> Attempt:
+        cell = self.cell
+        configs = Configs()
+        bench = configs.benchmark(self.benchmark_id)
+        res = bench.resolved(cell["profile"])
+        out = attempt_dir(cell, number)
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in ATTEMPT_FILES:  # a cleared and rerun task reuses its attempt number
+            (out / stale).unlink(missing_ok=True)
+        for line in account_for_lost_attempts(cell, number):
+            print(line)
+        host = configs.fleet.host(self.host_name)
+        a = Attempt(cell=cell, number=number, bench=bench, host=host, resolved=res,
+                    policy=timing_policy(cell["profile"], host), timeout_s=res.cell_timeout_minutes * 60, out=out)
+        if cell.get("image"):  # a candidate tag from the plan: the configured repository only
+            if image_repository(cell["image"]) != image_repository(self.image) or not IMAGE_REF.fullmatch(cell["image"]):
+                raise self.fail(a, Failure("unknown", None, f"cell image {cell['image']!r} is not a tag of the "
+                                           f"configured image {self.image!r}: refused"))
+            self.image = cell["image"]
+        return a
+
+    def lease(self, a: Attempt):
+        from scalebench.store.leases import LeaseManager, LeaseTimeout  # the store's ORM: not at DAG parse time
+
+        if not self.dataset:
+            raise self.fail(a, Failure("dataset_missing", None, "no dataset check result (check_dataset did not run)"))
+        a.stage = "lease"
+        try:
+            self._lease = LeaseManager().acquire(a.host, a.cell["gpus"], a.cell["key"], timeout_s=a.timeout_s,
+                                                 exclusive=a.policy == "exclusive", abort=self._cancelled,
+                                                 avoid=a.cell.get("avoid_devices"))
+        except LeaseTimeout as exc:
+            if self._cancelled.is_set():
+                raise self.fail(a, classify(None, [], cancelled=True)) from None
+            raise self.fail(a, Failure("lease_timeout", None, str(exc))) from None
+        self._lease.start_heartbeat()
+        return self._lease
+
+    def preflight(self, a: Attempt, lease) -> dict:
+        a.stage = "preflight"
+        if a.host.kind != "gpu":
+            return {"status": "skipped", "reason": "CPU host (emulated devices)"}
+        try:
+            return preflight.check(lease.device_ids)
+        except preflight.PreflightFailed as exc:
+            write_json_atomic(a.out / PREFLIGHT_FILE, exc.report)
+            raise self.fail(a, Failure("preflight_failed", None, str(exc))) from None
+
+    def spec(self, a: Attempt, lease, checked: dict) -> None:
+        """Write cell.json (what runs, with provenance) and set the container's settings."""
+        a.stage = "spec"
+        bench, host, cell = a.bench, a.host, a.cell
+        topo = {x: {y: k for y, k in (host.topology or {}).get(x, {}).items() if y in lease.device_ids}
+                for x in lease.device_ids} if host.topology else None
+        doc = {
+            "contract_version": CONTRACT_VERSION,
+            "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
+                                          "repeat", "profile", "seed", "label")}
+                    | {"attempt": a.number, "role": cell.get("role", "measure"), "rerun_of": cell.get("rerun_of")},
+            "devices": {"kind": host.kind, "ids": lease.device_ids, "count": len(lease.device_ids), "topology": topo,
+                        "lease_id": lease.lease_id, "timing_policy": a.policy, "preflight": checked},
+            "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
+                         "scaling_mode": cell["scaling_mode"], "lr_policy": bench.lr_policy.model_dump(),
+                         "lr": cell["lr"], "warmup_steps": a.resolved.warmup_steps, "epochs": cell["epochs"],
+                         "max_steps_per_epoch": a.resolved.max_steps_per_epoch,
+                         "eval_each_epoch": a.resolved.eval_each_epoch},
+            "data": {"name": self.dataset["name"], "format": self.dataset["format"], "path": "/data",
+                     "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
+                     "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
+            "model": {"name": bench.id, **bench.model},
+            "provenance": {"image": self.image, "image_digest": self._image_digest(a),
+                           "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
+                           "resolved_config": a.resolved.summary()},
+        }
+        write_json_atomic(a.out / CELL_SPEC_FILE, doc)
+        cache = paths.cache_dir()
+        cache.mkdir(parents=True, exist_ok=True)
+        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out), str(cache))
+        from scalebench.store.leases import LEASE_LABEL
+
+        self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
+        self.device_requests, self.shm_size = s.device_requests, s.shm_size
+        self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
+        self._cpuset = s.cpuset_cpus
+        self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
+                      cell["cell_id"], cell["label"], host.name, lease.device_ids, a.policy, lease.waited_s, a.number,
+                      a.out)
+
+    def run(self, a: Attempt, context=None) -> Outcome:
+        """Run the container under the cell-timeout watchdog; its output is folded in a log group."""
+        a.stage = "run"
+        if self._cancelled.is_set():
+            raise self.fail(a, classify(None, [], cancelled=True))
+        watchdog = threading.Timer(a.timeout_s, self._stop_for_timeout)
+        watchdog.daemon = True
+        threading.Thread(target=_warm_validation, daemon=True, name="gx-import").start()
+        self.container = None
+        self._remove_leftovers(a)
+        self.log.info("::group::Container output (%s)", self.image)
+        try:
+            watchdog.start()
+            try:
+                lines = super().execute(context) or []
+                exit_code = 0
+            except DockerContainerFailedException as exc:
+                lines = [str(x) for x in (exc.logs or [])]
+                exit_code = None
+            except _engine_errors() as exc:
+                raise self.fail(a, self._engine_failure(exc)) from None
+        finally:
+            watchdog.cancel()
+            self.log.info("::endgroup::")
+        oom = False
+        if self.container:
+            try:
+                state = self.cli.inspect_container(self.container["Id"])["State"]
+                exit_code, oom = state.get("ExitCode", exit_code), bool(state.get("OOMKilled"))
+            finally:
+                self.cli.remove_container(self.container["Id"], force=True)
+        return Outcome(exit_code, [str(x) for x in lines], oom)
+
+    def classify(self, a: Attempt, outcome: Outcome) -> Failure | None:
+        a.stage = "classify"
+        if outcome.exit_code == 0 and not (self._timed_out.is_set() or self._cancelled.is_set()):
+            return None
+        return classify(outcome.exit_code, outcome.lines, oom_killed=outcome.oom_killed,
+                        timed_out=self._timed_out.is_set(), timeout_s=a.timeout_s, cancelled=self._cancelled.is_set())
+
+    def collect(self, a: Attempt, lease, outcome: Outcome) -> dict:
+        """The result contract of a clean exit, summarised for validation."""
+        a.stage = "collect"
+        try:
+            result = load_result(a.out / RESULT_FILE)
+        except ContractError as exc:
+            raise self.fail(a, Failure("contract_missing_or_invalid", outcome.exit_code, str(exc)),
+                            outcome.lines) from None
+        summary = {"cell": a.cell, "attempt": a.number, "attempt_dir": str(a.out), "device_ids": lease.device_ids,
+                   "timing_policy": a.policy, "co_tenants": sorted(lease.co_tenants),
+                   "train_s": result["timing"]["train_s"], "metrics": result["metrics"],
+                   "world_size": result["devices"]["world_size"]}
+        self.log.info("cell %s done: train %.2fs, metrics %s", a.cell["cell_id"], summary["train_s"], summary["metrics"])
+        a.result = result
+        return summary
+
+    def validate(self, a: Attempt) -> None:
+        """The result against the benchmark's GX suite; the verdict is kept beside it. A result
+        that fails is `validation_failed` (deterministic): it is stored as invalid, never as the
+        cell's figure."""
+        from scalebench.cell.validation import validate_result
+
+        a.stage = "validate"
+        verdict = validate_result(a.cell, a.result, a.bench.metrics, a.resolved.bounds)
+        message = verdict.message(a.cell)
+        write_json_atomic(a.out / VALIDATION_FILE, {"success": verdict.success, "failures": verdict.failures,
+                                                    "message": message})
+        if not verdict.success:
+            raise self.fail(a, Failure("validation_failed", 0, "; ".join(verdict.failures)))
+        self.log.info("%s", message)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def write_placement(self, a: Attempt, lease, checked: dict) -> None:
+        write_json_atomic(a.out / PLACEMENT_FILE, {
+            "host": a.host.name, "device_ids": lease.device_ids, "lease_id": lease.lease_id, "timing_policy": a.policy,
+            "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s, "preflight": checked})
+
+    def _image_digest(self, a: Attempt) -> str:
+        try:
+            return self.cli.inspect_image(self.image)["Id"]
+        except Exception as exc:
+            import docker.errors
+
+            if isinstance(exc, docker.errors.ImageNotFound):
+                raise self.fail(a, Failure("image_missing", None, f"image {self.image} is not on the Docker engine; "
+                                           "build it with `make images`")) from None
+            raise self.fail(a, Failure("engine_unreachable", None, f"Docker engine did not answer "
+                                       f"({type(exc).__name__}: {str(exc)[:200]})")) from None
+
+    @staticmethod
+    def _engine_failure(exc: BaseException) -> Failure:
+        """An engine that refused the container (bad mount, unknown device driver) will refuse it
+        again: permanent. One that did not answer or dropped the connection: transient."""
+        import docker.errors
+
+        if isinstance(exc, docker.errors.APIError):
+            return Failure("unknown", None, f"the Docker engine refused the container: {exc.explanation or exc}")
+        return Failure("engine_unreachable", None, f"Docker engine failed during the run "
+                                                   f"({type(exc).__name__}: {str(exc)[:200]})")
+
+    def _remove_leftovers(self, a: Attempt) -> None:
+        """Remove stopped containers of earlier attempts of this cell: an engine that went away
+        mid-run took the container down before its attempt could remove it. (A running one
+        belongs to a lost holder; the lease reclaim stops it.)"""
+        try:
+            left = self.cli.containers(all=True, filters={"label": f"{CELL_LABEL}={a.cell['key']}",
+                                                          "status": ["created", "exited", "dead"]})
+            for c in left or []:
+                self.cli.remove_container(c["Id"], force=True)
+                self.log.warning("removed container %s left by an earlier attempt of this cell", c["Id"][:12])
+        except _engine_errors() as exc:  # the engine itself is checked when the container starts
+            self.log.warning("could not look for leftover containers: %s", exc)
+
+    def _stop_container(self, why: str) -> None:
+        container = getattr(self, "container", None)
+        if container:
+            self.log.error("%s: stopping container %s", why, container["Id"][:12])
+            try:
+                self.cli.stop(container["Id"], timeout=5)
+            except Exception as exc:
+                self.log.warning("could not stop container: %s", exc)
+
+    def _stop_for_timeout(self) -> None:
+        self._timed_out.set()
+        self._stop_container("cell timeout reached")
+
+    def fail(self, a: Attempt, failure: Failure, logs: list[str] | None = None):
+        """Record the failed attempt, log the reason line right after the output, and return the
+        exception to raise."""
+        logs = logs or []
+        line = failure.line(a.cell, a.number, None if a.stage in self.QUIET_STAGES else a.stage)
+        write_failure(a.out, failure, line, attempt=a.number, stage=a.stage, logs=logs)
+        ti = self._ti
+        if ti is not None:  # the UI's XCom tab and the note show why, even though the task failed
+            ti.xcom_push(key="cell_summary", value={"cell": a.cell, "attempt": a.number, "stage": a.stage,
+                                                    "reason": failure.reason, "exit_code": failure.exit_code,
+                                                    "transient": failure.transient, "message": line})
+            if getattr(ti, "dag_id", None):
+                self.log.info("task note: %s", notes.set_note(ti, line))
+        self.log.error("%s", line)
+        if logs:
+            self.log.error("last %d lines of the container output:\n%s", min(len(logs), OUTPUT_TAIL_LINES),
+                           "\n".join(logs[-OUTPUT_TAIL_LINES:]))
+        cls = CellFailed if failure.transient else CellFailedPermanently
+        return cls(line, failure, logs)

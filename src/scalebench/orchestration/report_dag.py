@@ -1,0 +1,93 @@
+"""The nightly report DAG: runs on new results (any benchmark's Asset) or on its nightly cron.
+
+write_report -> send_alerts -> check_regressions. A report made before every scheduled benchmark
+of the night has recorded says it is partial; only the complete report sends its confirmed
+regressions through the notifier of include/configs/alerts.yaml and fails check_regressions, so
+alerts fire once the night is in.
+"""
+from __future__ import annotations
+
+from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowFailException
+from airflow.timetables.assets import AssetOrTimeSchedule
+
+from scalebench.core import nights
+from scalebench.core.config import Configs
+from scalebench.orchestration.dag_factory import nightly, results_asset
+
+REPORT_DAG_ID = "scalebench_nightly_report"
+REPORT_CRON = "0 7 * * *"
+
+
+def nights_to_report(triggering_asset_events, night_param: str | None, run_after) -> list[str]:
+    """The nights the benchmark runs behind these asset events belong to (a run that records late
+    regenerates its own night's report); without events, the `night` param, else the cron's day."""
+    found = {str(e.extra["night"]) for events in (triggering_asset_events or {}).values() for e in events
+             if (e.extra or {}).get("night")}
+    return sorted(found) or [night_param or nights.night_at(run_after)]
+
+
+def build_report_dag(configs: Configs | None = None) -> DAG:
+    configs = configs or Configs()
+    good, broken = configs.load_all()  # a broken benchmark config must not take the report down
+    assets = [results_asset(b) for b in sorted([*good, *broken])]
+    any_asset = assets[0]
+    for a in assets[1:]:
+        any_asset = any_asset | a
+    with DAG(
+        dag_id=REPORT_DAG_ID,
+        description="Aggregate stored cells into the night's scaling report, and alert on regressions",
+        schedule=AssetOrTimeSchedule(timetable=nightly(REPORT_CRON), assets=any_asset),
+        catchup=False,
+        max_active_runs=1,
+        tags=["scalebench", "report"],
+        params={"night": None},
+    ) as dag:
+
+        @task
+        def write_report(**context) -> dict:
+            """The report of each night this DAG run is for: the nights of the benchmark runs that
+            triggered it (a late run regenerates its own night), else the `night` param, else today."""
+            from scalebench.report.nightly import publish
+            from scalebench.store.results import Store
+
+            store = Store()
+            summaries = []
+            for night in nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
+                                          context["dag_run"].run_after):
+                rep, path = publish(store, night)
+                print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
+                summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
+                                  "alerts": rep.alerts, "alert_details": rep.alert_details})
+            return {"nights": summaries}
+
+        @task
+        def send_alerts(summary: dict, **context) -> dict:
+            """Each complete night's confirmed regressions, through the configured Airflow notifier."""
+            from scalebench.orchestration.alerts import send
+
+            cfg = Configs().alerts()
+            sent = {}
+            for night in summary["nights"]:
+                if night["complete"] and night["alert_details"]:
+                    doc = send(cfg, night["night"], night["alert_details"], context)
+                    sent[night["night"]] = len(night["alert_details"]) if doc else 0
+                    print(f"night {night['night']}: {len(night['alert_details'])} alert(s) "
+                          + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
+            return {**summary, "sent": sent}
+
+        @task
+        def check_regressions(summary: dict) -> None:
+            alerts = []
+            for night in summary["nights"]:
+                if not night["complete"]:
+                    print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
+                          f"complete report; {len(night['alerts'])} pending")
+                    continue
+                alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
+                print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
+            if alerts:
+                raise AirflowFailException(f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts))
+
+        check_regressions(send_alerts(write_report()))
+    return dag

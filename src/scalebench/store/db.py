@@ -1,0 +1,146 @@
+"""The results database: one engine factory (SQLite: WAL and a busy timeout, for every user),
+the declarative base of every table, and the schema's life cycle. Schema changes go through
+Alembic migrations (scalebench/migrations), applied only by the explicit, locked
+`scalebench db upgrade`; everything else checks the revision and says what to run."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.orm import DeclarativeBase
+
+from scalebench.core import paths
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def make_engine(url: str, *, immediate: bool = False):
+    """An engine for the results database. SQLite: WAL (readers never block the writer) and a
+    60 s busy timeout; `immediate` makes every transaction take the write lock at BEGIN, which
+    the lease allocator needs to serialise its decisions. Others: connections pre-pinged."""
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, connect_args={"timeout": 60, **({"isolation_level": None} if immediate else {})})
+
+    @event.listens_for(engine, "connect")
+    def _wal(conn, _):
+        conn.execute("PRAGMA journal_mode=WAL")
+
+    if immediate:
+        @event.listens_for(engine, "begin")
+        def _begin_immediate(conn):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+    return engine
+
+
+class StoreUnavailable(RuntimeError):
+    """The results database stayed unreachable (stopped, locked) longer than a writer waits."""
+
+
+OUTAGE_WAIT_S = 180.0  # a record step outlasts a database restart or a long lock, then fails with the reason
+
+
+def outlasting_outages(fn, *, what: str, within_s: float = OUTAGE_WAIT_S, pause_s: float = 3.0, log=print):
+    """fn(), called again while the database refuses connections or stays locked, up to within_s.
+    fn must be idempotent (the record step is: an attempt is one row, updated in place)."""
+    import time
+
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    began = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except (OperationalError, InterfaceError) as exc:
+            waited = time.monotonic() - began
+            reason = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            if waited >= within_s:
+                raise StoreUnavailable(f"{what}: the results database was unavailable for {waited:.0f} s "
+                                       f"(last error: {reason})") from None
+            log(f"{what}: results database unavailable ({reason}); trying again in {pause_s:.0f} s "
+                f"({waited:.0f} of {within_s:.0f} s waited)")
+            time.sleep(pause_s)
+
+
+HEAD_REVISION = "0004"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
+
+
+class StoreNotReady(RuntimeError):
+    """The results database is missing or at an older schema: `scalebench db upgrade` fixes it."""
+
+
+def schema_revision(engine) -> str | None:
+    """The Alembic revision the database is at, or None when it has no schema yet."""
+    from sqlalchemy import inspect, text
+
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def check_schema(engine, url: str) -> None:
+    """Refuse to work on a database that `scalebench db upgrade` has not brought to this version."""
+    found = schema_revision(engine)
+    if found != HEAD_REVISION:
+        where = url.split("@")[-1]  # never print a password
+        raise StoreNotReady(f"results store {where} is at schema revision {found or 'none (empty database)'}; "
+                            f"this scalebench needs {HEAD_REVISION}: run `scalebench db upgrade`")
+
+
+@contextlib.contextmanager
+def _migration_lock(url: str, engine):
+    """One migrator at a time: a file lock beside a SQLite file, an advisory lock on PostgreSQL."""
+    if url.startswith("sqlite:///"):
+        import fcntl
+
+        db = Path(url.removeprefix("sqlite:///"))
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with open(db.with_name(db.name + ".migrate-lock"), "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
+        from sqlalchemy import text
+
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(7311)"))  # any fixed key shared by all migrators
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(7311)"))
+    else:
+        yield
+
+
+def upgrade(url: str | None = None) -> tuple[str | None, str]:
+    """Bring the database to the newest schema (Alembic upgrade head), idempotent and locked, so
+    several processes starting at once are safe. Returns (revision before, revision after)."""
+    import logging
+
+    from alembic import command
+    from alembic.config import Config
+
+    url = url or paths.store_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(url)
+    try:
+        with _migration_lock(url, engine):
+            before = schema_revision(engine)
+            if before != HEAD_REVISION:
+                cfg = Config()
+                cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+                cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+                logging.getLogger("alembic").setLevel(logging.WARNING)  # no "Context impl ..." chatter
+                command.upgrade(cfg, "head")
+            return before, schema_revision(engine)
+    finally:
+        engine.dispose()
+
+

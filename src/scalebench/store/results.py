@@ -1,0 +1,236 @@
+"""Results store: every attempt of every cell, in any SQLAlchemy database (SQLite by default).
+
+The schema is the database's (scalebench.store.db): opening a store checks it and never migrates. A
+cell's figure is its latest valid attempt; failed or invalid attempts are kept for the record
+but never hide it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+
+from scalebench.core import nights
+from scalebench.core import paths
+from scalebench.store.db import Base, check_schema, make_engine
+from scalebench.core.provenance import system_of
+
+STATUSES = ("valid", "invalid", "failed")
+
+
+def config_sha(contract: dict | None) -> str | None:
+    """Identity of the resolved config a result ran with (same for every GPU count of a run)."""
+    import hashlib
+    import json
+
+    resolved = ((contract or {}).get("provenance") or {}).get("resolved_config")
+    if resolved is None:
+        return None
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class CellRow(Base):
+    __tablename__ = "cells"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True, index=True)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250), index=True)
+    run_type: Mapped[str] = mapped_column(String(32))
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    host: Mapped[str] = mapped_column(String(100))
+    gpus: Mapped[int] = mapped_column(Integer)
+    epochs: Mapped[int] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[str] = mapped_column(String(16))
+    seed: Mapped[int] = mapped_column(Integer)
+    scaling_mode: Mapped[str] = mapped_column(String(16))
+    per_device_batch: Mapped[int] = mapped_column(Integer)
+    global_batch: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str] = mapped_column(String(100))
+    night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
+    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")  # or "rerun"
+    rerun_of: Mapped[str | None] = mapped_column(String(64), nullable=True)  # a rerun's flagged cell key
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")
+
+
+class AttemptRow(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("cell_id", "attempt", name="uq_attempt_per_cell"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    images_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    contract: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    placement: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    config_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    timing: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    fingerprint: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # provenance.system_of(contract)
+    recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    cell: Mapped[CellRow] = relationship(back_populates="attempts")
+
+
+class BenchmarkRunRow(Base):
+    """One recorded DAG run of a benchmark: the report's notion of 'this night's run finished'."""
+    __tablename__ = "benchmark_runs"
+    __table_args__ = (UniqueConstraint("dag_id", "run_id", name="uq_benchmark_run"),)  # run ids repeat across DAGs
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250))
+    benchmark: Mapped[str] = mapped_column(String(100))
+    run_type: Mapped[str] = mapped_column(String(32))
+    night: Mapped[str] = mapped_column(String(10), index=True)
+    recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    counts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+
+
+CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
+               "seed", "scaling_mode", "per_device_batch", "global_batch", "label")
+
+
+class Store:
+    def __init__(self, url: str | None = None):
+        self.url = url or paths.store_url()
+        self.engine = make_engine(self.url)
+        check_schema(self.engine, self.url)
+
+    def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
+                       exit_code: int | None = None, message: str | None = None, contract: dict | None = None,
+                       placement: dict | None = None) -> str:
+        """Insert or update one attempt; returns 'inserted', 'updated' or 'kept'.
+
+        Recording the same attempt again updates it in place (one row), except that a valid
+        attempt is never replaced by a failed or invalid one.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+        now = dt.datetime.now(dt.timezone.utc)
+        timing = (contract or {}).get("timing", {})
+        for key in ("evaluations", "epoch"):  # per-epoch scores and what an epoch was travel with the times
+            if (contract or {}).get(key):
+                timing = {**timing, key: contract[key]}
+        values: dict[str, Any] = {
+            "status": status, "reason": reason, "exit_code": exit_code, "message": message,
+            "train_s": timing.get("train_s"), "images_per_s": timing.get("images_per_s"),
+            "metrics": (contract or {}).get("metrics"), "contract": contract,
+            "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "placement": placement,
+            "config_sha": config_sha(contract), "timing": timing or None, "fingerprint": system_of(contract),
+            "recorded_at": now,
+        }
+        with Session(self.engine) as s, s.begin():
+            row = self._cell_row(s, cell, now)
+            att = s.scalar(select(AttemptRow).where(AttemptRow.cell_id == row.id, AttemptRow.attempt == attempt))
+            if att is None:
+                s.add(AttemptRow(cell_id=row.id, attempt=attempt, **values))
+                return "inserted"
+            if att.status == "valid" and status != "valid":
+                return "kept"
+            for k, v in values.items():
+                setattr(att, k, v)
+            return "updated"
+
+    @staticmethod
+    def _cell_row(s: Session, cell: dict, now: dt.datetime) -> CellRow:
+        row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
+        if row is None:
+            row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or nights.today(),
+                          role=cell.get("role", "measure"), rerun_of=cell.get("rerun_of"), created_at=now)
+            s.add(row)
+            s.flush()
+        return row
+
+    def record_missing(self, cell: dict) -> None:
+        """A planned cell that never ran: stored with no attempt, so the report can mark it."""
+        with Session(self.engine) as s, s.begin():
+            self._cell_row(s, cell, dt.datetime.now(dt.timezone.utc))
+
+    def record_run(self, *, dag_id: str, run_id: str, benchmark: str, run_type: str, night: str | None,
+                   counts: dict) -> None:
+        """Note that a DAG run recorded its cells (night defaults to today, UTC, like a cell's)."""
+        with Session(self.engine) as s, s.begin():
+            row = s.scalar(select(BenchmarkRunRow).where(BenchmarkRunRow.dag_id == dag_id, BenchmarkRunRow.run_id == run_id))
+            if row is None:
+                row = BenchmarkRunRow(dag_id=dag_id, run_id=run_id, benchmark=benchmark)
+                s.add(row)
+            now = dt.datetime.now(dt.timezone.utc)
+            row.run_type, row.night, row.counts, row.recorded_at = run_type, night or nights.today(), counts, now
+
+    def runs(self, night: str | None = None) -> list[dict]:
+        with Session(self.engine) as s:
+            q = select(BenchmarkRunRow).order_by(BenchmarkRunRow.night, BenchmarkRunRow.recorded_at)
+            if night:
+                q = q.where(BenchmarkRunRow.night == night)
+            return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
+                     "night": r.night, "counts": r.counts} for r in s.scalars(q)]
+
+    def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[dict]:
+        """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
+        c, a = CellRow.__table__, AttemptRow.__table__
+        q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
+                    a.c.reason, a.c.train_s, a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha,
+                    a.c.timing, a.c.fingerprint)
+             .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
+        if up_to_night:
+            q = q.where(c.c.night <= up_to_night)
+        if since_night:
+            q = q.where(c.c.night >= since_night)
+        rows: dict[str, dict] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(q).mappings():
+                cur = rows.get(r["key"])
+                if cur is None:
+                    cur = rows[r["key"]] = {f: r[f] for f in CELL_FIELDS}
+                    cur.update(night=r["night"], role=r["role"], rerun_of=r["rerun_of"], status="missing", reason=None,
+                               figure=None)
+                if r["status"] is None:
+                    continue
+                if r["status"] == "valid":
+                    cur["figure"] = {k: r[k] for k in ("attempt", "train_s", "images_per_s", "metrics", "image_digest",
+                                                       "config_sha", "timing", "fingerprint")}
+                    cur["status"], cur["reason"] = "valid", None
+                elif cur["figure"] is None:
+                    cur["status"], cur["reason"] = r["status"], r["reason"]
+        return list(rows.values())
+
+    def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[dict]:
+        """Every stored cell with its attempts and its figure (the latest valid attempt, or None)."""
+        q = select(CellRow).order_by(CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs, CellRow.repeat)
+        if benchmark:
+            q = q.where(CellRow.benchmark == benchmark)
+        if run_id:
+            q = q.where(CellRow.run_id == run_id)
+        out = []
+        with Session(self.engine) as s:
+            for row in s.scalars(q):
+                attempts = [{
+                    "attempt": a.attempt, "status": a.status, "reason": a.reason, "exit_code": a.exit_code,
+                    "message": a.message, "train_s": a.train_s, "images_per_s": a.images_per_s,
+                    "metrics": a.metrics, "image_digest": a.image_digest, "placement": a.placement,
+                    "fingerprint": a.fingerprint,
+                    "recorded_at": a.recorded_at.isoformat(),
+                } for a in row.attempts]
+                valid = [a for a in attempts if a["status"] == "valid"]
+                cell = {f: getattr(row, f) for f in CELL_FIELDS}
+                cell["created_at"] = row.created_at.isoformat()
+                cell["role"], cell["rerun_of"] = row.role, row.rerun_of
+                cell["attempts"] = attempts
+                cell["figure"] = valid[-1] if valid else None
+                cell["status"] = "valid" if valid else (attempts[-1]["status"] if attempts else "missing")
+                out.append(cell)
+        return out
+
+    def contract(self, key: str) -> dict | None:
+        """The contract of a cell's figure (latest valid attempt)."""
+        with Session(self.engine) as s:
+            q = (select(AttemptRow.contract).join(CellRow).where(CellRow.key == key, AttemptRow.status == "valid")
+                 .order_by(AttemptRow.attempt.desc()))
+            return s.scalars(q).first()

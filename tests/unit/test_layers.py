@@ -1,0 +1,93 @@
+"""The package's layers, read from the source: every import statement (inside functions too)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "src" / "scalebench"
+
+# lowest first; a module may import its own package and any package of a lower rank
+LAYERS = [("core",), ("cell", "store"), ("analysis",), ("report",), ("orchestration", "cli")]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+AIRFLOW_BOUND = {"orchestration", "cli"}  # the only places that may import Airflow
+NEVER = {"analysis": {"store"}}  # analysis is handed a store or its rows; it never opens one
+
+
+def package_of(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def modules():
+    return sorted(p for p in PKG.rglob("*.py") if "migrations" not in p.parts and p != PKG / "__init__.py")
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) for every import in the file, at any depth."""
+    tree = ast.parse(path.read_text(), str(path))
+    parts = ["scalebench", *path.relative_to(PKG).with_suffix("").parts]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = parts[:-node.level]
+                mod = ".".join(base + ([node.module] if node.module else []))
+                names = [f"{mod}.{a.name}" for a in node.names] if not node.module else [mod]
+                out += [(node.lineno, n) for n in names]
+            else:
+                out.append((node.lineno, node.module))
+                if node.module == "scalebench":
+                    out += [(node.lineno, f"scalebench.{a.name}") for a in node.names]
+    return out
+
+
+def test_the_layer_list_names_every_package_and_nothing_else():
+    found = {package_of(p) for p in modules()}
+    assert found == set(RANK), f"packages not in the layer list: {found - set(RANK)}; listed but absent: {set(RANK) - found}"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_follow_the_layers(path):
+    mine = package_of(path)
+    wrong = []
+    for line, name in imports(path):
+        top = name.split(".")
+        if top[0] == "airflow" and mine not in AIRFLOW_BOUND:
+            wrong.append(f"line {line}: imports {name}, but only {sorted(AIRFLOW_BOUND)} may import Airflow")
+        if top[0] != "scalebench" or len(top) < 2:
+            continue
+        other = top[1]
+        if other not in RANK:
+            wrong.append(f"line {line}: imports {name}, which is in no layer")
+        elif other != mine and (RANK[other] >= RANK[mine] or other in NEVER.get(mine, ())):
+            wrong.append(f"line {line}: {mine} (layer {RANK[mine]}) imports {name} (layer {RANK[other]})")
+    assert not wrong, f"{path.relative_to(PKG)}:\n" + "\n".join(wrong)
+
+
+def test_the_checker_sees_imports_inside_functions(tmp_path):
+    """The rule must catch a lazy import, as four modules once imported Airflow inside functions."""
+    probe = PKG / "core" / "_probe_never_committed.py"
+    probe.write_text("def f():\n    from airflow.sdk import DAG\n    from ..orchestration import notes\n")
+    try:
+        found = [name for _, name in imports(probe)]
+    finally:
+        probe.unlink()
+    assert found == ["airflow.sdk", "scalebench.orchestration"]
+
+
+def test_shared_names_are_not_defined_twice():
+    """Keys and file names shared with the trainers come from scalebench_kit.names only."""
+    import scalebench_kit.names as names
+
+    shared = {k: getattr(v, "name", v) for k, v in vars(names).items() if k.isupper()}
+    shared = {k: v for k, v in shared.items() if isinstance(v, str)}  # file names, event keys, metric names
+    again = []
+    for path in modules():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and shared.get(t.id) == node.value.value:
+                        again.append(f"{path.relative_to(PKG)}:{node.lineno} {t.id}")
+    assert not again, f"defined again beside scalebench_kit.names: {again}"
