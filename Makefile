@@ -95,9 +95,9 @@ gpu-worker: docker  # on a GPU host: its Celery worker (CONTROL_HOST and SCALEBE
 E2E_ENV := SCALEBENCH_CONFIGS=$(STATE)/e2e-configs AIRFLOW_TASK_HEARTBEAT_TIMEOUT=60 SCALEBENCH_LEASE_TTL_S=30
 e2e: venv browser
 	@[ -f .env ] || deploy/make-secrets.sh
-	$(BIN)/python -m tests.drill_configs $(STATE)/e2e-configs
+	$(BIN)/python -m tests.support.drill_configs $(STATE)/e2e-configs
 	$(E2E_ENV) $(MAKE) stack
-	SCALEBENCH_STACK_ENV=$(CURDIR)/.env $(BIN)/python -m pytest -q -s -p no:cacheprovider -m stack tests/test_stack.py $(PYTEST_ARGS); \
+	SCALEBENCH_STACK_ENV=$(CURDIR)/.env $(BIN)/python -m pytest -q -s -p no:cacheprovider -m stack tests/system/test_stack.py $(PYTEST_ARGS); \
 	  rc=$$?; $(E2E_ENV) deploy/stack.sh down; \
 	  left=$$(docker ps -aq --filter label=org.scalebench.lease; docker ps -aq --filter label=com.docker.compose.project=scalebench); \
 	  [ -z "$$left" ] || { echo "left behind: $$left"; rc=1; }; exit $$rc

@@ -1,0 +1,62 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+
+
+def resolved(stack: str, variant: str) -> dict[str, str]:
+    """What containers/resolve.sh says the variant installs: name -> version."""
+    pip = str(Path(sys.executable).parent / "pip")
+    out = subprocess.run([str(ROOT / "containers/resolve.sh"), stack, variant], capture_output=True, text=True,
+                         timeout=600, env={"PIP": pip, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
+
+
+@pytest.mark.slow
+def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
+    installs = resolved("tensorflow", "gpu")
+    assert installs["tensorflow"] == "2.20.0"
+    assert {"nvidia-nccl-cu12", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"} <= set(installs)
+
+
+@pytest.mark.slow
+def test_tf_detection_gpu_variant_resolves_on_top_of_the_gpu_tensorflow_set():
+    installs = resolved("tf-detection", "gpu")
+    assert installs["tensorflow"] == "2.20.0" and installs["nvidia-ml-py"] == "13.615.71"
+    assert {"pycocotools", "tensorflow-datasets", "gin-config", "opencv-python-headless"} <= set(installs)
+    assert installs["tf-models-official"] == "2.20.0" and "tensorflow-text" not in installs  # --no-deps: its pins stay out
+
+
+@pytest.mark.slow
+def test_torch_gpu_variant_resolves_to_the_cuda_build_not_the_hosts_cpu_wheel():
+    installs = resolved("torch", "gpu")
+    assert installs["torch"] == "2.13.0"  # not 2.13.0+cpu from a local wheel folder
+    assert {"nvidia-nccl-cu13", "nvidia-cudnn-cu13", "nvidia-ml-py"} <= set(installs)
+
+
+@pytest.mark.slow
+def test_mmdet_gpu_variant_resolves_on_top_of_the_gpu_torch_set():
+    installs = resolved("mmdet", "gpu")
+    assert installs["torch"] == "2.13.0" and "nvidia-nccl-cu13" in installs  # the CUDA build, not the host's +cpu
+    assert (installs["mmdet"], installs["mmengine"]) == ("3.3.0", "0.10.7") and "pycocotools" in installs
+    assert "mmcv" not in installs and "opencv-python" not in installs  # compiled in the image; headless OpenCV
+
+
+def test_cpu_and_gpu_variants_pin_the_same_versions():
+    cpu = (ROOT / "containers/tensorflow/requirements-cpu.txt").read_text().splitlines()
+    gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
+    strip = lambda lines: sorted(l.replace("[and-cuda]", "").replace("tensorflow-cpu", "tensorflow") for l in lines if l and not l.startswith("#"))  # noqa: E731
+    assert sorted(set(strip(gpu)) - set(strip(cpu))) == ["nvidia-ml-py==13.615.71  # NVML: the trainers sample GPU utilisation and memory"]
+    assert set(strip(cpu)) <= set(strip(gpu))
+    cpu, gpu = ((ROOT / f"containers/tf-detection/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
+    assert strip(cpu) == strip(gpu)
+    cpu, gpu = ((ROOT / f"containers/mmdet/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
+    assert strip(cpu) == strip(gpu)
+    cpu, gpu = ((ROOT / f"containers/torch/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
+    pins = lambda lines: sorted(l.replace("+cpu", "") for l in lines if l and not l.startswith("#"))  # noqa: E731
+    assert sorted(set(pins(gpu)) - set(pins(cpu))) == ["nvidia-ml-py==13.615.71"]  # NVML only where GPUs are

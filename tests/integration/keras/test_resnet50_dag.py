@@ -1,0 +1,78 @@
+"""The real thing: `airflow dags test` of the real DAG, cells in the real Keras image on Docker."""
+import json
+import sqlite3
+
+import pytest
+
+from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+from tests.support.engine import requires_docker
+
+DAG_ID = "scalebench_resnet50_keras_cifar10"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    home = tmp_path_factory.mktemp("e2e")
+    env = airflow_env(home)
+    prepare_homes(env)
+    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}
+    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env)
+    (home / "dags-test.log").write_text(log)
+    assert rc == 0 and "state=success" in log and "all 2 cells valid" in log, log[-5000:]
+    return home, env, log
+
+
+@requires_docker
+@pytest.mark.slow
+def test_task_logs_carry_no_migration_chatter_and_no_gpu_probe(smoke_run):
+    _, _, log = smoke_run
+    assert "Context impl" not in log and "Will assume non-transactional DDL" not in log
+    assert "cuInit" not in log and "CUDA" not in log
+
+
+@requires_docker
+@pytest.mark.slow
+def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
+    home, env, _ = smoke_run
+    contracts = sorted((home / "results" / DAG_ID).glob("*/g*/attempt-1/metrics.json"))
+    assert [p.parent.parent.name for p in contracts] == ["g1-e3-r1", "g2-e3-r1"]
+    for path in contracts:
+        doc = json.loads(path.read_text())
+        n = doc["cell"]["gpus"]
+        assert doc["devices"]["world_size"] == n == doc["devices"]["count"]
+        assert doc["training"]["global_batch"] == doc["training"]["per_device_batch"] * n
+        assert doc["model"]["architecture"] == "ResNet50" and doc["model"]["strategy"] == "MirroredStrategy"
+        assert 23.5e6 < doc["model"]["parameters"] < 23.7e6  # real ResNet50, 10 classes
+        assert doc["loss_curve"][-1] < doc["loss_curve"][0], doc["loss_curve"]  # it learns
+        assert doc["metrics"]["recall"] >= 0.5, doc["metrics"]  # and precise BN lets evaluation show it
+        assert doc["provenance"]["image_digest"].startswith("sha256:")
+        assert doc["data"]["fingerprint"].startswith("sha256:")
+        assert doc["provenance"]["resolved_config"]["profile"] == "smoke"
+        assert doc["timing"]["warmup_s"] > 0 and doc["timing"]["train_s"] > 0 and len(doc["timing"]["epoch_s"]) == 3
+        b = doc["timing"]["breakdown"]  # one process drives every replica; TF hides the all-reduce
+        assert b["ranks"] == 1 and b["sync_s"] is None and "not exposed" in b["method"]["sync_s"]
+        assert b["data_wait_s"] is not None and 0 <= b["other_s"] <= 0.10 * b["step_s"], b
+        assert b["step_s"] == pytest.approx(doc["timing"]["train_s"], abs=1e-3)
+        events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
+        assert events[0] == "run_start" and events[-1] == "run_stop" and events.count("epoch_stop") == 3
+        assert events.index("eval_start") < events.index("precise_bn") < events.index("eval_stop")
+        assert json.loads((path.parent / "validation.json").read_text())["success"]
+
+
+@requires_docker
+@pytest.mark.slow
+def test_the_run_is_recorded_named_and_reported(smoke_run):
+    home, env, _ = smoke_run
+    rc, out = run([BIN / "scalebench", "results", "--json"], env, 120)
+    assert rc == 0, out
+    cells = json.loads(out[out.index("["):])
+    assert [(c["gpus"], c["status"]) for c in cells] == [(1, "valid"), (2, "valid")]
+    with sqlite3.connect(home / "airflow" / "airflow.db") as db:
+        names = dict(db.execute("select task_id, rendered_map_index from task_instance where task_id like '%.train' "
+                                "and map_index = 0").fetchall())
+    assert names == {"local_1gpu.train": "1 GPU · 3 epochs · repeat 1", "local_2gpu.train": "2 GPUs · 3 epochs · repeat 1"}
+    rc, out = run([BIN / "scalebench", "report", "--out", str(home / "report")], env, 120)
+    assert rc == 0, out
+    text = (home / "report" / "report.md").read_text()
+    # one repeat: accuracy verdicts are honest about it
+    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | 100.0% |" in text

@@ -1,0 +1,170 @@
+"""The three mmdetection rows end to end: one `airflow dags test` of each real DAG (smoke, 1 and
+2 emulated devices, torchrun + mmengine over gloo) shared by the tests below; and, without
+Airflow, mmdet's own COCO reader and pycocotools on the kit's converted VOC2012 instances."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from scalebench_kit import masks, voc_det, voc_ins
+from scalebench_kit.events import read_events
+from scalebench_kit.metrics import detection_scores, instance_scores
+from tests.support.engine import docker_ready
+
+IMAGE = "scalebench/mmdet:cpu"
+BENCHMARKS = {"frcnn_mmdet_voc2007": "FasterRCNN", "maskrcnn_mmdet_voc2012": "MaskRCNN",
+              "msrcnn_mmdet_voc2012": "MaskScoringRCNN"}
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker_ready(IMAGE) and os.environ.get("CI") != "true",
+                                                   reason=f"needs a Docker engine and {IMAGE} (make images)")]
+
+
+@pytest.fixture(scope="module")
+def mmdet_runs(tmp_path_factory):
+    """One Airflow home; each mmdetection DAG run once (smoke, 1 and 2 devices). Returns the home,
+    its environment and each DAG run's exit code and log, so one failing DAG fails its own tests."""
+    from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+
+    home = tmp_path_factory.mktemp("mmdet")
+    env = airflow_env(home)
+    prepare_homes(env)
+    runs = {}
+    for bench in BENCHMARKS:
+        conf = {"gpu_counts": [1, 2], "profile": "smoke", "seed": 0}
+        runs[bench] = run([BIN / "airflow", "dags", "test", f"scalebench_{bench}", "-c", json.dumps(conf)], env,
+                          timeout=1200)
+        (home / f"dags-test-{bench}.log").write_text(runs[bench][1])
+    return home, env, runs
+
+
+def contracts(home, bench):
+    return sorted((home / "results" / f"scalebench_{bench}").glob("*/g*/attempt-1/metrics.json"))
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("bench", BENCHMARKS)
+def test_each_detector_trains_under_torchrun_on_1_and_2_devices(mmdet_runs, bench):
+    home, _, runs = mmdet_runs
+    rc, log = runs[bench]
+    assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
+    paths = contracts(home, bench)
+    assert [p.parent.parent.name for p in paths] == ["g1-e1-r1", "g2-e1-r1"]
+    for path in paths:
+        doc = json.loads(path.read_text())
+        n = doc["cell"]["gpus"]
+        assert doc["devices"]["world_size"] == n
+        assert doc["model"]["strategy"] == ("MMDistributedDataParallel" if n > 1 else BENCHMARKS[bench])
+        assert doc["model"]["launcher"] == ("pytorch" if n > 1 else "none")
+        assert doc["epoch"] == {"train_images": 16, "global_batch": n, "steps_per_epoch": 16 // n, "dropped_images": 0}
+        losses = doc["step_losses"]
+        assert len(losses) == doc["timing"]["steps"] == 16 // n
+        quarter = len(losses) // 4
+        assert sum(losses[-quarter:]) / quarter < sum(losses[:quarter]) / quarter, losses  # it learns
+        # the LR is the policy's, unscaled by mmdet, constant
+        assert doc["model"]["effective_lr"] == pytest.approx(doc["training"]["lr"]) and not doc["model"]["auto_scale_lr"]
+
+        b = doc["timing"]["breakdown"]
+        assert b["ranks"] == n and [r["rank"] for r in b["per_rank"]] == list(range(n))
+        for r in b["per_rank"]:
+            assert (r["sync_s"] > 0) == (n > 1), r  # gradients cross processes through gloo
+            assert r["data_wait_s"] > 0 and r["other_s"] <= 0.05 * r["step_s"], r
+        events = read_events(path.parent / "events.jsonl")
+        pids = {e["rank"]: e["pid"] for e in events}
+        assert sorted(pids) == list(range(n)) and len(set(pids.values())) == n  # one process per rank, all logging
+        assert sorted(r["pid"] for r in b["per_rank"]) == sorted(pids.values())
+        assert {e["world_size"] for e in events} == {n}
+
+        config = (path.parent / doc["model"]["resolved_config_file"]).read_text()
+        assert "RepeatDataset" not in config and "ConcatDataset" not in config and "val_dataloader" not in config
+        assert "init_cfg=None" in config and "num_classes=20" in config and "param_scheduler = []" in config
+        print(f"\n{bench} {n} device(s): setup {doc['timing']['setup_s']:.1f} s, train {doc['timing']['train_s']:.1f} s "
+              f"({b['step_s'] / b['timed_steps']:.2f} s/step, shares {b['shares']}), eval {doc['timing']['eval_s']:.1f} s,"
+              f" total {doc['timing']['total_s']:.1f} s, loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+
+
+def truths_of(home, bench):
+    """The test split's ground truth, read by the kit from the synthetic tree the DAG wrote."""
+    if bench == "frcnn_mmdet_voc2007":
+        [data] = (home / "data" / "synthetic").glob("voc2007-vocdevkit-2007-det-*")
+        return voc_det.truths(voc_det.read_split(data, "test"))
+    [data] = (home / "data" / "synthetic").glob("voc2012-vocdevkit-2012-ins-*")
+    return voc_ins.truths(voc_ins.to_coco(data, "val"))
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("bench", BENCHMARKS)
+def test_saved_raw_detections_rescored_by_the_kit_give_the_contracts_metrics(mmdet_runs, bench):
+    home, _, runs = mmdet_runs
+    assert runs[bench][0] == 0, runs[bench][1][-3000:]
+    truths = truths_of(home, bench)
+    for path in contracts(home, bench):
+        doc = json.loads(path.read_text())
+        lines = (path.parent / doc["detections_file"]).read_text().splitlines()
+        detections = [json.loads(line) for line in lines]
+        assert len(detections) == doc["metrics"]["detections"] > 0  # raw detections kept, even untrained ones
+        assert {d["image_id"] for d in detections} <= {t["image_id"] for t in truths}
+        assert all(1 <= d["label"] <= 20 for d in detections)
+        score = detection_scores if bench == "frcnn_mmdet_voc2007" else instance_scores
+        again = score(detections, truths, 21, score_threshold=doc["metrics"]["score_threshold"])
+        assert again == pytest.approx(doc["metrics"])
+        if bench != "frcnn_mmdet_voc2007":
+            assert {"mask_iou", "mask_map50", "mask_map"} <= set(doc["metrics"])
+            h, w = masks.decode(detections[0]["mask"]).shape
+            assert (h, w) == (128, 128)  # masks in original image pixels
+
+
+@pytest.mark.timeout(3600)
+def test_the_report_has_the_mmdetection_rows(mmdet_runs):
+    from tests.support.airflow_home import BIN, run
+
+    home, env, runs = mmdet_runs
+    assert all(rc == 0 for rc, _ in runs.values())
+    rc, out = run([BIN / "scalebench", "report", "--out", str(home / "report")], env, 120)
+    assert rc == 0, out
+    text = (home / "report" / "report.md").read_text()
+    for bench in BENCHMARKS:
+        assert f"| {bench} |" in text
+    assert "mask IoU" in text and "mask mAP@[.5:.95]" in text
+
+
+COCO_CHECK = r"""
+import json, sys
+import numpy as np
+from pycocotools import mask as coco_mask
+from mmdet.datasets import CocoDataset
+from mmdet.utils import register_all_modules
+from scalebench_kit import masks, voc_ins
+from scalebench_kit.voc_seg import CLASSES
+
+register_all_modules()
+coco = voc_ins.to_coco("/data", "train")
+json.dump(coco, open("/tmp/train.json", "w"))
+ds = CocoDataset(ann_file="/tmp/train.json", data_prefix=dict(img="/data/VOCdevkit/VOC2012/JPEGImages/"),
+                 metainfo=dict(classes=CLASSES[1:]), test_mode=True, pipeline=[])
+out = {"images": len(ds), "instances": [], "rle_agree": True}
+for i in range(len(ds)):
+    info = ds.get_data_info(i)
+    out["instances"].append([[inst["bbox_label"], inst["bbox"]] for inst in info["instances"]])
+for a in coco["annotations"]:
+    ours = masks.decode(a["segmentation"])
+    theirs = coco_mask.decode(coco_mask.frPyObjects(a["segmentation"], *a["segmentation"]["size"])).astype(bool)
+    packed = coco_mask.encode(np.asfortranarray(ours.astype(np.uint8)))
+    out["rle_agree"] &= bool((ours == theirs).all() and packed["counts"].decode() == masks.compress(ours)["counts"]
+                             and (masks.decode(packed) == ours).all())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_mmdets_coco_reader_and_pycocotools_agree_with_the_kits_conversion(tmp_path):
+    voc_ins.write_synthetic(tmp_path, train_images=6, test_images=2, size=64, seed=5)
+    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{tmp_path}:/data:ro", IMAGE, "python", "-c", COCO_CHECK],
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["rle_agree"]  # our RLE, pycocotools' decode and its compressed string are the same masks
+    assert out["images"] == 6
+    for got, image_id in zip(out["instances"], voc_ins.split_ids(tmp_path, "train")):
+        want = voc_ins.read_instances(tmp_path, image_id)
+        assert [label for label, _ in got] == [i.label - 1 for i in want]  # mmdet's labels are 0-based
+        assert sum((box for _, box in got), []) == pytest.approx(sum((i.bbox for i in want), []))

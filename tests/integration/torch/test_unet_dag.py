@@ -1,0 +1,45 @@
+"""The real UNet DAG under torchrun with DDP over gloo on CPU device slots."""
+import json
+import os
+
+import pytest
+
+from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+from tests.support.engine import docker_ready
+
+
+requires_torch_image = pytest.mark.skipif(not docker_ready("scalebench/torch:cpu") and os.environ.get("CI") != "true",
+                                          reason="needs a Docker engine and scalebench/torch:cpu (make images)")
+
+
+@requires_torch_image
+@pytest.mark.slow
+def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_path):
+    """The real UNet DAG: VOC2007-format synthetic data, torchrun with DDP over gloo on 1 and 2
+    CPU device slots, results validated by GX, recorded, and the UNet row in the report."""
+    env = airflow_env(tmp_path)
+    prepare_homes(env)
+    dag = "scalebench_unet_torch_voc2007"
+    rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+    (tmp_path / "dags-test.log").write_text(log)
+    assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
+    contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
+    assert [p.parent.parent.name for p in contracts] == ["g1-e12-r1", "g2-e12-r1"]
+    for path in contracts:
+        doc = json.loads(path.read_text())
+        n = doc["cell"]["gpus"]
+        assert doc["devices"]["world_size"] == n and doc["system"]["backend"] == "gloo"
+        assert doc["model"]["architecture"] == "UNet" and doc["model"]["strategy"] == "DistributedDataParallel"
+        assert doc["training"]["global_batch"] == 8 * n and doc["timing"]["steps"] == 12 * (192 // (8 * n))
+        assert doc["loss_curve"][-1] < doc["loss_curve"][0]
+        assert doc["metrics"]["iou"] >= 0.5, doc["metrics"]  # background everywhere scores far below
+        b = doc["timing"]["breakdown"]
+        assert b["ranks"] == n and (b["sync_s"] > 0) == (n > 1) and b["other_s"] <= 0.10 * b["step_s"], b
+        print(f"\n{n} device(s): mIoU {doc['metrics']['iou']:.3f}, train {doc['timing']['train_s']:.1f} s, "
+              f"total {doc['timing']['total_s']:.1f} s")
+    rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
+    assert rc == 0, out
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "| unet_torch_voc2007 |" in text
+    assert "- unet_torch_voc2007: sync is " in text, text  # the generated sentence on what grows with devices
+    assert "| unet_torch_voc2007 | 2 |" in text.split("## Where a steady step goes")[1]

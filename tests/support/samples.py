@@ -1,0 +1,128 @@
+"""Sample records as the code makes them: cells, cell specs, contracts, attempt folders, a probe operator."""
+import copy
+
+import yaml
+
+from tests.support import CONFIGS
+
+
+def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
+    from scalebench.core.cells import cell_key, cell_label
+
+    ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
+             "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke"}
+    ident.update({k: v for k, v in over.items() if k in ident})  # the key follows the identity it is given
+    cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-e{epochs}-r{repeat}",
+            "label": cell_label(gpus, epochs, repeat), "run_type": "manual", "seed": repeat - 1,
+            "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}
+    cell.update(over)
+    return cell
+
+
+def sample_spec(cell: dict, **over) -> dict:
+    """cell.json for a trainer run outside Airflow (CPU slots); `over` replaces top-level sections."""
+    n = cell["gpus"]
+    return {
+        "contract_version": 1,
+        "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
+                                      "repeat", "profile", "seed", "label")} | {"attempt": 1},
+        "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n},
+        "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
+                     "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+        "data": {"name": "none", "format": "none", "path": "/data", "fingerprint": "sha256:test", "train_limit": None,
+                 "test_limit": None, "image_size": None},
+        "model": {"name": cell["benchmark"]}, "provenance": {}, **over}
+
+
+def write_attempt(cell, k, *, contract=None, validation=None, failure=None):
+    """An attempt folder as a finished task leaves it (cell.json, metrics.json, validation.json, failure.json)."""
+    import json
+
+    from scalebench.core.attempt_folders import attempt_dir
+    from scalebench_kit.contract import write_json_atomic
+
+    d = attempt_dir(cell, k)
+    d.mkdir(parents=True)
+    write_json_atomic(d / "cell.json", {"cell": cell})
+    if contract is not None:
+        (d / "metrics.json").write_text(json.dumps(contract))
+    if validation is not None:
+        write_json_atomic(d / "validation.json", validation)
+    if failure is not None:
+        write_json_atomic(d / "failure.json", failure)
+    return d
+
+
+def sample_breakdown(n: int, step_s: float, sync_share: float | None = None, data_share: float = 0.05) -> dict:
+    """A time breakdown of n ranks as the kit writes it; sync grows with n unless given."""
+    from scalebench_kit.timing import combine_ranks
+
+    sync = (0.1 * (n - 1) if sync_share is None else sync_share) * step_s
+    ranks = [{"rank": r, "pid": 100 + r, "timed_steps": 20, "step_s": step_s, "data_wait_s": data_share * step_s,
+              "sync_s": sync, "other_s": 0.02 * step_s, "compute_s": step_s * (0.98 - data_share) - sync,
+              "epoch_fixed_s": 0.1, "warmup_s": 1.0} for r in range(n)]
+    return combine_ranks(ranks, {"sync_s": "test"})
+
+
+def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **metrics):
+    """A result document that satisfies the contract for `cell`."""
+    n = cell["gpus"]
+    return copy.deepcopy({
+        "contract_version": 1,
+        "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
+                                      "repeat", "profile", "seed", "label")} | {"attempt": attempt},
+        "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n, "world_size": n,
+                    "names": [f"/cpu:{i}" for i in range(n)]},
+        "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
+                     "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+        "data": {"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:abc",
+                 "train_limit": 384, "test_limit": 128, "image_size": None},
+        "model": {"name": "resnet50_keras_cifar10", "parameters": 23608202},
+        "provenance": {"image": "scalebench/tensorflow:cpu", "image_digest": "sha256:def", "git_revision": "abc",
+                       "resolved_config": {"benchmark": cell["benchmark"], "profile": cell["profile"]}},
+        "system": {"framework": "tensorflow", "framework_version": "2.20.0", "python": "3.11.2", "hostname": "x",
+                   "cpu_count": 2},
+        "timing": {"setup_s": 4.0, "warmup_s": 3.0, "train_s": train_s, "eval_s": 1.0, "total_s": train_s + 9,
+                   "epoch_s": [train_s / cell["epochs"]] * cell["epochs"], "steps": 30, "images_per_s": 50.0,
+                   "breakdown": sample_breakdown(n, train_s)},
+        "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
+        "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5, **metrics},
+    })
+
+
+class FakeTI:
+    """The task instance a cell's execute() sees: its try number and what it pushes to XCom."""
+
+    def __init__(self, try_number=1, dag_id=None):
+        self.try_number, self.dag_id, self.pushed = try_number, dag_id, {}
+        self.task_id, self.run_id, self.map_index = "probe", "manual__night1", 0
+
+    def xcom_push(self, key, value):
+        self.pushed[key] = value
+
+
+def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update: dict | None = None, **op_kwargs):
+    """A benchmark 'probe' whose entrypoint is a shell snippet, written to a copy of the configs
+    (point SCALEBENCH_CONFIG_DIR at the returned tree), its CellDockerOperator, a context with a
+    fake task instance, and its cell."""
+    from scalebench.orchestration.operators import CellDockerOperator
+
+    tree = tmp_path / "configs"
+    (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
+    fleet = yaml.safe_load((CONFIGS / "fleet.yaml").read_text())
+    fleet["hosts"][0].update(host_update or {})
+    (tree / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
+    doc.update(id="probe", entrypoint=["sh", "-c", script],
+               gpu_counts=list(range(1, min(4, len(fleet["hosts"][0]["device_ids"])) + 1)))
+    doc["profiles"]["smoke"]["cell_timeout_minutes"] = timeout_minutes
+    (tree / "benchmarks" / "probe.yaml").write_text(yaml.safe_dump(doc))
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    dataset = {"root": str(data), "format": "cifar10-python", "name": "cifar10", "fingerprint": "sha256:0"}
+    cell = sample_cell(gpus=1, benchmark="probe", dag_id="scalebench_probe")
+    op = CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe", host_name="local",
+                            image="scalebench/tensorflow:cpu", **op_kwargs)
+    return op, {"ti": FakeTI()}, cell, tree

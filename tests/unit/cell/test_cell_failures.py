@@ -1,0 +1,181 @@
+"""Failure classification against the real Docker engine, through CellDockerOperator.execute."""
+import json
+import time
+
+import docker
+import pytest
+
+from scalebench.cell.failures import classify
+from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
+from tests.support.engine import requires_docker
+
+IMAGE = "scalebench/tensorflow:cpu"
+
+
+def _run(op, ctx):
+    with pytest.raises((CellFailed, CellFailedPermanently)) as err:
+        op.execute(ctx)
+    return err.value
+
+
+def _no_containers_left(cell):
+    client = docker.from_env()
+    return client.containers.list(all=True, filters={"label": f"org.scalebench.cell={cell['key']}"}) == []
+
+
+@requires_docker
+def test_host_oom_is_classified_from_the_container_state(probe):
+    op, ctx, cell = probe("python -c \"b = bytearray(400 * 1024 * 1024); print(len(b))\"", mem_limit="64m")
+    exc = _run(op, ctx)
+    assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "out_of_memory"
+    assert "OOM killer" in str(exc) and "exit code 137" in str(exc)
+    assert _no_containers_left(cell)
+
+
+@requires_docker
+def test_a_cell_past_its_timeout_is_stopped_and_classified(probe):
+    op, ctx, cell = probe("echo started; sleep 300", timeout_minutes=0.05)
+    t = time.monotonic()
+    exc = _run(op, ctx)
+    assert time.monotonic() - t < 30
+    assert exc.failure.reason == "timeout" and "cell timeout of 3s" in str(exc)
+    assert exc.logs == ["started"]
+    assert _no_containers_left(cell)
+
+
+@requires_docker
+def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail(probe):
+    op, ctx, cell = probe("for i in $(seq 1 80); do echo step $i; done; sleep 0.5; "
+                          "echo 'RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error' >&2; exit 1")
+    exc = _run(op, ctx)
+    assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
+    assert exc.failure.reason == "communication_error" and exc.failure.transient
+    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: communication_error, "
+                               "exit code 1 (transient)")
+    failure = json.loads((op_attempt_dir(cell) / "failure.json").read_text())
+    assert len(failure["output_tail"]) == 50  # stdout and stderr interleave freely; the error is in the tail
+    assert any(line.startswith("RuntimeError: NCCL error") for line in failure["output_tail"])
+
+
+@requires_docker
+def test_a_docker_kill_is_a_transient_kill_with_the_signal_named(probe, drill):
+    """Preemption, a reboot or an operator's `docker kill`: not OOM, not unknown; retried."""
+    import threading
+
+    from scalebench.store.leases import LeaseManager
+
+    drill.update(drill="container SIGKILLed mid-cell", done="`docker kill` of a running cell's container, 1 s in")
+
+    op, ctx, cell = probe("echo Epoch 1/3; sleep 300")
+    client = docker.from_env()
+
+    def kill_when_running():
+        for _ in range(600):
+            found = client.containers.list(filters={"label": f"org.scalebench.cell={cell['key']}"})
+            if found:
+                time.sleep(1)  # let it print
+                found[0].kill()
+                return
+            time.sleep(0.1)
+
+    threading.Thread(target=kill_when_running, daemon=True).start()
+    t = time.monotonic()
+    exc = _run(op, ctx)
+    assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
+    assert exc.failure.reason == "killed" and "exit code 137 (transient)" in str(exc) and "SIGKILL" in str(exc)
+    assert exc.logs == ["Epoch 1/3"]
+    assert _no_containers_left(cell) and LeaseManager().holders() == []
+    drill.update(happened=f"attempt failed as `{exc.failure.reason}` (transient: Airflow retries it); first error "
+                          f"line: {str(exc).split(': ', 1)[1][:90]}; container removed, lease released",
+                 figure=f"{time.monotonic() - t:.1f} s from start to classified failure; 0 leases held")
+
+
+@requires_docker
+def test_exit_zero_without_a_result_is_contract_missing(probe):
+    op, ctx, cell = probe("echo training done")
+    exc = _run(op, ctx)
+    assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "contract_missing_or_invalid"
+    assert "metrics.json: file missing" in str(exc) and "exit code 0" in str(exc)
+
+
+@requires_docker
+def test_pinned_cores_reach_the_container(probe):
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 cores to tell pinned from unpinned")
+    op, ctx, cell = probe("echo cores=$(nproc)", host_update={"device_ids": ["0", "1"], "cpus": [0, 1]})
+    exc = _run(op, ctx)
+    assert exc.failure.reason == "contract_missing_or_invalid" and exc.logs == ["cores=1"]
+
+
+@requires_docker
+def test_missing_image_is_its_own_class(probe):
+    op, ctx, cell = probe("true")
+    op.image = "scalebench/does-not-exist:cpu"
+    exc = _run(op, ctx)
+    assert exc.failure.reason == "image_missing" and "make images" in str(exc)
+
+
+def op_attempt_dir(cell):
+    from scalebench.core.attempt_folders import attempt_dir
+
+    return attempt_dir(cell, 1)
+
+
+@pytest.mark.parametrize("lines, kw, reason", [
+    (["x", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], {}, "out_of_memory"),
+    (["ResourceExhaustedError: OOM when allocating tensor with shape[800,64,112,112]"], {}, "out_of_memory"),
+    (["[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"], {}, "communication_error"),
+    (["FileNotFoundError: CIFAR-10 file missing: /data/cifar-10-batches-py/test_batch"], {}, "dataset_missing"),
+    (["Traceback", "ValueError: bad"], {}, "unknown"),
+    ([], {"oom_killed": True}, "out_of_memory"),
+    (["NCCL error"], {"timed_out": True, "timeout_s": 60}, "timeout"),
+])
+def test_classify(lines, kw, reason):
+    assert classify(1, lines, **kw).reason == reason
+
+
+@requires_docker
+def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go_again(tmp_path, isolated_state, drill):
+    """SIGKILL the task process of a running cell: the next lease on its devices stops the
+    orphaned container and reclaims the lease (holder pid gone) before handing them out."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from scalebench.core.config import Configs
+    from scalebench.store.leases import LEASE_LABEL, LeaseManager
+    from tests.support import ROOT
+
+    drill.update(drill="task process SIGKILLed mid-cell",
+                 done="SIGKILL to the process running a cell's operator while its container runs")
+    env = {**os.environ, "SCALEBENCH_HOME": str(isolated_state), "PYTHONPATH": str(ROOT)}
+    task = subprocess.Popen([sys.executable, "-m", "tests.support.orphan_task", str(tmp_path)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = docker.from_env()
+    deadline = time.monotonic() + 120
+    running = []
+    while not running and time.monotonic() < deadline:
+        running = client.containers.list(filters={"label": LEASE_LABEL})
+        time.sleep(0.5)
+    assert running, "the probe container never started"
+    lease_id = running[0].labels[LEASE_LABEL]
+    task.send_signal(signal.SIGKILL)
+    task.wait(30)
+    assert client.containers.get(running[0].id).status == "running"  # an orphan now
+    mgr = LeaseManager(ttl_s=3600)
+    t = time.monotonic()
+    lease = mgr.acquire(Configs().fleet.host("local"), 4, "next-cell", timeout_s=60)
+    reclaim_s = time.monotonic() - t
+    assert lease.device_ids == ["0", "1", "2", "3"]
+    assert client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"}) == []
+    [ev] = [e for e in mgr.events() if e.event == "reclaimed"]
+    assert ev.lease_id == lease_id and f"holder pid {task.pid}" in ev.detail and running[0].short_id in ev.detail
+    lease.release()
+    assert mgr.holders() == []
+    print(f"\norphan drill: container stopped and lease reclaimed in {reclaim_s:.2f}s")
+    drill.update(happened="the orphaned container kept running until the next lease on its devices stopped it and "
+                          f"reclaimed the lease (event: {ev.detail[:80]}); Airflow's heartbeat timeout fails the task "
+                          "and retries it", figure=f"{reclaim_s:.2f} s to stop the orphan and hand the devices on")

@@ -1,0 +1,70 @@
+import pytest
+from docker.types import DeviceRequest
+
+from scalebench.core.config import Configs
+from scalebench.cell.container import settings
+from tests.support import CONFIGS
+from tests.support.samples import sample_cell
+
+
+@pytest.fixture(scope="module")
+def gpu_configs():
+    return Configs(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
+
+
+def test_gpu_host_requests_exactly_the_leased_ids(gpu_configs):
+    bench, host = gpu_configs.benchmark("resnet50_keras_cifar10"), gpu_configs.fleet.host("gpu-node-1")
+    s = settings(bench, host, sample_cell(gpus=2), ["2", "3"], "/data/scalebench/cifar10", "/results/x")
+    assert s.device_requests == [DeviceRequest(device_ids=["2", "3"], capabilities=[["gpu"]])]
+    assert s.image == "scalebench/tensorflow:gpu"
+    assert s.environment["NVIDIA_VISIBLE_DEVICES"] == "2,3"
+    assert s.environment["OMP_NUM_THREADS"] == "8"  # 4 threads per device x 2 devices in one TF process
+    assert s.shm_size >= 1024**3
+    data, results = s.mounts
+    assert (data["Target"], data["Source"], data["ReadOnly"]) == ("/data", "/data/scalebench/cifar10", True)
+    assert (results["Target"], results["ReadOnly"]) == ("/results", False)
+    assert s.labels["org.scalebench.devices"] == "2,3"
+    assert s.cpuset_cpus == "8,9,10,11,12,13,14,15"  # the cores of GPUs 2 and 3, 4 each
+
+
+def test_cpu_host_sends_no_device_request_and_emulates_slots():
+    configs = Configs()
+    bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
+    s = settings(bench, host, sample_cell(gpus=2), ["0", "1"], "/d", "/r")
+    assert s.device_requests is None and "NVIDIA_VISIBLE_DEVICES" not in s.environment
+    assert s.cpuset_cpus is None  # this host lists no cores to pin
+    assert s.environment["SCALEBENCH_NUM_DEVICES"] == "2" and s.environment["SCALEBENCH_DEVICE_KIND"] == "cpu"
+    assert s.command == ["python", "-m", "trainers.resnet50_keras"]
+
+
+def test_torchrun_gets_one_process_per_device(gpu_configs):
+    bench, host = gpu_configs.benchmark("unet_torch_voc2007"), gpu_configs.fleet.host("gpu-node-1")
+    s = settings(bench, host, sample_cell(gpus=3, per_device_batch=30), ["0", "1", "2"], "/d", "/r")
+    assert "--nproc-per-node=3" in s.command and s.environment["OMP_NUM_THREADS"] == "4"
+
+
+def test_device_count_must_match_the_cell():
+    configs = Configs()
+    bench, host = configs.benchmark("resnet50_keras_cifar10"), configs.fleet.host("local")
+    with pytest.raises(ValueError, match=r"needs 2 devices, got ids \['0'\]"):
+        settings(bench, host, sample_cell(gpus=2), ["0"], "/d", "/r")
+
+
+def test_cpu_host_with_listed_cores_pins_each_cell_to_its_slots_cores():
+    configs = Configs()
+    bench = configs.benchmark("resnet50_keras_cifar10")
+    host = configs.fleet.host("local").model_copy(update={"cpus": [0, 1, 2, 3, 4, 5, 6, 7]})
+    s = settings(bench, host, sample_cell(gpus=2), ["2", "3"], "/d", "/r")
+    assert s.cpuset_cpus == "4,5,6,7" and s.environment["OMP_NUM_THREADS"] == "2"
+    few = configs.fleet.host("local").model_copy(update={"cpus": [0, 1]})  # 2 cores, 4 slots: no pinning
+    assert settings(bench, few, sample_cell(gpus=1), ["0"], "/d", "/r").cpuset_cpus is None
+
+
+def test_a_shared_cache_folder_is_mounted_writable_when_given():
+    configs = Configs()
+    bench, host = configs.benchmark("frcnn_tf_voc2007"), configs.fleet.hosts[0]
+    s = settings(bench, host, sample_cell(gpus=1, per_device_batch=1, global_batch=1), ["0"], "/d", "/r", "/state/cache")
+    cache = s.mounts[-1]
+    assert (cache["Target"], cache["Source"], cache["ReadOnly"]) == ("/cache", "/state/cache", False)
+    assert s.environment["SCALEBENCH_CACHE_DIR"] == "/cache"
+    assert len(settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r").mounts) == 2

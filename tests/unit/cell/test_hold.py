@@ -1,0 +1,46 @@
+"""The hold trainer (scalebench_kit.hold): holds a cell's devices for the time it is told and
+writes a contract that passes the same validation as a real trainer's."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scalebench.cell.validation import validate_result
+from scalebench_kit.contract import read_json, write_json_atomic
+from scalebench_kit.hold import hold_seconds
+from tests.support import ROOT
+from tests.support.samples import sample_cell, sample_spec
+
+
+@pytest.mark.parametrize("gpus", [1, 3])
+def test_hold_sleeps_epochs_times_relative_time_and_its_contract_validates(tmp_path, gpus):
+    cell = sample_cell(gpus=gpus, epochs=2)
+    write_json_atomic(tmp_path / "cell.json", sample_spec(cell))
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "containers" / "kit")}
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "scalebench_kit.hold", "--epoch-seconds", "1", "--step-seconds", "0.25"],
+                   env=env, check=True, timeout=60)
+    took = time.monotonic() - t
+    want = hold_seconds(1, 2, gpus)
+    assert want <= took < want + 5
+    doc = read_json(tmp_path / "metrics.json")
+    assert doc["timing"]["warmup_s"] + doc["timing"]["train_s"] == pytest.approx(want, abs=0.1)
+    verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0, 1), "recall": (0, 1)})
+    assert verdict.success, verdict.failures
+
+
+@pytest.mark.parametrize("role, reruns_slowed, slowed", [("measure", "1", True), ("rerun", "1", True),
+                                                         ("rerun", "2", False), ("rerun", "none", False)])
+def test_the_test_only_slowdown_lowers_throughput_not_the_step_count(tmp_path, role, reruns_slowed, slowed):
+    cell = sample_cell(gpus=1, epochs=1)
+    spec = sample_spec(cell)
+    spec["cell"]["role"] = role
+    write_json_atomic(tmp_path / "cell.json", spec)
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "containers" / "kit")}
+    subprocess.run([sys.executable, "-m", "scalebench_kit.hold", "--epoch-seconds", "1.2", "--step-seconds", "0.3",
+                    "--test-slowdown", "1.5", "--test-slowdown-reruns", reruns_slowed], env=env, check=True, timeout=60)
+    timing = read_json(tmp_path / "metrics.json")["timing"]
+    assert timing["steps"] == 4
+    assert timing["images_per_s"] == pytest.approx(16 / (0.3 * (1.5 if slowed else 1.0)), rel=0.08)

@@ -1,0 +1,90 @@
+import pytest
+
+from scalebench.core import cells as cellmod
+from scalebench.core.config import ConfigError, Configs
+
+
+@pytest.fixture(scope="module")
+def configs():
+    return Configs()
+
+
+def test_matrix_counts_batches_and_seeds():
+    from tests.support import CONFIGS
+
+    gpu = Configs(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
+    b = gpu.benchmark("resnet50_keras_cifar10")
+    planned = cellmod.plan(b, gpu.fleet, profile="full", run_id="r1", repeats=3, seed=7)
+    assert len(planned) == 4 * 4 * 3  # GPU counts x epochs x repeats
+    by_gpus = {c["gpus"]: (c["per_device_batch"], c["global_batch"]) for c in planned}
+    assert by_gpus == {1: (800, 800), 2: (800, 1600), 3: (800, 2400), 4: (800, 3200)}
+    assert {c["seed"] for c in planned if c["gpus"] == 2 and c["epochs"] == 40} == {7, 8, 9}
+    lrs = {c["gpus"]: c["lr"] for c in planned}
+    assert lrs[4] == pytest.approx(4 * lrs[1])  # linear LR rule on the global batch
+    assert planned[0]["label"] == "1 GPU · 40 epochs · repeat 1"
+    assert {c["host"] for c in planned} == {"gpu-node-1"}  # full needs GPUs; all cells on one host
+
+
+def test_keys_are_stable_include_the_run_and_not_the_attempt(configs):
+    b = configs.benchmark("resnet50_keras_cifar10")
+    a = cellmod.plan(b, configs.fleet, profile="smoke", run_id="night-1", gpu_counts=[1, 2])
+    again = cellmod.plan(b, configs.fleet, profile="smoke", run_id="night-1", gpu_counts=[1, 2])
+    other_night = cellmod.plan(b, configs.fleet, profile="smoke", run_id="night-2", gpu_counts=[1, 2])
+    assert [c["key"] for c in a] == [c["key"] for c in again]
+    assert not {c["key"] for c in a} & {c["key"] for c in other_night}
+    assert len({c["key"] for c in a}) == len(a) == 2
+
+
+def test_epochs_override_and_grouping(configs):
+    b = configs.benchmark("frcnn_mmdet_voc2007")
+    planned = cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[2, 1], epochs=[2, 1])
+    assert [(c["gpus"], c["epochs"]) for c in planned] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert {k: len(v) for k, v in cellmod.group_by_task(planned).items()} == {"local_1gpu": 2, "local_2gpu": 2}
+
+
+def test_unservable_requests_are_rejected_at_plan_time(configs):
+    b = configs.benchmark("resnet50_keras_cifar10")
+    with pytest.raises(ConfigError, match=r"gpu_counts \[5\] cannot be served: the largest host has 4 devices"):
+        cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1, 5])
+    with pytest.raises(ConfigError, match="no GPU host in the fleet has 2 devices for profile 'nightly'"):
+        cellmod.plan(b, configs.fleet, profile="nightly", run_id="r", gpu_counts=[1, 2])
+
+
+def test_nightly_estimate_on_the_gpu_fleet_fits_the_budget(configs):
+    from scalebench.core.config import Configs as C
+    from tests.support import CONFIGS
+
+    gpu = C(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
+    plans = {bid: (b, cellmod.plan(b, gpu.fleet, profile="nightly", run_id="n")) for bid, b in gpu.benchmarks.items()}
+    est = cellmod.night_estimate(plans, "nightly", gpu.fleet.night_budget_minutes)
+    assert set(est["host_minutes"]) == {"gpu-node-1"}
+    assert est["night_minutes"] == pytest.approx(sum(est["benchmark_minutes"].values()), abs=0.5)
+    assert est["fits"] and est["steps_unknown"] == []
+    # resnet50: 4 cells x (60 s set-up + 150 steps x step time + 20 s eval)
+    expected = sum(60 + 150 * s + 20 for s in (0.55, 0.58, 0.6, 0.62)) / 60
+    assert est["benchmark_minutes"]["resnet50_keras_cifar10"] == pytest.approx(expected, abs=0.1)
+
+
+def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
+    from scalebench.core.cells import timing_policy
+    from scalebench.core.config import Host
+
+    shared = Host(name="shared", kind="cpu", queue="default", device_ids=["0"], timing_policy="packed")
+    dedicated = shared.model_copy(update={"timing_policy": "exclusive"})
+    local = configs.fleet.host("local")
+    assert [timing_policy(p, local) for p in ("smoke", "nightly", "full")] == ["packed", "exclusive", "exclusive"]
+    assert timing_policy("nightly", shared) == "packed" and timing_policy("smoke", dedicated) == "exclusive"
+
+
+def test_a_candidate_image_tag_stays_in_the_configured_repository(configs):
+    from scalebench.core.config import image_repository, with_tag
+
+    assert image_repository("registry.local:5000/team/tf:2.20@sha256:" + "a" * 64) == "registry.local:5000/team/tf"
+    assert with_tag("scalebench/tensorflow:cpu", "cpu-tf2.21") == "scalebench/tensorflow:cpu-tf2.21"
+    b = configs.benchmark("resnet50_keras_cifar10")
+    planned = cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1, 2], image_tag="cpu-rc1")
+    assert {c["image"] for c in planned} == {"scalebench/tensorflow:cpu-rc1"}
+    assert "image" not in cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1])[0]
+    for bad in ("other/repo:x", "x;rm", ".hidden", "a" * 129):
+        with pytest.raises(ConfigError, match=r"image_tag .*expected a plain tag of scalebench/tensorflow"):
+            cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1], image_tag=bad)

@@ -1,0 +1,138 @@
+"""Confirmed regressions are delivered through an Airflow notifier, here the http provider's
+HttpNotifier, against a local HTTP receiver: once in-process, and once by `airflow dags test` of
+the real nightly report DAG over a seeded store whose night holds a regression confirmed by reruns."""
+import datetime as dt
+import json
+import random
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import yaml
+
+from scalebench.core.config import AlertConfig, load_alerts
+from scalebench.orchestration.alerts import send
+from scalebench.core.config import ConfigError
+from tests.support import ROOT
+from tests.support.samples import sample_cell, sample_contract
+
+CONFIGS = ROOT / "include" / "configs"
+BENCH = "resnet50_keras_cifar10"
+
+
+class Receiver:
+    """A local HTTP endpoint that keeps every POSTed body."""
+
+    def __init__(self):
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append({"path": self.path, "type": self.headers.get("Content-Type"), "body": json.loads(body)})
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+DETAIL = {"benchmark": BENCH, "gpus": 2, "metric": "images_per_s", "host": "local", "night": "2026-11-30",
+          "value": 80.0, "baseline": 100.0, "change": 0.2, "z": 9.0, "reruns": [79.0, 81.0, 80.5], "rerun_p": 0.0006,
+          "confirmed_by": "reruns", "line": f"{BENCH} 2 GPUs images_per_s: 80 vs baseline 100 (+20.0% worse)"}
+
+
+def test_the_webhook_notifier_posts_the_alert_with_figure_baseline_reruns_and_link(receiver, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
+    cfg = AlertConfig(notifier="webhook", endpoint="hooks/scalebench", report_url="http://airflow.example:8080/scalebench")
+    doc = send(cfg, "2026-11-30", [DETAIL], context={})
+    [got] = receiver.received
+    assert got["path"] == "/hooks/scalebench" and got["type"] == "application/json"
+    assert got["body"] == doc and got["body"]["report"] == "http://airflow.example:8080/scalebench/2026-11-30/"
+    [alert] = got["body"]["alerts"]
+    assert (alert["value"], alert["baseline"], alert["reruns"]) == (80.0, 100.0, [79.0, 81.0, 80.5])
+    assert got["body"]["text"].splitlines()[1] == f"- {DETAIL['line']}"
+
+
+def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
+    assert send(AlertConfig(notifier="webhook"), "2026-11-30", [], context={}) is None
+    assert send(AlertConfig(notifier="none"), "2026-11-30", [DETAIL], context={}) is None
+    assert receiver.received == []
+
+
+def test_alert_config_names_the_file_and_field(tmp_path):
+    assert load_alerts(tmp_path).notifier == "none"  # no file: alerts stay in the report
+    (tmp_path / "alerts.yaml").write_text("notifier: pager\n")
+    with pytest.raises(ConfigError, match=r"alerts.yaml.*notifier.*'webhook', 'slack', 'email' or 'none'"):
+        load_alerts(tmp_path)
+    assert load_alerts(CONFIGS).notifier == "none"  # the shipped file loads
+
+
+def seed_confirmed_regression(store, night: dt.date) -> None:
+    """20 scheduled nights of the benchmark at 100 images/s, then a night at 80 with three reruns at 80."""
+    from scalebench.core.cells import cell_key
+
+    rng = random.Random(1)
+    for i in range(20, -1, -1):
+        day = (night - dt.timedelta(days=i)).isoformat()
+        run_id = f"scheduled__{day}"
+        for gpus in (1, 2):
+            cell = sample_cell(gpus, 1, run_id=run_id, dag_id=f"scalebench_{BENCH}", run_type="scheduled", night=day)
+            level = 100.0 * gpus * (0.8 if i == 0 and gpus == 2 else 1.0)
+            c = sample_contract(cell)
+            c["timing"]["images_per_s"] = level * (1 + rng.gauss(0, 0.01))
+            store.record_attempt(cell, 1, "valid", contract=c)
+            if i == 0 and gpus == 2:
+                for k in (1, 2, 3):
+                    rerun = {**cell, "key": cell_key({**cell, "repeat": 100 + k}), "role": "rerun",
+                             "rerun_of": cell["key"], "label": f"{cell['label']} · rerun {k}"}
+                    c = sample_contract(rerun)
+                    c["timing"]["images_per_s"] = level * (1 + rng.gauss(0, 0.01))
+                    store.record_attempt(rerun, 1, "valid", contract=c)
+        store.record_run(dag_id=f"scalebench_{BENCH}", run_id=run_id, benchmark=BENCH, run_type="scheduled",
+                         night=day, counts={"valid": 2})
+
+
+@pytest.mark.slow
+def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(receiver, tmp_path):
+    from scalebench.store.results import Store
+    from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+
+    configs = tmp_path / "configs"
+    (configs / "benchmarks").mkdir(parents=True)
+    (configs / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    (configs / "benchmarks" / f"{BENCH}.yaml").write_text((CONFIGS / "benchmarks" / f"{BENCH}.yaml").read_text())
+    (configs / "alerts.yaml").write_text(yaml.safe_dump({"notifier": "webhook", "connection": "scalebench_alerts",
+                                                         "endpoint": "alerts"}))
+    home = tmp_path / "state"
+    env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(configs),
+           "AIRFLOW_CONN_SCALEBENCH_ALERTS": f"http://127.0.0.1:{receiver.port}"}
+    prepare_homes(env)
+    night = dt.date(2026, 11, 30)
+    seed_confirmed_regression(Store(f"sqlite:///{home / 'results.db'}"), night)
+    rc, log = run([BIN / "airflow", "dags", "test", "scalebench_nightly_report", "-c",
+                   json.dumps({"night": night.isoformat()})], env, 600)
+    (tmp_path / "dags-test.log").write_text(log)
+    assert "1 alert(s) sent by the webhook notifier" in log, log[-4000:]
+    assert "state=failed" in log and "1 confirmed regression(s)" in log  # check_regressions still fails the run
+    [got] = receiver.received
+    assert got["path"] == "/alerts" and got["body"]["night"] == "2026-11-30"
+    [alert] = got["body"]["alerts"]
+    assert (alert["benchmark"], alert["gpus"], alert["metric"]) == (BENCH, 2, "images_per_s")
+    assert alert["confirmed_by"] == "reruns" and len(alert["reruns"]) == 3 and alert["rerun_p"] < 0.01
+    assert alert["baseline"] == pytest.approx(200, rel=0.03) and alert["value"] == pytest.approx(160, rel=0.03)

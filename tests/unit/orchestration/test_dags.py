@@ -1,0 +1,141 @@
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from airflow.sdk.exceptions import ParamValidationError
+
+from scalebench.core.config import Configs
+from tests.support import ROOT
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
+    assert dagbag.import_errors == {}
+    expected = {f"scalebench_{b}" for b in Configs().benchmarks} | {"scalebench_nightly_report", "scalebench_maintenance"}
+    assert set(dagbag.dags) == expected
+    assert len(expected) == 8
+    maintenance = dagbag.dags["scalebench_maintenance"]
+    assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
+
+
+@pytest.mark.parametrize("dag_id, now", [
+    ("scalebench_resnet50_keras_cifar10", "2026-12-01T01:30:00"),  # half an hour after its cron time
+    ("scalebench_nightly_report", "2026-12-01T07:01:00"),
+    ("scalebench_maintenance", "2026-12-06T05:10:00"),  # a Sunday
+])
+def test_unpausing_waits_for_the_next_cron_time_instead_of_running_the_past_one(dagbag, dag_id, now, monkeypatch):
+    import datetime as dt
+
+    from airflow.timetables.base import TimeRestriction
+
+    dag = dagbag.dags[dag_id]
+    assert dag.start_date is None and not dag.catchup
+    frozen = dt.datetime.fromisoformat(now).replace(tzinfo=dt.timezone.utc)
+    monkeypatch.setattr("airflow.timetables.trigger.utcnow", lambda: frozen)
+    first = dag.timetable.next_dagrun_info(last_automated_data_interval=None,
+                                           restriction=TimeRestriction(earliest=None, latest=None, catchup=False))
+    assert first.run_after > frozen  # the past time would start a full night of cells at once
+    assert (first.run_after - frozen) < dt.timedelta(days=7)
+
+
+def test_task_chain_routing_and_names(dagbag):
+    dag = dagbag.dags["scalebench_resnet50_keras_cifar10"]
+    assert dag.timetable.summary == "0 1 * * *"
+    assert dag.get_task("check_dataset").upstream_task_ids == {"plan_cells"}
+    for n in (1, 2, 3, 4):
+        train = dag.get_task(f"local_{n}gpu.train")
+        assert (train.partial_kwargs["pool"], train.partial_kwargs["pool_slots"], train.partial_kwargs["queue"]) == \
+            ("scalebench_local", n, "default")
+        assert "check_dataset" in train.upstream_task_ids
+        assert f"local_{n}gpu.train" in dag.get_task("record").upstream_task_ids  # validated inside the cell task
+        rerun = dag.get_task(f"local_{n}gpu.rerun")  # same routing; cells from plan_reruns
+        assert rerun.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.reruns" in rerun.upstream_task_ids
+        assert "plan_reruns" in dag.get_task(f"local_{n}gpu.reruns").upstream_task_ids
+        assert f"local_{n}gpu.rerun" in dag.get_task("record_reruns").upstream_task_ids
+    assert not [t for t in dag.task_ids if t.endswith(".validate")]
+    assert dag.get_task("plan_reruns").upstream_task_ids == {"plan_cells", "record"}
+    # the short circuit skips only the groups' rerun selections: record_reruns is not its direct downstream
+    assert dag.get_task("plan_reruns").downstream_task_ids == {f"local_{n}gpu.reruns" for n in (1, 2, 3, 4)}
+    # the report is triggered once the reruns are in; the run's verdict waits for them
+    assert dag.get_task("record_reruns").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+    assert not dag.get_task("record").outlets
+    assert "record_reruns" in dag.get_task("check_cells").upstream_task_ids
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"gpu_counts": [5]}, "5 is not one of [1, 2, 3, 4]"),
+    ({"gpu_counts": []}, "should be non-empty"),
+    ({"epochs": ["1; rm -rf /"]}, "'1; rm -rf /' is not of type 'integer'"),
+    ({"repeats": 11}, "11 is greater than the maximum of 10"),
+    ({"profile": "huge"}, "'huge' is not one of ['smoke', 'nightly', 'full']"),
+    ({"profile": "../smoke"}, "'../smoke' is not one of ['smoke', 'nightly', 'full']"),
+    ({"gpu_counts": ["2"]}, "'2' is not of type 'integer'"),
+    ({"seed": "0; id"}, "'0; id' is not of type 'integer'"),
+    ({"image_tag": "evil/image:latest"}, "does not match"),   # a tag, never another repository
+    ({"image_tag": "{{ var.value.x }}"}, "does not match"),
+])
+def test_params_reject_bad_trigger_input(dagbag, bad, why):
+    params = copy.deepcopy(dagbag.dags["scalebench_resnet50_keras_cifar10"].params)
+    with pytest.raises(ParamValidationError) as err:
+        params.update(bad)  # ParamsDict validates on assignment, as a trigger does
+        params.validate()
+    assert why in str(err.value)
+
+
+def test_default_profile_follows_the_fleet(dagbag):
+    params = dagbag.dags["scalebench_unet_torch_voc2007"].params
+    assert params["profile"] == "smoke" and params["gpu_counts"] == [1, 2, 3, 4]
+
+
+def test_parsing_dags_imports_nothing_heavy():
+    code = ("import runpy, sys; runpy.run_path('dags/scalebench_benchmarks.py'); "
+            "runpy.run_path('dags/scalebench_nightly_report.py'); "
+            "print([m for m in ('pandas', 'great_expectations', 'matplotlib', 'tensorflow', 'torch', 'scalebench.store.results', 'alembic') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')) == []
+
+
+def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
+    import yaml
+    from airflow.dag_processing.dagbag import DagBag
+
+    bad = config_tree / "benchmarks" / "unet_torch_voc2007.yaml"
+    doc = yaml.safe_load(bad.read_text())
+    doc["per_gpu_batch"] = -3
+    bad.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert len(bag.dags) == 8 and "scalebench_nightly_report" in bag.dags
+    placeholder = bag.dags["scalebench_unet_torch_voc2007"]
+    assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
+    assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md
+    assert placeholder.task_ids == ["config_error"]
+    good = bag.dags["scalebench_resnet50_keras_cifar10"]
+    assert "local_2gpu.train" in good.task_ids and "config-error" not in good.tags
+
+
+def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
+    import datetime as dt
+    from types import SimpleNamespace as Event
+
+    from scalebench.orchestration.report_dag import nights_to_report
+
+    late = {"asset_a": [Event(extra={"night": "2026-11-28"}), Event(extra={"night": "2026-11-29"})],
+            "asset_b": [Event(extra={"night": "2026-11-28"}), Event(extra={})]}
+    run_after = dt.datetime(2026, 11, 30, 7, tzinfo=dt.timezone.utc)
+    assert nights_to_report(late, None, run_after) == ["2026-11-28", "2026-11-29"]
+    assert nights_to_report({}, None, run_after) == ["2026-11-30"]  # the 07:00 cron: that day's night
+    assert nights_to_report({}, "2026-11-01", run_after) == ["2026-11-01"]

@@ -1,0 +1,332 @@
+"""CellDockerOperator without an engine: a spec-ed Docker API client stands in for dockerd (as the
+provider's own tests do), so every failure class, retry decision, cancel, XCom and note is
+exercised here; tests/test_cell_failures.py runs the same paths against the real engine."""
+import json
+import threading
+from unittest import mock
+
+import docker
+import docker.errors
+import pytest
+import requests
+from airflow.providers.docker.hooks.docker import DockerHook
+
+from scalebench.cell import preflight
+from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.config import Configs
+from scalebench.store.leases import LeaseManager
+from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
+from scalebench.store.recording import record_run
+from scalebench.store.results import Store
+from tests.support.samples import make_probe, sample_contract
+
+
+@pytest.fixture
+def cell_op(tmp_path, monkeypatch):
+    """make(...) -> (operator, context, cell, client mock, notes set); the container exits as told."""
+    notes_set = []
+    monkeypatch.setattr("scalebench.orchestration.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
+
+    def make(exit_code=0, lines=(), oom=False, writes_result=False, **probe_kw):
+        op, ctx, cell, tree = make_probe(tmp_path, "unused: the engine is a mock", **probe_kw)
+        monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+        ctx["ti"].dag_id = "scalebench_probe"
+        client = mock.MagicMock(spec=docker.APIClient)
+        client.images.return_value = [{"Id": "sha256:1mage"}]
+        client.inspect_image.return_value = {"Id": "sha256:1mage"}
+        client.create_container.return_value = {"Id": "c0ffee" * 8}
+        client.attach.return_value = iter([f"{line}\n".encode() for line in lines])
+        client.wait.return_value = {"StatusCode": exit_code}
+        client.inspect_container.return_value = {"State": {"ExitCode": exit_code, "OOMKilled": oom}}
+        if writes_result:
+            def start(_id):
+                (attempt_dir(cell, ctx["ti"].try_number) / "metrics.json").write_text(
+                    json.dumps(sample_contract(cell, attempt=ctx["ti"].try_number)))
+            client.start.side_effect = start
+        op.hook = mock.MagicMock(spec=DockerHook, api_client=client, client_created=True)
+        return op, ctx, cell, client, notes_set
+
+    return make
+
+
+def _fails(op, ctx):
+    with pytest.raises((CellFailed, CellFailedPermanently)) as err:
+        op.execute(ctx)
+    return err.value
+
+
+def _record(cell, attempt=1):
+    return json.loads((attempt_dir(cell, attempt) / "failure.json").read_text())
+
+
+def _no_leases_held():
+    return LeaseManager().holders() == []
+
+
+def test_a_clean_exit_with_a_valid_contract_is_collected(cell_op):
+    op, ctx, cell, client, notes_set = cell_op(0, ["step 1"], writes_result=True)
+    summary = op.execute(ctx)
+    assert summary["attempt"] == 1 and summary["world_size"] == 1 and summary["device_ids"] == ["0"]
+    spec = json.loads((attempt_dir(cell, 1) / "cell.json").read_text())
+    assert spec["provenance"]["image_digest"] == "sha256:1mage" and spec["cell"]["attempt"] == 1
+    client.remove_container.assert_called_once_with("c0ffee" * 8, force=True)
+    assert "cpuset_cpus" not in client.create_host_config.call_args.kwargs  # the fleet lists no cores
+    assert ctx["ti"].pushed == {} and notes_set == [] and _no_leases_held()
+
+
+# exit code, OOMKilled, output -> class, retried, words in the detail
+EXIT_TABLE = [
+    (0, False, ["done"], "contract_missing_or_invalid", False, "metrics.json: file missing"),
+    (137, True, ["Epoch 1/3"], "out_of_memory", False, "OOM killer"),
+    (137, False, ["Epoch 1/3"], "killed", True, "ended by SIGKILL (docker kill"),
+    (143, False, ["Epoch 1/3"], "killed", True, "ended by SIGTERM"),
+    (139, False, ["Epoch 1/3"], "killed", True, "ended by SIGSEGV"),
+    (1, False, ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], "out_of_memory", False,
+     "device memory exhausted"),
+    (1, False, ["RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error"],
+     "communication_error", True, "collective communication failed"),
+    (1, False, ["FileNotFoundError: CIFAR-10 file missing: /data/cifar-10-batches-py/test_batch"], "dataset_missing",
+     False, "dataset missing or malformed"),
+    (1, False, ["Traceback (most recent call last):", "ValueError: bad shape"], "unknown", False,
+     "last output line: ValueError: bad shape"),
+]
+
+
+@pytest.mark.parametrize("exit_code, oom, lines, reason, transient, words", EXIT_TABLE,
+                         ids=[f"{r[0]}-{r[3]}" for r in EXIT_TABLE])
+def test_exit_classification_retry_xcom_note_and_record(cell_op, exit_code, oom, lines, reason, transient, words):
+    op, ctx, cell, client, notes_set = cell_op(exit_code, lines, oom=oom)
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == reason and words in str(exc)
+    assert isinstance(exc, CellFailedPermanently) is (not transient) and isinstance(exc, CellFailed) is transient
+    line = (f"cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: {reason}, exit code {exit_code}"
+            f"{' (transient)' if transient else ''}: ")
+    assert str(exc).startswith(line)
+    stage = "collect" if reason == "contract_missing_or_invalid" else "classify"
+    assert ctx["ti"].pushed["cell_summary"] == {"cell": cell, "attempt": 1, "stage": stage, "reason": reason,
+                                                "exit_code": exit_code, "transient": transient, "message": str(exc)}
+    assert notes_set == [str(exc)]
+    record = _record(cell)
+    assert (record["reason"], record["exit_code"], record["attempt"], record["message"]) == \
+        (reason, exit_code, 1, str(exc))
+    assert record["output_tail"] == lines
+    client.remove_container.assert_called_once()
+    assert _no_leases_held()
+
+
+def test_the_watchdog_stops_a_cell_past_its_timeout_and_that_wins_over_the_signal(cell_op):
+    op, ctx, cell, client, _ = cell_op(137, ["started"], timeout_minutes=0.01)
+    stopped = threading.Event()
+    client.stop.side_effect = lambda *a, **k: stopped.set()
+    client.wait.side_effect = lambda *_: stopped.wait(10) and {"StatusCode": 137}
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == "timeout" and isinstance(exc, CellFailedPermanently)
+    assert "ran past the cell timeout of 1s" in str(exc) and exc.logs == ["started"]
+    client.stop.assert_called_once_with("c0ffee" * 8, timeout=5)
+
+
+def test_a_users_cancel_stops_the_container_frees_the_devices_and_is_not_retried(cell_op):
+    op, ctx, cell, client, notes_set = cell_op(143, ["Epoch 1/3"])
+    held_during_run = []
+
+    def wait(_id):  # SIGTERM arrives while the container runs: the SDK calls on_kill, then execute goes on
+        held_during_run.append(len(LeaseManager().holders()))
+        op.on_kill()
+        return {"StatusCode": 143}
+
+    client.wait.side_effect = wait
+    exc = _fails(op, ctx)
+    assert held_during_run == [1]
+    # transient: after a user's mark-failed Airflow retries nothing anyway; after a shutdown the retry saves the cell
+    assert exc.failure.reason == "cancelled" and not isinstance(exc, CellFailedPermanently)
+    client.stop.assert_called_once_with("c0ffee" * 8, timeout=5)
+    assert _no_leases_held()
+    released = [e for e in LeaseManager().events() if e.event == "released"]
+    assert len(released) == 1 and released[0].detail is None  # on_kill and execute both release: once
+    assert _record(cell)["reason"] == "cancelled" and notes_set == [str(exc)]
+
+
+def test_cancel_while_waiting_for_a_lease_stops_waiting(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, timeout_minutes=5)
+    other = LeaseManager().acquire(Configs().fleet.host("local"), 4, "other-cell")
+    threading.Timer(0.5, op.on_kill).start()
+    exc = _fails(op, ctx)
+    other.release()
+    assert exc.failure.reason == "cancelled" and "failed at lease: cancelled" in str(exc)
+    client.create_container.assert_not_called()
+
+
+def test_no_free_devices_is_a_recorded_transient_lease_timeout(cell_op):
+    op, ctx, cell, client, notes_set = cell_op(0, timeout_minutes=0.01)
+    other = LeaseManager().acquire(Configs().fleet.host("local"), 4, "other-cell")
+    exc = _fails(op, ctx)
+    other.release()
+    assert isinstance(exc, CellFailed) and exc.failure.reason == "lease_timeout"
+    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed at lease: lease_timeout, "
+                               "exit code none (transient): no 1 free devices on local")
+    assert _record(cell)["stage"] == "lease" and notes_set == [str(exc)]
+    client.create_container.assert_not_called()
+    # recorded as a failed attempt with its class, not as "missing"
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["failed"] == 1 and counts["missing"] == 0
+    assert counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: failed (lease_timeout)"]
+    [stored] = Store().cells()
+    assert stored["attempts"][0]["reason"] == "lease_timeout" and stored["attempts"][0]["message"] == str(exc)
+
+
+def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypatch):
+    op, ctx, cell, client, _ = cell_op(0, host_update={"kind": "gpu"})
+
+    def throttled(ids):
+        raise preflight.PreflightFailed(f"GPU {ids[0]}: active throttle reason: power cap", {"devices": ids})
+
+    monkeypatch.setattr("scalebench.orchestration.operators.preflight.check", throttled)
+    exc = _fails(op, ctx)
+    assert isinstance(exc, CellFailed) and exc.failure.reason == "preflight_failed"
+    assert "failed at preflight: preflight_failed" in str(exc) and "power cap" in str(exc)
+    assert json.loads((attempt_dir(cell, 1) / "preflight.json").read_text()) == {"devices": ["0"]}
+    client.create_container.assert_not_called()
+    assert _no_leases_held()
+
+
+@pytest.mark.parametrize("where, error, reason, transient", [
+    ("inspect_image", requests.exceptions.ConnectionError("Connection refused"), "engine_unreachable", True),
+    ("inspect_image", docker.errors.ImageNotFound("No such image"), "image_missing", False),
+    ("wait", requests.exceptions.ConnectionError("Connection aborted: dockerd restarting"), "engine_unreachable", True),
+    ("create_container", docker.errors.APIError("500 Server Error", explanation='could not select device driver ""'),
+     "unknown", False),
+])
+def test_engine_down_and_image_missing(cell_op, where, error, reason, transient):
+    op, ctx, cell, client, _ = cell_op(0)
+    getattr(client, where).side_effect = error
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == reason and isinstance(exc, CellFailed) is transient
+    assert _record(cell)["reason"] == reason and _no_leases_held()
+    assert "attempt 1" in str(exc)  # never "attempt 0"
+
+
+def test_no_dataset_check_result_is_dataset_missing(cell_op):
+    op, ctx, cell, client, _ = cell_op(0)
+    op.dataset = None
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == "dataset_missing" and isinstance(exc, CellFailedPermanently)
+    assert _record(cell)["stage"] == "begin"
+
+
+def test_a_retry_is_a_new_attempt_folder(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, writes_result=True)
+    ctx["ti"].try_number = 2
+    assert op.execute(ctx)["attempt"] == 2
+    assert (attempt_dir(cell, 2) / "metrics.json").exists() and not attempt_dir(cell, 1).exists()
+
+
+def test_pinned_cores_go_into_the_host_config(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, writes_result=True, host_update={"device_ids": ["0", "1"], "cpus": [0, 1]})
+    op.execute(ctx)
+    assert client.create_host_config.call_args.kwargs["cpuset_cpus"] == "0"
+    assert client.create_container.call_args.kwargs["host_config"] is client.create_host_config.return_value
+
+
+def test_an_unforeseen_error_still_leaves_a_record(cell_op, monkeypatch):
+    op, ctx, cell, client, _ = cell_op(0)
+    monkeypatch.setattr("scalebench.orchestration.operators.settings", mock.Mock(side_effect=KeyError("threads")))
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == "unknown" and "failed at spec: unknown" in str(exc) and "KeyError" in str(exc)
+    assert _no_leases_held()
+
+
+def test_the_execution_timeout_backstop_stops_the_container_before_freeing_the_devices(cell_op):
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+
+    op, ctx, cell, client, _ = cell_op(0)
+    held_at_stop = []
+    client.stop.side_effect = lambda *a, **k: held_at_stop.append(len(LeaseManager().holders()))
+    client.wait.side_effect = AirflowTaskTimeout()
+    with pytest.raises(AirflowTaskTimeout):
+        op.execute(ctx)
+    assert held_at_stop == [1]  # the devices were still leased while their container stopped
+    assert _record(cell)["reason"] == "timeout" and "execution_timeout (backstop)" in _record(cell)["message"]
+    assert _no_leases_held()
+
+
+def test_an_attempt_lost_with_its_worker_gets_its_record_on_the_retry(cell_op):
+    """A Celery worker killed mid-cell writes nothing; its retry records what happened to it,
+    so the store shows a failed attempt with a reason, not an unvalidated result."""
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    lost = attempt_dir(cell, 1)
+    lost.mkdir(parents=True)
+    (lost / "cell.json").write_text("{}")
+    (lost / "metrics.json").write_text(json.dumps(sample_contract(cell)))  # its orphaned container finished
+    ctx["ti"].try_number = 2
+    op.execute(ctx)
+    record = _record(cell, 1)
+    assert record["reason"] == "worker_lost" and record["transient"] and record["attempt"] == 1
+    assert "retried as attempt 2" in record["message"]
+    assert json.loads((attempt_dir(cell, 2) / "validation.json").read_text())["success"]  # validated in its task
+    ctx["ti"].try_number = 3  # an attempt with a verdict (validated, or its own failure.json) is left alone
+    op.execute(ctx)
+    assert not (attempt_dir(cell, 2) / "failure.json").exists() and _record(cell, 1) == record
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["failed"] == 1 and counts["valid"] == 2
+
+
+TORCHRUN_TAIL = """/opt/venv/bin/python3: No module named trainers.unet_voc
+E1130 05:58:49.480000 1 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: /opt/venv/bin/python3
+Traceback (most recent call last):
+  File "/opt/venv/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+trainers.unet_voc FAILED
+------------------------------------------------------------
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================""".splitlines()
+
+
+@pytest.mark.parametrize("lines, detail", [
+    (TORCHRUN_TAIL, "last output line: /opt/venv/bin/python3: No module named trainers.unet_voc"),
+    (["step 3", "scalebench: trainer failed: RuntimeError: cell asked for 2 devices", "Traceback (most recent call last):",
+      "RuntimeError: cell asked for 2 devices"], "RuntimeError: cell asked for 2 devices"),
+    (["step 3", "Segmentation fault in libfoo", ""], "last output line: Segmentation fault in libfoo"),
+    ([], "last output line: no output"),
+])
+def test_an_unknown_failure_names_the_cause_not_the_launchers_summary(lines, detail):
+    from scalebench.cell.failures import classify
+
+    assert classify(1, lines).detail == detail
+
+
+def test_a_result_that_fails_validation_fails_its_cell_and_is_stored_invalid(cell_op):
+    """Validation runs inside the cell's task: a result the schema allows but the GX suite does not
+    (here 2 ranks reported by a 1-GPU cell) fails the task at once (not retried), with the
+    expectation and value in its first error line; the store keeps it as invalid."""
+    op, ctx, cell, client, notes_set = cell_op(0, ["step 1"], writes_result=True)
+
+    def start(_id):
+        doc = sample_contract(cell)
+        doc["devices"]["world_size"] = 2
+        (attempt_dir(cell, 1) / "metrics.json").write_text(json.dumps(doc))
+
+    client.start.side_effect = start
+    exc = _fails(op, ctx)
+    assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "validation_failed"
+    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: validation_failed, exit code 0: ")
+    assert "column=world_size, min_value=1.0, max_value=1.0) got [2]" in str(exc)
+    assert notes_set == [str(exc)]
+    verdict = json.loads((attempt_dir(cell, 1) / "validation.json").read_text())
+    assert verdict["success"] is False and "world_size" in verdict["message"]
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["invalid"] == 1 and counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: invalid (validation_failed)"]
+    assert _no_leases_held()
+
+
+def test_a_container_left_by_an_earlier_attempt_is_removed_before_the_next_starts(cell_op):
+    """An engine restart stops a cell's container before its attempt can remove it; the retry
+    removes it (only stopped containers of this cell) before creating its own."""
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    client.containers.return_value = [{"Id": "deadbeef" * 8}]
+    op.execute(ctx)
+    filters = client.containers.call_args.kwargs["filters"]
+    assert filters == {"label": f"org.scalebench.cell={cell['key']}", "status": ["created", "exited", "dead"]}
+    removed = [c.args[0] for c in client.remove_container.call_args_list]
+    assert removed == ["deadbeef" * 8, "c0ffee" * 8]  # the leftover first, then this attempt's own

@@ -1,0 +1,58 @@
+from scalebench.store.recording import record_run
+from scalebench.store.results import Store
+from tests.support.samples import sample_cell, sample_contract
+from tests.support.samples import write_attempt as _attempt
+
+
+def test_record_run_reads_every_attempt_folder_and_is_idempotent():
+    ok, retried, invalid, missing = (sample_cell(gpus=g, run_id="manual__x") for g in (1, 2, 3, 4))
+    _attempt(ok, 1, contract=sample_contract(ok), validation={"success": True})
+    _attempt(retried, 1, failure={"reason": "container_failed", "message": "exit 137"})
+    _attempt(retried, 2, contract=sample_contract(retried), validation={"success": True})
+    _attempt(invalid, 1, contract=sample_contract(invalid), validation={"success": False, "message": "precision 1.7"})
+    store = Store()
+    planned = [ok, retried, invalid, missing]
+    counts = record_run(store, ok["dag_id"], ok["run_id"], planned)
+    assert {k: v for k, v in counts.items() if k != "not_valid"} == {"valid": 2, "invalid": 1, "failed": 1, "missing": 1}
+    assert counts["not_valid"] == ["3 GPUs · 3 epochs · repeat 1: invalid (validation_failed)",
+                                   "4 GPUs · 3 epochs · repeat 1: missing (never started)"]
+    assert record_run(store, ok["dag_id"], ok["run_id"], planned) == counts
+    stored = {c["gpus"]: c for c in store.cells()}
+    assert sorted(stored) == [1, 2, 3, 4]
+    assert stored[4]["status"] == "missing" and stored[4]["attempts"] == []  # kept, so the report can mark it
+    [run] = store.runs()
+    assert run["run_id"] == "manual__x" and run["counts"]["missing"] == 1
+    assert [a["status"] for a in stored[2]["attempts"]] == ["failed", "valid"] and stored[2]["figure"]["attempt"] == 2
+    assert stored[3]["status"] == "invalid" and stored[3]["attempts"][0]["message"] == "precision 1.7"
+
+
+def test_a_failed_task_before_the_cells_marks_each_planned_cell_failed_with_its_reason():
+    from scalebench.cell.failures import Failure, fail_planned_cells
+
+    cells = [sample_cell(gpus=g, run_id="manual__y") for g in (1, 2)]
+    _attempt(cells[1], 1, failure={"reason": "killed", "message": "it had started"})  # its own record stands
+    lines = fail_planned_cells(cells, "check_dataset",
+                               Failure("dataset_missing", None, "/data/VOCdevkit/VOC2007: ImageSets/Segmentation missing"))
+    assert lines == ["cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed at check_dataset: dataset_missing, "
+                     "exit code none: /data/VOCdevkit/VOC2007: ImageSets/Segmentation missing"]
+    counts = record_run(Store(), cells[0]["dag_id"], "manual__y", cells)
+    assert counts["missing"] == 0 and counts["failed"] == 2
+    assert counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: failed (dataset_missing)",
+                                   "2 GPUs · 3 epochs · repeat 1: failed (killed)"]
+    stored = {c["gpus"]: c["attempts"][-1] for c in Store().cells()}
+    assert stored[1]["message"] == lines[0] and stored[1]["reason"] == "dataset_missing"
+
+
+def test_results_command_prints_each_failed_cells_class_exit_code_and_message(capsys):
+    from scalebench.cli import main
+
+    ok, killed = sample_cell(gpus=1, run_id="manual__z"), sample_cell(gpus=2, run_id="manual__z")
+    _attempt(ok, 1, contract=sample_contract(ok, train_s=12.5), validation={"success": True})
+    _attempt(killed, 1, failure={"reason": "killed", "exit_code": 137, "message": "cell g2-e3-r1 ... SIGKILL"})
+    _attempt(killed, 2, failure={"reason": "killed", "exit_code": 143, "message": "cell g2-e3-r1 ... SIGTERM"})
+    record_run(Store(), ok["dag_id"], "manual__z", [ok, killed])
+    assert main(["results"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-5:] == ["train", "12.50", "s", "(attempt", "1)"]
+    assert "failed   killed, exit code 143, attempt 2 of 2" in out[1]
+    assert out[2] == "    cell g2-e3-r1 ... SIGTERM"
