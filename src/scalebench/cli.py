@@ -1,10 +1,18 @@
-"""`scalebench` command line: configs, cells, results, compare, report, data, pools, db, prune."""
+"""`scalebench` command line: configs, cells, results, compare, report, data, pools, db, prune.
+
+Listing commands (configs, cells, results, compare, pools) print a table for a person by default
+and take `-o json` or `-o csv` for programs; other commands print a sentence or a JSON document.
+"""
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scalebench.analysis.compare import CompareError
 from scalebench.core.config import PROFILES, ConfigError, Configs
@@ -21,13 +29,66 @@ def _gpus(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}")
 
 
-def cmd_configs(args, configs: Configs) -> dict:
-    return {"fleet": configs.fleet.model_dump(),
-            "benchmarks": {bid: {**b.model_dump(), "resolved": {p: b.resolved(p).summary() for p in PROFILES}}
-                           for bid, b in configs.benchmarks.items()}}
+OUTPUTS = ("table", "json", "csv")
 
 
-def cmd_cells(args, configs: Configs) -> dict:
+@dataclass
+class Listing:
+    """What a listing command found: flat rows (table and CSV), the JSON document, notes under the table."""
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    doc: Any = None                  # -o json prints this (default: the rows)
+    notes: list[str] = field(default_factory=list)
+    text: str | None = None          # a table rendered by its own module (compare), instead of the rows
+    empty: str = "nothing to list"
+
+    def render(self, output: str) -> str:
+        if output == "json":
+            return json.dumps(self.rows if self.doc is None else self.doc, indent=2, default=str)
+        if output == "csv":
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, self.columns, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()}
+                        for r in self.rows)
+            return buf.getvalue().rstrip("\n")
+        body = self.text if self.text is not None else (table(self.columns, self.rows) if self.rows else self.empty)
+        return "\n".join([body, *self.notes])
+
+
+def table(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """Aligned columns, one header line; numbers right-aligned."""
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) for c in columns]
+    def line(vals):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, width, numeric)).rstrip()
+    return "\n".join([line(columns), *(line(row) for row in cells)])
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def cmd_configs(args, configs: Configs) -> Listing:
+    doc = {"fleet": configs.fleet.model_dump(),
+           "benchmarks": {bid: {**b.model_dump(), "resolved": {p: b.resolved(p).summary() for p in PROFILES}}
+                          for bid, b in configs.benchmarks.items()}}
+    rows = [{"benchmark": bid, "framework": b.framework, "model": b.model.get("architecture", ""), "dataset": b.dataset.name,
+             "gpu_counts": b.gpu_counts, "per_gpu_batch": b.per_gpu_batch, "epochs": b.epochs,
+             "schedule": b.schedule or "manual"}
+            for bid, b in sorted(configs.benchmarks.items())]
+    hosts = ", ".join(f"{h.name} ({h.kind}, {len(h.device_ids)} devices, queue {h.queue})" for h in configs.fleet.hosts)
+    return Listing(list(rows[0]) if rows else [], rows, doc, notes=[f"fleet: {hosts}"])
+
+
+def cmd_cells(args, configs: Configs) -> Listing:
     from scalebench.core import cells as cellmod
 
     ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
@@ -36,43 +97,55 @@ def cmd_cells(args, configs: Configs) -> dict:
         b = configs.benchmark(bid)
         plans[bid] = (b, cellmod.plan(b, configs.fleet, profile=args.profile, run_id=args.run_id, gpu_counts=args.gpus,
                                       repeats=args.repeats, seed=args.seed))
-    out = {"cells": [c for _, cs in plans.values() for c in cs]}
-    out["estimate"] = cellmod.night_estimate(plans, args.profile, configs.fleet.night_budget_minutes)
-    return out
+    cells = [c for _, cs in plans.values() for c in cs]
+    est = cellmod.night_estimate(plans, args.profile, configs.fleet.night_budget_minutes)
+    columns = ["benchmark", "host", "gpus", "epochs", "repeat", "profile", "global_batch", "lr", "key"]
+    notes = [f"night estimate ({est['profile']}): {est['night_minutes']} min on the busiest host against a budget of "
+             f"{est['budget_minutes']} min ({'fits' if est['fits'] else 'does NOT fit'}); per host: "
+             + ", ".join(f"{h} {m} min" for h, m in est["host_minutes"].items())]
+    if est["steps_unknown"]:
+        notes.append(f"no step estimate for: {', '.join(est['steps_unknown'])}")
+    return Listing(columns, cells, {"cells": cells, "estimate": est}, notes)
 
 
-def cmd_results(args, configs: Configs):
+def cmd_results(args, configs: Configs) -> Listing:
     from scalebench.store.results import Store
 
     cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id)
-    if args.json:
-        return cells
-    return "\n".join(_result_line(c) for c in cells) or "no stored cells"
+    rows = [_result_row(c) for c in cells]
+    columns = ["benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
+    return Listing(columns, rows, cells, empty="no stored cells")
 
 
-def _result_line(c: dict) -> str:
+def _result_row(c: dict) -> dict:
     """One cell: its figure when valid; else the last attempt's class, exit code and message."""
-    head = f"{c['benchmark']:28} {c['run_id']:40} {c['label']:30} {c['status']:8}"
+    row = {"benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
+           "train_s": None, "attempt": None, "detail": ""}
     if c["figure"]:
-        return f"{head} train {c['figure']['train_s']:.2f} s (attempt {c['figure']['attempt']})"
+        return row | {"train_s": round(c["figure"]["train_s"], 2), "attempt": f"{c['figure']['attempt']}",
+                      "detail": f"{c['figure']['images_per_s']:.1f} images/s"}
     if not c["attempts"]:
-        return f"{head} never started"
+        return row | {"detail": "never started"}
     last = c["attempts"][-1]
     code = "none" if last["exit_code"] is None else last["exit_code"]
-    return (f"{head} {last['reason']}, exit code {code}, attempt {last['attempt']} of {len(c['attempts'])}\n"
-            f"{'':4}{last['message']}")
+    return row | {"attempt": f"{last['attempt']} of {len(c['attempts'])}",
+                  "detail": f"{last['reason']}, exit code {code}: {last['message']}"}
 
 
-def cmd_compare(args, configs: Configs):
+def cmd_compare(args, configs: Configs) -> Listing:
+    from dataclasses import asdict
+
     from scalebench.analysis.compare import compare, render
     from scalebench.store.results import Store
 
     cmp = compare(Store(), args.run_a, args.run_b, args.benchmark, args.margin)
-    if args.json:
-        from dataclasses import asdict
-
-        return asdict(cmp)
-    return render(cmp)
+    rows = [{"benchmark": cmp.benchmark, "run_a": cmp.run_a, "run_b": cmp.run_b, "gpus": d.gpus, "epochs": d.epochs,
+             "repeats_a": d.repeats[0], "repeats_b": d.repeats[1], "train_s_a": d.train_s[0], "train_s_b": d.train_s[1],
+             "ratio": d.ratio, "ratio_ci_low": d.ratio_ci[0] if d.ratio_ci else None,
+             "ratio_ci_high": d.ratio_ci[1] if d.ratio_ci else None, "images_per_s_a": d.images_per_s[0],
+             "images_per_s_b": d.images_per_s[1], "verdict": d.verdict} for d in cmp.cells]
+    return Listing(list(rows[0]) if rows else ["benchmark", "gpus", "epochs", "verdict"], rows, asdict(cmp),
+                   text=render(cmp))
 
 
 def cmd_report(args, configs: Configs) -> str:
@@ -119,7 +192,7 @@ def fetch_data(args, configs: Configs) -> dict:
     return out
 
 
-def cmd_pools(args, configs: Configs) -> dict:
+def cmd_pools(args, configs: Configs) -> Listing:
     """One Airflow pool per host, sized to its devices (pool_slots of a cell = its GPU count)."""
     wanted = {h.pool: len(h.device_ids) for h in configs.fleet.hosts}
     if args.apply:
@@ -127,7 +200,9 @@ def cmd_pools(args, configs: Configs) -> dict:
 
         for h in configs.fleet.hosts:
             Pool.create_or_update_pool(h.pool, len(h.device_ids), f"scalebench host {h.name} ({h.kind})", False)
-    return {"pools": wanted, "applied": bool(args.apply)}
+    rows = [{"pool": h.pool, "slots": len(h.device_ids), "host": h.name, "queue": h.queue} for h in configs.fleet.hosts]
+    return Listing(["pool", "slots", "host", "queue"], rows, {"pools": wanted, "applied": bool(args.apply)},
+                   notes=["applied to the Airflow metadata DB" if args.apply else "not applied (--apply writes them)"])
 
 
 def cmd_prune(args, configs: Configs) -> dict:
@@ -154,29 +229,35 @@ def cmd_db(args, configs: Configs) -> str:
     return f"results store {where}: upgraded from {before or 'an empty database'} to schema revision {after}"
 
 
+def _listing(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or csv")
+    p.add_argument("--json", dest="output", action="store_const", const="json",
+                   help="the same as -o json (kept for one release)")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scalebench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="scalebench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("configs", help="validate and print the resolved configs as JSON")
-    p = sub.add_parser("cells", help="the cell matrix as JSON, with the night-time estimate")
+    _listing(sub.add_parser("configs", help="validate the configs: one row per benchmark (-o json: every resolved field)"))
+    p = _listing(sub.add_parser("cells", help="the cell matrix, with the night-time estimate"))
     p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
     p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,2 (default: the config's)")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--run-id", default="preview")
-    p = sub.add_parser("results", help="stored cells")
+    p = _listing(sub.add_parser("results", help="stored cells: the figure, or why the last attempt failed"))
     p.add_argument("--benchmark")
     p.add_argument("--run-id")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
-                                       "throughput, accuracy equivalence (e.g. a new image tag)")
+    p = _listing(sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
+                                                "throughput, accuracy equivalence (e.g. a new image tag)"))
     p.add_argument("run_a")
     p.add_argument("run_b")
     p.add_argument("--benchmark", help="needed when a run id belongs to several benchmarks' DAGs")
     p.add_argument("--margin", type=float, default=0.01, help="accuracy equivalence margin (default 0.01)")
-    p.add_argument("--json", action="store_true")
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
     p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
@@ -189,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", help="where datasets live (default: the fleet host's data_root)")
     p.add_argument("--mirror", help="base URL serving the same archive names (default: the official mirrors; "
                                     "env SCALEBENCH_DATA_MIRROR)")
-    p = sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)")
+    p = _listing(sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)"))
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
     p = sub.add_parser("prune", help="remove bulky files older than the retention age (never a result row, "
                                      "an attempt's record files or a report)")
@@ -205,7 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
-    print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
+    if isinstance(result, Listing):
+        print(result.render(args.output))
+    else:
+        print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
     return 0
 
 

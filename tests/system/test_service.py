@@ -68,7 +68,7 @@ def test_a_rest_triggered_smoke_cell_runs_under_the_scheduler_and_is_recorded_an
     assert runs["before"] == []
     assert runs["done"][RESNET]["state"] == "success", runs["tis"][RESNET]
     assert runs["done"][RESNET]["run_type"] == "manual"
-    out = subprocess.run([str(ROOT / ".venv/bin/scalebench"), "results", "--json", "--benchmark", "resnet50_keras_cifar10"],
+    out = subprocess.run([str(ROOT / ".venv/bin/scalebench"), "results", "-o", "json", "--benchmark", "resnet50_keras_cifar10"],
                          env=env, capture_output=True, text=True, timeout=120)
     cells = json.loads(out.stdout)
     assert [(c["gpus"], c["epochs"], c["status"]) for c in cells] == [(1, 1, "valid")]

@@ -63,7 +63,7 @@ def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
 @pytest.mark.slow
 def test_the_run_is_recorded_named_and_reported(smoke_run):
     home, env, _ = smoke_run
-    rc, out = run([BIN / "scalebench", "results", "--json"], env, 120)
+    rc, out = run([BIN / "scalebench", "results", "-o", "json"], env, 120)
     assert rc == 0, out
     cells = json.loads(out[out.index("["):])
     assert [(c["gpus"], c["status"]) for c in cells] == [(1, "valid"), (2, "valid")]

@@ -89,12 +89,16 @@ def test_bad_fleet_file(config_tree):
 def test_cli_configs_prints_all_six(capsys):
     from scalebench.cli import main
 
-    assert main(["configs"]) == 0
+    assert main(["configs", "-o", "json"]) == 0
     import json
 
     out = json.loads(capsys.readouterr().out)
     assert {b: (v["per_gpu_batch"], v["epochs"]) for b, v in out["benchmarks"].items()} == \
         {b: (s[0], s[1]) for b, s in STUDY.items()}
+    assert main(["configs"]) == 0  # a table for a person: one row per benchmark, then the fleet
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["benchmark", "framework", "model"]
+    assert sorted(line.split()[0] for line in lines[1:-1]) == sorted(STUDY) and lines[-1].startswith("fleet: local")
 
 
 def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monkeypatch):

@@ -1,3 +1,5 @@
+import pytest
+
 from scalebench.store.recording import record_run
 from scalebench.store.results import Store
 from tests.support.samples import sample_cell, sample_contract
@@ -52,7 +54,31 @@ def test_results_command_prints_each_failed_cells_class_exit_code_and_message(ca
     _attempt(killed, 2, failure={"reason": "killed", "exit_code": 143, "message": "cell g2-e3-r1 ... SIGTERM"})
     record_run(Store(), ok["dag_id"], "manual__z", [ok, killed])
     assert main(["results"]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[-5:] == ["train", "12.50", "s", "(attempt", "1)"]
-    assert "failed   killed, exit code 143, attempt 2 of 2" in out[1]
-    assert out[2] == "    cell g2-e3-r1 ... SIGTERM"
+    head, valid, failed = capsys.readouterr().out.splitlines()
+    assert head.split() == ["benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
+    assert "valid" in valid and " 12.5 " in valid and valid.endswith("50.0 images/s")
+    assert "failed" in failed and " 2 of 2 " in failed
+    assert failed.endswith("killed, exit code 143: cell g2-e3-r1 ... SIGTERM")
+
+
+def test_listing_commands_print_a_table_json_or_csv(capsys):
+    import csv
+    import json
+
+    from scalebench.cli import main
+
+    cell = sample_cell(gpus=1, run_id="manual__z")
+    _attempt(cell, 1, contract=sample_contract(cell, train_s=12.5), validation={"success": True})
+    record_run(Store(), cell["dag_id"], "manual__z", [cell])
+    outputs = {}
+    for args in (["-o", "json"], ["--json"], ["-o", "csv"]):
+        assert main(["results", *args]) == 0
+        outputs[" ".join(args)] = capsys.readouterr().out
+    assert outputs["-o json"] == outputs["--json"]  # the old flag, kept for one release
+    [doc] = json.loads(outputs["-o json"])
+    assert doc["key"] == cell["key"] and doc["figure"]["train_s"] == 12.5
+    [row] = list(csv.DictReader(outputs["-o csv"].splitlines()))
+    assert row["status"] == "valid" and float(row["train_s"]) == 12.5 and row["attempt"] == "1"
+    with pytest.raises(SystemExit):
+        main(["results", "-o", "yaml"])
+    assert "invalid choice: 'yaml' (choose from 'table', 'json', 'csv')" in capsys.readouterr().err
