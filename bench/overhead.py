@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
-from tests.drill_configs import write_drill_configs  # noqa: E402
-from tests.service_clients import api_time as ts
-from tests.service_clients import local_service  # noqa: E402
+from tests.support.drill_configs import write_drill_configs  # noqa: E402
+from tests.support.service_clients import api_time as ts
+from tests.support.service_clients import local_service  # noqa: E402
 
 FIXED = ("plan_cells", "check_dataset")  # per-run tasks before the cell
 AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "check_cells")  # per-run tasks after it

@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "containers" / "kit")]
 
 from scalebench_kit.hold import STUDY_RELATIVE  # noqa: E402
-from tests.drill_configs import hold_benchmark, write_hold_configs  # noqa: E402
-from tests.service_clients import api_time as ts
-from tests.service_clients import local_service  # noqa: E402
+from tests.support.drill_configs import hold_benchmark, write_hold_configs  # noqa: E402
+from tests.support.service_clients import api_time as ts
+from tests.support.service_clients import local_service  # noqa: E402
 
 SLOTS = 8
 # the study's rows: epochs run and a relative cost per epoch at 1 GPU (detection epochs are dearer)

@@ -13,10 +13,11 @@ import pytest
 from scalebench.cell.container import CELL_LABEL
 from scalebench.store.leases import LeaseManager
 from scalebench.store.results import Store
-from tests.conftest import ROOT, requires_docker
-from tests.drill_configs import hold_benchmark, write_hold_configs
-from tests.service_clients import api_time as ts
-from tests.service_clients import local_service
+from tests.support import ROOT
+from tests.support.engine import requires_docker
+from tests.support.drill_configs import hold_benchmark, write_hold_configs
+from tests.support.service_clients import api_time as ts
+from tests.support.service_clients import local_service
 
 pytestmark = [requires_docker, pytest.mark.slow]
 HOLD_S = 45

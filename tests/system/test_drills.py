@@ -1,7 +1,7 @@
 """Fault drills and security checks that fit CI: a results database that is locked or stopped
 for 30 s while a run is recorded, bad metrics in a contract, the compose stack's secrets. Each
 fills its drill row (`make drills` writes them to docs/reliability.md); the ones that need the
-running scheduler are in tests/test_service.py and bench/drills/."""
+running scheduler are in tests/system/test_service.py and bench/drills/."""
 import re
 import sqlite3
 import subprocess

@@ -5,11 +5,8 @@ Compute, then render: `build` returns a `Report` (typed, every figure decided th
 checks included); `render` writes it as Markdown, HTML, JSON and plots without computing
 anything again. `build_report` reads the store once for a night; `write_report` does both.
 
-Definitions (docs/architecture.md): relative time r(n) = T(n)/T(1), speedup S(n) = T(1)/T(n),
-efficiency E(n) = S(n)/n; T is steady training time (set-up, warm-up and eval excluded), the
-median over repeats; r(n) is taken per epoch count and averaged over epoch counts. A ratio is
-only taken against a 1-GPU baseline from the same run conditions (image digest, resolved
-config, profile).
+What each figure means (relative time, verdicts, regressions, suspects) is defined once, in
+docs/report.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """CellDockerOperator without an engine: a spec-ed Docker API client stands in for dockerd (as the
 provider's own tests do), so every failure class, retry decision, cancel, XCom and note is
-exercised here; tests/test_cell_failures.py runs the same paths against the real engine."""
+exercised here; tests/unit/cell/test_cell_failures.py runs the same paths against the real engine."""
 import json
 import threading
 from unittest import mock
