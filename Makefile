@@ -42,11 +42,8 @@ venv: $(BIN)/.installed
 docker:
 	containers/ensure-docker.sh
 
-images: docker
-	containers/build.sh tensorflow cpu
-	containers/build.sh tf-detection cpu  # FROM the Keras image: Model Garden in one added layer
-	containers/build.sh torch cpu
-	containers/build.sh mmdet cpu  # FROM the PyTorch image: mmcv from SCALEBENCH_WHEELHOUSE (checked) or source
+images: docker venv  # every stack of include/configs/stacks.yaml, each after the stack it is built FROM
+	@for stack in $$($(BIN)/scalebench stacks --build-order); do containers/build.sh $$stack cpu || exit 1; done
 
 browser:  # Debian's headless Chromium + driver, for the UI test
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \

@@ -7,11 +7,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 req="$here/${1:?usage: resolve.sh STACK VARIANT}/requirements-${2:?usage: resolve.sh STACK VARIANT}.txt"
 [ -f "$req" ] || { echo "resolve.sh: no requirements file $req" >&2; exit 1; }
 reqs=(-r "$req"); nodeps=()
-# the detection image is the TF image plus a pinned closure installed with --no-deps: resolve TF's
-# set, then check each pinned wheel of the closure exists for the platform, as it is installed
-if [ "$1" = tf-detection ]; then reqs=(-r "$here/tensorflow/requirements-$2.txt"); nodeps=(-r "$req"); fi
-# likewise the mmdetection image on the PyTorch image's set (mmcv is compiled in the image: sdist only)
-if [ "$1" = mmdet ]; then reqs=(-r "$here/torch/requirements-$2.txt"); nodeps=(-r "$req"); fi
+# A stack built FROM another (its `base` in include/configs/stacks.yaml) adds a pinned closure
+# installed with --no-deps on top of its base's set: resolve the base's set, then check each pinned
+# wheel of the closure exists for the platform, as it is installed (mmcv is compiled in the image).
+sb="${SCALEBENCH_CLI:-$here/../.venv/bin/scalebench}"
+base="$(SCALEBENCH_PROJECT_DIR="$here/.." "$sb" stacks --base-of "$1")" || exit 1
+if [ -n "$base" ]; then reqs=(-r "$here/$base/requirements-$2.txt"); nodeps=(-r "$req"); fi
 pip="${PIP:-pip}"
 # --isolated: the host's pip configuration and PIP_* variables may point at a local folder of CPU
 # wheels (torch 2.13.0+cpu satisfies ==2.13.0), which would "resolve" a GPU variant to CPU builds

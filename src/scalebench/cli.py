@@ -1,6 +1,6 @@
-"""`scalebench` command line: configs, cells, results, compare, report, data, pools, db, prune.
+"""`scalebench` command line: configs, stacks, cells, results, compare, report, data, pools, db, prune.
 
-Listing commands (configs, cells, results, compare, pools) print a table for a person by default
+Listing commands (configs, stacks, cells, results, compare, pools) print a table for a person by default
 and take `-o json` or `-o csv` for programs; other commands print a sentence or a JSON document.
 """
 from __future__ import annotations
@@ -60,7 +60,8 @@ def table(columns: list[str], rows: list[dict[str, Any]]) -> str:
     """Aligned columns, one header line; numbers right-aligned."""
     cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
     width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) for c in columns]
+    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
+                   for r in rows) for c in columns]
     def line(vals):
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, width, numeric)).rstrip()
     return "\n".join([line(columns), *(line(row) for row in cells)])
@@ -80,12 +81,27 @@ def cmd_configs(args, configs: Configs) -> Listing:
     doc = {"fleet": configs.fleet.model_dump(),
            "benchmarks": {bid: {**b.model_dump(), "resolved": {p: b.resolved(p).summary() for p in PROFILES}}
                           for bid, b in configs.benchmarks.items()}}
-    rows = [{"benchmark": bid, "framework": b.framework, "model": b.model.get("architecture", ""), "dataset": b.dataset.name,
+    rows = [{"benchmark": bid, "stack": b.stack, "model": b.model.get("architecture", ""), "dataset": b.dataset.name,
              "gpu_counts": b.gpu_counts, "per_gpu_batch": b.per_gpu_batch, "epochs": b.epochs,
              "schedule": b.schedule or "manual"}
             for bid, b in sorted(configs.benchmarks.items())]
     hosts = ", ".join(f"{h.name} ({h.kind}, {len(h.device_ids)} devices, queue {h.queue})" for h in configs.fleet.hosts)
     return Listing(list(rows[0]) if rows else [], rows, doc, notes=[f"fleet: {hosts}"])
+
+
+def cmd_stacks(args, configs: Configs) -> Listing | str:
+    """The training stacks of include/configs/stacks.yaml; --build-order and --base-of serve make and scripts."""
+    stacks = configs.stacks
+    if args.base_of:
+        if args.base_of not in stacks.stacks:
+            raise ConfigError(f"unknown stack {args.base_of!r}; expected one of {sorted(stacks.stacks)}")
+        return stacks.stacks[args.base_of].base or ""
+    if args.build_order:
+        return "\n".join(stacks.build_order())
+    rows = [{"stack": name, "base": s.base, "launcher": s.launcher, "processes_per_device": s.processes_per_device,
+             "formats": s.formats, "cpu_image": s.images.get("cpu"), "gpu_image": s.images.get("gpu")}
+            for name, s in ((n, stacks.stacks[n]) for n in stacks.build_order())]
+    return Listing(list(rows[0]), rows, stacks.model_dump())
 
 
 def cmd_cells(args, configs: Configs) -> Listing:
@@ -185,7 +201,7 @@ def fetch_data(args, configs: Configs) -> dict:
         name, root = b.dataset.name, Path(data_root) / b.dataset.path
         if name in out:
             continue
-        files = fetch(name, root, args.mirror)
+        files = fetch(name, root, args.mirror, {n: d.archives for n, d in configs.stacks.datasets.items()})
         missing = kit_datasets.missing_files(root, b.dataset.format)
         out[name] = {"root": str(root), "archives": [f.name for f in files], "format": b.dataset.format,
                      "complete": not missing, "missing_examples": missing[:3]}
@@ -242,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     _listing(sub.add_parser("configs", help="validate the configs: one row per benchmark (-o json: every resolved field)"))
+    p = _listing(sub.add_parser("stacks", help="the training stacks (include/configs/stacks.yaml), in build order"))
+    p.add_argument("--build-order", action="store_true", help="only the names, each after the stack it is built FROM")
+    p.add_argument("--base-of", metavar="STACK", help="only the stack STACK is built FROM (empty: the base image)")
     p = _listing(sub.add_parser("cells", help="the cell matrix, with the night-time estimate"))
     p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
@@ -281,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
-        result = {"configs": cmd_configs, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
+        result = {"configs": cmd_configs, "stacks": cmd_stacks, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)

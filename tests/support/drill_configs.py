@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-CONFIGS = Path(__file__).resolve().parents[2] / "include" / "configs"
+from tests.support import CONFIGS, new_config_tree
 
 
 BROKEN = "broken_drill"  # a malformed benchmark file beside the good ones (only when asked for)
@@ -16,8 +16,7 @@ BROKEN = "broken_drill"  # a malformed benchmark file beside the good ones (only
 def write_drill_configs(dst: Path, benchmarks: tuple[str, ...] = ("resnet50_keras_cifar10",), broken: bool = False) -> Path:
     if dst.exists():
         shutil.rmtree(dst)
-    (dst / "benchmarks").mkdir(parents=True)
-    shutil.copy(CONFIGS / "fleet.yaml", dst / "fleet.yaml")
+    new_config_tree(dst)
     for b in benchmarks:
         shutil.copy(CONFIGS / "benchmarks" / f"{b}.yaml", dst / "benchmarks" / f"{b}.yaml")
     drill = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
@@ -57,11 +56,10 @@ def hold_benchmark(bench_id: str, seconds: dict[tuple[int, int], float], *, retr
 
 def write_hold_configs(dst: Path, benchmarks: dict[str, dict], slots: int = 4, timing_policy: str | None = None) -> Path:
     """A config folder of hold benchmarks on one CPU host with `slots` device slots."""
-    (dst / "benchmarks").mkdir(parents=True, exist_ok=True)
     host = {"name": "local", "kind": "cpu", "queue": "default", "device_ids": [str(i) for i in range(slots)]}
     if timing_policy:
         host["timing_policy"] = timing_policy
-    (dst / "fleet.yaml").write_text(yaml.safe_dump({"hosts": [host]}))
+    new_config_tree(dst, {"hosts": [host]})
     for bench_id, doc in benchmarks.items():
         (dst / "benchmarks" / f"{bench_id}.yaml").write_text(yaml.safe_dump(doc, width=1000))
     return dst

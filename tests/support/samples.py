@@ -3,7 +3,7 @@ import copy
 
 import yaml
 
-from tests.support import CONFIGS
+from tests.support import CONFIGS, new_config_tree
 
 
 def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
@@ -110,10 +110,9 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update:
     from scalebench.orchestration.operators import CellDockerOperator
 
     tree = tmp_path / "configs"
-    (tree / "benchmarks").mkdir(parents=True, exist_ok=True)
     fleet = yaml.safe_load((CONFIGS / "fleet.yaml").read_text())
     fleet["hosts"][0].update(host_update or {})
-    (tree / "fleet.yaml").write_text(yaml.safe_dump(fleet))
+    new_config_tree(tree, fleet)
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
     doc.update(id="probe", entrypoint=["sh", "-c", script],
                gpu_counts=list(range(1, min(4, len(fleet["hosts"][0]["device_ids"])) + 1)))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import cifar10, voc_det, voc_ins, voc_seg
+from .names import DATASET_FORMATS
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ FORMATS = {
     "vocdevkit-2007-det": Format(voc_det.base_dir, voc_det.expected_files, voc_det.write_synthetic),
     "vocdevkit-2012-ins": Format(voc_ins.base_dir, voc_ins.expected_files, voc_ins.write_synthetic),
 }
+assert tuple(FORMATS) == DATASET_FORMATS, "every format named in scalebench_kit.names has a reader, and no other"
 
 
 def _format(fmt: str) -> Format:

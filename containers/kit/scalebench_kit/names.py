@@ -45,6 +45,9 @@ THROUGHPUT = Metric("images_per_s", "images/s", True, False)
 TRAIN_TIME = Metric("train_s", "train s", False, False)
 ALL_METRICS: dict[str, Metric] = {**ACCURACY_METRICS, THROUGHPUT.name: THROUGHPUT, TRAIN_TIME.name: TRAIN_TIME}
 
+# -- dataset formats (scalebench_kit.datasets registers a reader and a synthetic writer for each) ---
+DATASET_FORMATS = ("cifar10-python", "vocdevkit-2007-seg", "vocdevkit-2007-det", "vocdevkit-2012-ins")
+
 # -- failure reasons: class -> transient (retried with backoff) -----------------------------------
 FAILURE_REASONS: dict[str, bool] = {
     "out_of_memory": False,

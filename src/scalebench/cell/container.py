@@ -35,8 +35,8 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
     n = len(device_ids)
     if n != cell["gpus"]:
         raise ValueError(f"cell {cell['cell_id']} needs {cell['gpus']} devices, got ids {device_ids}")
-    # One process drives all devices under tf.distribute; torchrun/mmengine start one per device.
-    threads = host.threads_per_device * (n if bench.launcher == "tf-distribute" else 1)
+    # One process drives all devices (tf.distribute), or one process per device (torchrun, mmengine).
+    threads = host.threads_per_device * (1 if bench.stack_config.processes_per_device else n)
     env = {
         "SCALEBENCH_RESULTS_DIR": "/results",
         "SCALEBENCH_DEVICE_KIND": host.kind,

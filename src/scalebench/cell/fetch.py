@@ -5,6 +5,8 @@ Range request when a previous try was cut off, checked against its published sha
 unpacked into the dataset root (the folder the benchmark's config names under the host's
 data_root). An archive already verified and unpacked is not fetched again. `--mirror URL` (or
 SCALEBENCH_DATA_MIRROR) fetches the same file names from another server, e.g. a site mirror.
+The archives known for each dataset, with their published sha256, are listed in
+include/configs/stacks.yaml (`datasets:`).
 """
 from __future__ import annotations
 
@@ -13,35 +15,13 @@ import os
 import tarfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from scalebench.core.config import Archive, Configs
+
 CHUNK = 1 << 20
 MIRROR_ENV = "SCALEBENCH_DATA_MIRROR"
-
-
-@dataclass(frozen=True)
-class Archive:
-    url: str
-    sha256: str  # as published with the dataset's loaders (Keras, TFDS, torchvision)
-    size: int
-
-    @property
-    def name(self) -> str:
-        return self.url.rsplit("/", 1)[1]
-
-
-ARCHIVES: dict[str, list[Archive]] = {
-    "cifar10": [Archive("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-                        "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce", 170498071)],
-    "voc2007": [Archive("http://host.robots.ox.ac.uk/pascal/VOC/voc2007/VOCtrainval_06-Nov-2007.tar",
-                        "7d8cd951101b0957ddfd7a530bdc8a94f06121cfc1e511bb5937e973020c7508", 460032000),
-                Archive("http://host.robots.ox.ac.uk/pascal/VOC/voc2007/VOCtest_06-Nov-2007.tar",
-                        "6836888e2e01dca84577a849d339fa4f73e1e4f135d312430c4856b5609b4892", 451020800)],
-    "voc2012": [Archive("http://host.robots.ox.ac.uk/pascal/VOC/voc2012/VOCtrainval_11-May-2012.tar",
-                        "e14f763270cf193d0b5f74b169f44157a4b0c6efa708f4dd0ff78ee691763bcb", 1999639040)],
-}
 
 
 class FetchError(RuntimeError):
@@ -119,7 +99,8 @@ def fetch_archive(a: Archive, root: Path, mirror: str | None = None,
 
 def fetch(dataset: str, root: Path, mirror: str | None = None, archives: dict[str, list[Archive]] | None = None,
           say: Callable[[str], None] = print) -> list[Path]:
-    table = archives or ARCHIVES
+    """Every archive of `dataset` (default table: the stacks file's `datasets`) into `root`."""
+    table = archives if archives is not None else {n: d.archives for n, d in Configs().stacks.datasets.items()}
     if dataset not in table:
         raise FetchError(f"no download known for dataset {dataset!r}; known: {sorted(table)}")
     mirror = mirror or os.environ.get(MIRROR_ENV) or None

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from scalebench_kit.names import ACCURACY_METRICS
+from scalebench_kit.names import ACCURACY_METRICS, DATASET_FORMATS
 
 from scalebench.core import paths
 
@@ -118,6 +118,72 @@ def with_tag(ref: str, tag: str) -> str:
     return f"{image_repository(ref)}:{tag}"
 
 
+def _plain_images(v: dict) -> dict:
+    for kind, ref in v.items():
+        if not IMAGE_REF.fullmatch(ref):
+            raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
+                             "no templates)")
+    return v
+
+
+class Stack(Strict):
+    """A training stack (include/configs/stacks.yaml): its folder containers/<name>/ holds the
+    Dockerfile and trainers; benchmarks name it with `stack: <name>`."""
+    title: str
+    images: dict[Literal["cpu", "gpu"], str]
+    base: str | None = None            # the stack whose image this one is built FROM (None: BASE_IMAGE)
+    launcher: str                      # how a cell's processes start (tf-distribute, torchrun, mmengine, ...)
+    processes_per_device: bool         # torchrun-style one process per device, else one process for all
+    formats: Annotated[list[Literal[DATASET_FORMATS]], Field(min_length=1)]  # what its trainers read
+
+    _i = field_validator("images")(lambda cls, v: _plain_images(v))
+
+
+class Archive(Strict):
+    url: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    size: PosInt
+
+    @property
+    def name(self) -> str:
+        return self.url.rsplit("/", 1)[1]
+
+
+class DatasetSource(Strict):
+    archives: Annotated[list[Archive], Field(min_length=1)]
+
+
+class Stacks(Strict):
+    stacks: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Stack]
+    datasets: dict[str, DatasetSource] = {}
+
+    @field_validator("stacks")
+    @classmethod
+    def _bases_are_stacks(cls, stacks: dict[str, Stack]) -> dict[str, Stack]:
+        for name, s in stacks.items():
+            seen = [name]
+            while s.base is not None:
+                if s.base not in stacks:
+                    raise ValueError(f"stacks.{seen[-1]}.base: {s.base!r} is not a stack; known: {sorted(stacks)}")
+                if s.base in seen:
+                    raise ValueError(f"stacks.{name}.base: a cycle {' -> '.join([*seen, s.base])}")
+                seen.append(s.base)
+                s = stacks[s.base]
+        return stacks
+
+    def build_order(self) -> list[str]:
+        """Every stack after the stack it is built FROM."""
+        order: list[str] = []
+        def visit(name: str) -> None:
+            if name not in order:
+                if self.stacks[name].base:
+                    visit(self.stacks[name].base)
+                order.append(name)
+        for name in self.stacks:
+            visit(name)
+        return order
+
+
 class LrPolicy(Strict):
     rule: Literal["linear", "sqrt", "constant"]
     base_lr: PosFloat
@@ -188,11 +254,10 @@ class AccuracyTarget(Strict):
 class Benchmark(Strict):
     id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
     title: str
-    task: Literal["classification", "segmentation", "detection", "instance-segmentation"]
-    framework: Literal["keras", "pytorch", "tf-detection", "mmdetection"]
-    launcher: Literal["tf-distribute", "torchrun", "mmengine"]
+    task: Annotated[str, Field(pattern=r"^[a-z][a-z-]*$")]  # what the model does (classification, detection, ...)
+    stack: str                    # a stack of include/configs/stacks.yaml: its images, launcher and formats
     model: dict[str, str | int]
-    images: dict[Literal["cpu", "gpu"], str]
+    images: dict[Literal["cpu", "gpu"], str] = {}  # default: the stack's; set to run another image of it
     entrypoint: Annotated[list[str], Field(min_length=1)]
     dataset: Dataset
     per_gpu_batch: PosInt
@@ -215,15 +280,14 @@ class Benchmark(Strict):
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+    _i = field_validator("images")(lambda cls, v: _plain_images(v))
+    _stack: Stack | None = PrivateAttr(default=None)  # set by load_benchmark from the stacks file
 
-    @field_validator("images")
-    @classmethod
-    def _plain_image_names(cls, v: dict) -> dict:
-        for kind, ref in v.items():
-            if not IMAGE_REF.fullmatch(ref):
-                raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
-                                 "no templates)")
-        return v
+    @property
+    def stack_config(self) -> Stack:
+        if self._stack is None:
+            raise ConfigError(f"{self.id}: loaded without the stacks file (use Configs or load_benchmark)")
+        return self._stack
 
     @field_validator("entrypoint")
     @classmethod
@@ -288,9 +352,12 @@ class Resolved(Sizes):
 
     def summary(self) -> dict:
         """Everything in the config that changes a result (sizes, model, image, entrypoint,
-        launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count of a run:
-        the cell's `resolved_config`, whose hash is its config identity."""
+        stack and its launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count
+        of a run: the cell's `resolved_config`, whose hash is its config identity."""
         out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
+        stack = self.benchmark._stack
+        if stack is not None:
+            out["launcher"], out["processes_per_device"] = stack.launcher, stack.processes_per_device
         out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs",  # a cell has its own
                                         "reference_accuracy"})
         out["benchmark"] = self.benchmark.id
@@ -306,7 +373,8 @@ def _format_errors(source: Path, exc: ValidationError) -> str:
             msg = "unknown key (not part of the schema; check its spelling)"
         elif err["type"] == "missing":
             msg = "required field missing"
-        got = "" if err["type"] == "missing" else f" (got {err['input']!r})"
+        shown = repr(err.get("input"))
+        got = "" if err["type"] == "missing" or len(shown) > 200 else f" (got {shown})"  # not a whole section
         lines.append(f"{source}: field '{where}': {msg}{got}")
     return "\n".join(lines)
 
@@ -327,12 +395,23 @@ def load_fleet(path: Path | str | None = None) -> Fleet:
     return _load_model(Fleet, Path(path or paths.fleet_file()))
 
 
-def load_benchmark(path: Path | str, fleet: Fleet) -> Benchmark:
+def load_stacks(path: Path | str) -> Stacks:
+    return _load_model(Stacks, Path(path))
+
+
+def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
     path = Path(path)
-    try:
-        bench = Benchmark.model_validate(_load_yaml(path))
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(path, exc)) from None
+    bench = _load_model(Benchmark, path)
+    stack = stacks.stacks.get(bench.stack)
+    if stack is None:
+        raise ConfigError(f"{path}: field 'stack': unknown stack {bench.stack!r}; expected one of "
+                          f"{sorted(stacks.stacks)} (include/configs/{STACKS_FILE})")
+    if bench.dataset.format not in stack.formats:
+        raise ConfigError(f"{path}: field 'dataset.format': stack {bench.stack!r} reads {stack.formats}, "
+                          f"got {bench.dataset.format!r}")
+    if not bench.images:
+        bench = bench.model_copy(update={"images": dict(stack.images)})
+    bench._stack = stack
     if bench.id != path.stem:
         raise ConfigError(f"{path}: field 'id': {bench.id!r} must equal the file name {path.stem!r}")
     too_big = [n for n in bench.gpu_counts if n > fleet.max_devices]
@@ -351,6 +430,7 @@ def load_benchmark(path: Path | str, fleet: Fleet) -> Benchmark:
 
 ALERTS_FILE = "alerts.yaml"
 SHIFTS_FILE = "acknowledged_shifts.yaml"
+STACKS_FILE = "stacks.yaml"
 
 
 class AlertConfig(Strict):
@@ -402,15 +482,20 @@ class Configs:
         self.fleet = load_fleet(fleet_path)
 
     @cached_property
+    def stacks(self) -> Stacks:
+        return load_stacks(self.config_dir / STACKS_FILE)
+
+    @cached_property
     def _loaded(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
         files = sorted((self.config_dir / "benchmarks").glob("*.yaml"))
         if not files:
             raise ConfigError(f"{self.config_dir / 'benchmarks'}: no benchmark configs (*.yaml) found")
         good: dict[str, Benchmark] = {}
         broken: dict[str, ConfigError] = {}
+        stacks = self.stacks  # a bad stacks file, like a bad fleet, stops every benchmark: said once
         for f in files:
             try:
-                b = load_benchmark(f, self.fleet)
+                b = load_benchmark(f, self.fleet, stacks)
                 good[b.id] = b
             except ConfigError as exc:
                 broken[f.stem] = exc

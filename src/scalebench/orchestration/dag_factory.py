@@ -74,7 +74,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
         catchup=False,
         max_active_runs=1,
         params=params_for(bench, fleet),
-        tags=["scalebench", bench.framework, bench.task],
+        tags=["scalebench", bench.stack, bench.task],
         doc_md=f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
                f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
                f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).",

@@ -26,11 +26,10 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     runs, the run ends failed (check_cells), and the report lists the cell with its class."""
     import yaml
 
-    from tests.support import CONFIGS
+    from tests.support import CONFIGS, new_config_tree
 
     tree = tmp_path / "configs"
-    (tree / "benchmarks").mkdir(parents=True)
-    (tree / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    new_config_tree(tree)
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
     doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m trainers.resnet50_keras; "
                                                    "echo 'NCCL error: unhandled system error' >&2; exit 1"])

@@ -7,9 +7,11 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scalebench import cli
-from scalebench.cell.fetch import ARCHIVES, Archive, FetchError, fetch
+from scalebench.cell.fetch import FetchError, fetch
+from scalebench.core.config import Archive
 from scalebench_kit import datasets as kit_datasets
 from scalebench_kit import voc_seg
 
@@ -52,8 +54,8 @@ def mirror(tmp_path):
     with tarfile.open(served / "VOCtrainval_06-Nov-2007.tar", "w") as tar:
         tar.add(src / "VOCdevkit", arcname="VOCdevkit")
     blob = (served / "VOCtrainval_06-Nov-2007.tar").read_bytes()
-    archive = Archive("http://unreachable.invalid/VOCtrainval_06-Nov-2007.tar", hashlib.sha256(blob).hexdigest(),
-                      len(blob))
+    archive = Archive(url="http://unreachable.invalid/VOCtrainval_06-Nov-2007.tar",
+                      sha256=hashlib.sha256(blob).hexdigest(), size=len(blob))
     RangeHandler.served, RangeHandler.cut_first = [], False
     handler = lambda *a, **k: RangeHandler(*a, directory=str(served), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -85,7 +87,7 @@ def test_an_interrupted_download_resumes_and_unpacks_the_real_layout(mirror, tmp
 
 def test_a_checksum_mismatch_names_the_file_and_starts_over_next_time(mirror, tmp_path):
     url, archive, _ = mirror
-    wrong = Archive(archive.url, "0" * 64, archive.size)
+    wrong = archive.model_copy(update={"sha256": "0" * 64})
     root = tmp_path / "VOCdevkit"
     with pytest.raises(FetchError, match=r"VOCtrainval_06-Nov-2007.tar from http://127.0.0.1:\d+/VOCtrainval"
                                          r"_06-Nov-2007.tar: sha256 [0-9a-f]{64} .* does not match the published 0{64}"):
@@ -93,9 +95,14 @@ def test_a_checksum_mismatch_names_the_file_and_starts_over_next_time(mirror, tm
     assert list((root / ".downloads").iterdir()) == [] and not (root / "VOCdevkit").exists()
 
 
-def test_the_cli_fetches_into_the_data_root_and_reports_completeness(mirror, tmp_path, monkeypatch, capsys):
+def test_the_cli_fetches_into_the_data_root_and_reports_completeness(mirror, config_tree, tmp_path, monkeypatch,
+                                                                     capsys):
+    """The archives come from the stacks file: point voc2007's at the local server's file."""
     url, archive, _ = mirror
-    monkeypatch.setitem(ARCHIVES, "voc2007", [archive])
+    stacks = yaml.safe_load((config_tree / "stacks.yaml").read_text())
+    stacks["datasets"]["voc2007"]["archives"] = [archive.model_dump()]
+    (config_tree / "stacks.yaml").write_text(yaml.safe_dump(stacks))
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     assert cli.main(["data", "unet_torch_voc2007", "--fetch", "--data-root", str(tmp_path / "d"),
                      "--mirror", url]) == 0
     out = capsys.readouterr().out

@@ -52,7 +52,11 @@ def _edit(tree, bench_id, fn):
     (lambda d: d.update(bounds={"precision": [0.9, 0.1], "recall": [0, 1]}), "bounds", "lower 0.9 is above upper 0.1"),
     (lambda d: d["dataset"].update(path="../../etc"), "dataset.path", "below the host's data_root without '..'"),
     (lambda d: d["dataset"].update(path="/etc"), "dataset.path", "relative path below"),
-    (lambda d: d["images"].update(cpu="{{ dag_run.conf['image'] }}"), "images", "not a plain image reference"),
+    (lambda d: d.update(images={"cpu": "{{ dag_run.conf['image'] }}"}), "images", "not a plain image reference"),
+    (lambda d: d.update(stack="jax"), "stack", "unknown stack 'jax'; expected one of ['mmdet', 'tensorflow', "
+                                               "'tf-detection', 'torch']"),
+    (lambda d: d["dataset"].update(format="vocdevkit-2007-seg"), "dataset.format",
+     "stack 'tensorflow' reads ['cifar10-python'], got 'vocdevkit-2007-seg'"),
     (lambda d: d.update(entrypoint=["sh", "-c", "{{ dag_run.conf.cmd }}"]), "entrypoint", "only placeholder allowed"),
     (lambda d: d.update(entrypoint=["python", "--x={epochs}"]), "entrypoint", "only placeholder allowed"),
 ])
@@ -97,7 +101,7 @@ def test_cli_configs_prints_all_six(capsys):
         {b: (s[0], s[1]) for b, s in STUDY.items()}
     assert main(["configs"]) == 0  # a table for a person: one row per benchmark, then the fleet
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["benchmark", "framework", "model"]
+    assert lines[0].split()[:3] == ["benchmark", "stack", "model"]
     assert sorted(line.split()[0] for line in lines[1:-1]) == sorted(STUDY) and lines[-1].startswith("fleet: local")
 
 
@@ -114,7 +118,7 @@ def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monk
     ({"lr_policy": {"rule": "sqrt", "base_lr": 0.01, "reference_batch": 256}}, False),
     ({"entrypoint": ["python", "-m", "trainers.other"]}, False),
     ({"images": {"cpu": "scalebench/tensorflow:next", "gpu": "scalebench/tensorflow:gpu"}}, False),
-    ({"launcher": "torchrun"}, False),
+    ({"stack": "torch"}, False),
     ({"warmup_steps": 5}, False),
     ({"schedule": "0 3 * * *", "retries": 5, "title": "renamed", "cell_timeout_minutes": 99}, True),
 ])
@@ -124,6 +128,7 @@ def test_config_identity_covers_what_changes_a_result(change, same):
 
     base = Configs().benchmark("resnet50_keras_cifar10")
     other = Benchmark.model_validate({**base.model_dump(), **change})
+    other._stack = Configs().stacks.stacks[other.stack]  # as load_benchmark attaches it
     sha = [config_sha({"provenance": {"resolved_config": b.resolved("full").summary()}}) for b in (base, other)]
     assert (sha[0] == sha[1]) is same
 
@@ -144,3 +149,72 @@ def test_configs_are_found_from_the_working_directory_without_an_editable_instal
         paths.config_dir()
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(project / "include" / "configs"))
     assert paths.config_dir() == project / "include" / "configs"
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda s: s["stacks"]["mmdet"].update(base="pytorch"), "field 'stacks': Value error, stacks.mmdet.base: 'pytorch' "
+                                                            "is not a stack"),
+    (lambda s: s["stacks"]["torch"].update(base="mmdet"), "stacks.yaml: field 'stacks': Value error, stacks.mmdet.base: a cycle mmdet -> torch -> mmdet"),
+    (lambda s: s["stacks"]["torch"].update(formats=["parquet"]), "field 'stacks.torch.formats.0': Input should be"),
+    (lambda s: s["stacks"]["torch"].pop("launcher"), "field 'stacks.torch.launcher': required field missing"),
+    (lambda s: s["datasets"]["cifar10"]["archives"][0].update(sha256="abc"), "field 'datasets.cifar10.archives.0.sha256'"),
+])
+def test_a_bad_stacks_file_names_the_field(config_tree, edit, expected):
+    stacks = yaml.safe_load((config_tree / "stacks.yaml").read_text())
+    edit(stacks)
+    (config_tree / "stacks.yaml").write_text(yaml.safe_dump(stacks))
+    with pytest.raises(ConfigError) as err:
+        Configs(config_tree, config_tree / "fleet.yaml").benchmarks
+    assert str(config_tree / "stacks.yaml") in str(err.value) and expected in str(err.value), str(err.value)
+
+
+def test_stacks_are_built_after_their_base_and_each_has_its_folder():
+    from tests.support import ROOT
+
+    stacks = Configs().stacks
+    order = stacks.build_order()
+    assert order.index("tensorflow") < order.index("tf-detection") and order.index("torch") < order.index("mmdet")
+    for name in order:
+        assert (ROOT / "containers" / name / "Dockerfile").is_file(), name
+    assert {b.stack for b in Configs().benchmarks.values()} == set(order)
+
+
+def test_a_seventh_benchmark_on_a_known_stack_is_one_yaml_file(config_tree, monkeypatch):
+    """Another dataset in a known format on the UNet's stack and trainer: only a benchmark file.
+    Its plan, cell spec settings and image follow from the stacks file."""
+    from scalebench.cell.container import settings
+    from scalebench.core.cells import plan
+
+    doc = yaml.safe_load((config_tree / "benchmarks" / "unet_torch_voc2007.yaml").read_text())
+    doc.update(id="unet_torch_voc2007_small", title="UNet, half the batch", per_gpu_batch=15)
+    (config_tree / "benchmarks" / "unet_torch_voc2007_small.yaml").write_text(yaml.safe_dump(doc))
+    configs = Configs(config_tree, config_tree / "fleet.yaml")
+    b = configs.benchmark("unet_torch_voc2007_small")
+    host = configs.fleet.hosts[0]
+    [cell] = plan(b, configs.fleet, profile="smoke", run_id="manual__x", gpu_counts=[2])
+    s = settings(b, host, cell, ["0", "1"], "/data", "/results/x")
+    assert b.images == {"cpu": "scalebench/torch:cpu", "gpu": "scalebench/torch:gpu"} and s.image == "scalebench/torch:cpu"
+    assert s.environment["OMP_NUM_THREADS"] == str(host.threads_per_device)  # torchrun: one process per device
+    assert s.command[:3] == ["torchrun", "--standalone", "--nproc-per-node=2"]
+
+
+def test_a_new_stack_is_a_stacks_entry_and_a_container_folder(config_tree, tmp_path):
+    """No edit to src/, the Makefile or containers/resolve.sh: the stacks file names it."""
+    from scalebench.cell.container import settings
+
+    stacks = yaml.safe_load((config_tree / "stacks.yaml").read_text())
+    stacks["stacks"]["jax"] = {"title": "JAX with pmap", "images": {"cpu": "scalebench/jax:cpu", "gpu": "scalebench/jax:gpu"},
+                               "base": None, "launcher": "jax-pmap", "processes_per_device": False,
+                               "formats": ["cifar10-python"]}
+    (config_tree / "stacks.yaml").write_text(yaml.safe_dump(stacks))
+    doc = yaml.safe_load((config_tree / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
+    doc.update(id="resnet50_jax_cifar10", title="ResNet50 + JAX", stack="jax", entrypoint=["python", "-m", "trainers.r50"])
+    (config_tree / "benchmarks" / "resnet50_jax_cifar10.yaml").write_text(yaml.safe_dump(doc))
+    configs = Configs(config_tree, config_tree / "fleet.yaml")
+    b = configs.benchmark("resnet50_jax_cifar10")
+    assert "jax" in configs.stacks.build_order()
+    host = configs.fleet.hosts[0]
+    cell = {"gpus": 2, "cell_id": "g2", "seed": 0, "key": "k"}
+    s = settings(b, host, cell, ["0", "1"], "/data", "/results/x")
+    assert s.image == "scalebench/jax:cpu" and s.environment["OMP_NUM_THREADS"] == str(2 * host.threads_per_device)
+    assert b.resolved("nightly").summary()["launcher"] == "jax-pmap"

@@ -13,7 +13,7 @@ import yaml
 from scalebench.core.config import AlertConfig, load_alerts
 from scalebench.orchestration.alerts import send
 from scalebench.core.config import ConfigError
-from tests.support import ROOT
+from tests.support import ROOT, new_config_tree
 from tests.support.samples import sample_cell, sample_contract
 
 CONFIGS = ROOT / "include" / "configs"
@@ -114,8 +114,7 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
     from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 
     configs = tmp_path / "configs"
-    (configs / "benchmarks").mkdir(parents=True)
-    (configs / "fleet.yaml").write_text((CONFIGS / "fleet.yaml").read_text())
+    new_config_tree(configs)
     (configs / "benchmarks" / f"{BENCH}.yaml").write_text((CONFIGS / "benchmarks" / f"{BENCH}.yaml").read_text())
     (configs / "alerts.yaml").write_text(yaml.safe_dump({"notifier": "webhook", "connection": "scalebench_alerts",
                                                          "endpoint": "alerts"}))
