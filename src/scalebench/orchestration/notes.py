@@ -8,6 +8,7 @@ connection the note is skipped and the reason stays in the failure message, log 
 """
 from __future__ import annotations
 
+from typing import Callable, NoReturn
 from urllib.parse import quote
 
 CONN_ID = "scalebench_airflow_api"
@@ -47,3 +48,18 @@ def set_note(ti, note: str, timeout_s: float = 15) -> str:
         return "set"
     except Exception as exc:  # the note is a convenience; the failure itself must still surface
         return f"skipped ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def note(ti, text: str, log: Callable[[str], None] = print) -> str:
+    """Set the task's note to `text` and say in the task log whether it was set."""
+    outcome = set_note(ti, text)
+    log(f"task note: {outcome}")
+    return outcome
+
+
+def fail_with_note(ti, message: str) -> NoReturn:
+    """The task's note says why, then the task fails for good (no retry) with the same message."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    note(ti, message)
+    raise AirflowFailException(message)

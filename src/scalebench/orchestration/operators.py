@@ -404,7 +404,7 @@ class CellDockerOperator(DockerOperator):
                                                     "reason": failure.reason, "exit_code": failure.exit_code,
                                                     "transient": failure.transient, "message": line})
             if getattr(ti, "dag_id", None):
-                self.log.info("task note: %s", notes.set_note(ti, line))
+                notes.note(ti, line, log=lambda text: self.log.info("%s", text))
         self.log.error("%s", line)
         if logs:
             self.log.error("last %d lines of the container output:\n%s", min(len(logs), OUTPUT_TAIL_LINES),

@@ -13,7 +13,8 @@ from airflow.timetables.assets import AssetOrTimeSchedule
 
 from scalebench.core import nights
 from scalebench.core.config import Configs
-from scalebench.orchestration.dag_factory import nightly, results_asset
+from scalebench.orchestration.benchmark_tasks import results_asset
+from scalebench.orchestration.dag_factory import nightly
 
 REPORT_DAG_ID = "scalebench_nightly_report"
 REPORT_CRON = "0 7 * * *"

@@ -1,0 +1,134 @@
+"""The tasks of a benchmark DAG, as module-level functions; `dag_factory` only wires them.
+
+Each takes the benchmark's id (literal arguments, rendered in the UI) and what its upstream
+tasks returned. Nothing heavy is imported at module level: the store, GX and the analysis load
+inside the tasks, so parsing the DAG files stays light.
+"""
+from __future__ import annotations
+
+from airflow.sdk import Asset, task
+from airflow.sdk.exceptions import AirflowFailException
+from airflow.task.trigger_rule import TriggerRule
+
+from scalebench.core import cells as cellmod
+from scalebench.core import nights
+from scalebench.core.config import ConfigError, Configs
+from scalebench.orchestration.notes import fail_with_note, note
+
+
+def results_asset(bench_id: str) -> Asset:
+    """What a benchmark's run emits once its results are recorded: it starts the report DAG."""
+    return Asset(name=f"scalebench_results_{bench_id}", uri=f"scalebench://results/{bench_id}")
+
+
+@task
+def plan_cells(bench_id: str, group_ids: list[str], **context) -> list[dict]:
+    """The cell matrix of this run from its Params; refused now (never queued forever) when it
+    cannot run, e.g. more GPUs than any host has."""
+    p, run = context["params"], context["dag_run"]
+    configs = Configs()
+    b = configs.benchmark(bench_id)
+    try:
+        planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
+                               gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
+                               seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
+                               night=nights.night_of(run), image_tag=p.get("image_tag") or None)
+    except ConfigError as exc:
+        fail_with_note(context["ti"], str(exc))
+    unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
+    if unknown:
+        raise AirflowFailException(f"plan produced cells for {sorted(unknown)} that this DAG lacks; "
+                                   "the fleet changed since the DAG was parsed")
+    print(f"planned {len(planned)} cells: " + ", ".join(c["label"] for c in planned))
+    return planned
+
+
+@task
+def select_cells(planned: list[dict], group: str) -> list[dict]:
+    """This group's slice of the plan (mapping needs a plain list of the task's own XCom)."""
+    return cellmod.group_by_task(planned).get(group, [])
+
+
+@task
+def check_dataset(bench_id: str, planned: list[dict], **context) -> dict:
+    """The dataset of the planned cells, checked once; if it fails, every planned cell is
+    recorded as failed with this task's reason, and the reason becomes this task's note."""
+    from scalebench.cell.datasets import DatasetError, prepare
+    from scalebench.cell.failures import Failure, fail_planned_cells
+
+    p = context["params"]
+    configs = Configs()
+    b = configs.benchmark(bench_id)
+    try:
+        return prepare(b, p["profile"], cellmod.host_for(b, p["profile"], configs.fleet, p["gpu_counts"]))
+    except Exception as exc:
+        reason = "dataset_missing" if isinstance(exc, DatasetError) else "unknown"
+        detail = str(exc) if isinstance(exc, DatasetError) else f"{type(exc).__name__}: {exc}"
+        lines = fail_planned_cells(planned, "check_dataset", Failure(reason, None, detail))
+        print("\n".join(lines))
+        fail_with_note(context["ti"], f"check_dataset failed ({reason}): {detail}; "
+                                      f"{len(lines)} planned cells recorded as failed")
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def record(dag_id: str, planned: list[dict], **context) -> dict:
+    """Every planned cell's attempts into the store, whatever their tasks' states."""
+    from scalebench.store.recording import record_run_when_reachable
+
+    run = context["dag_run"]
+    counts = record_run_when_reachable(dag_id, run.run_id, planned)
+    print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
+    return counts
+
+
+# a short circuit: with nothing flagged the rerun tasks are skipped without starting
+@task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
+def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> list[dict]:
+    """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns)."""
+    from scalebench.analysis.reruns import plan_reruns as plan
+    from scalebench.store.results import Store
+
+    k = Configs().benchmark(bench_id).confirm_reruns
+    reruns, flagged = plan(Store(), planned, k)
+    for line in flagged:
+        print(f"flagged, {k} reruns: {line}")
+    if flagged:
+        note(context["ti"], f"{len(flagged)} flagged, {len(reruns)} reruns: " + "; ".join(flagged))
+    else:
+        print("nothing looks regressed: no reruns")
+    return reruns
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) -> dict:
+    """The reruns into the store, each flag confirmed or cleared; emits the results Asset with the
+    run's night (the builder gives this task the asset as its outlet)."""
+    from scalebench.analysis.reruns import verdicts
+    from scalebench.store.recording import record_run_when_reachable
+    from scalebench.store.results import Store
+
+    run = context["dag_run"]
+    # pulled, not passed: a direct downstream of the short circuit would be skipped with the reruns
+    reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
+    if reruns:
+        record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
+    verdict = verdicts(Store(), planned, reruns)
+    for kind in ("confirmed", "cleared"):
+        for line in verdict[kind]:
+            print(f"{kind} by reruns: {line}")
+    if verdict["confirmed"] or verdict["cleared"]:
+        note(context["ti"], f"reruns confirmed {len(verdict['confirmed'])}, cleared {len(verdict['cleared'])}: "
+                            + "; ".join(verdict["confirmed"] + verdict["cleared"]))
+    # the report DAG writes the report of this night, whenever this run finishes
+    context["outlet_events"][results_asset(bench_id)].extra = {"night": nights.night_of(run), "dag_id": dag_id,
+                                                               "run_id": run.run_id}
+    return verdict
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def check_cells(counts: dict) -> None:
+    """The run's verdict: failed if any planned cell has no valid attempt (leaves decide a run's state)."""
+    if counts["not_valid"]:
+        raise AirflowFailException(f"{len(counts['not_valid'])} of {len(counts['not_valid']) + counts['valid']} "
+                                   "cells have no valid result: " + "; ".join(counts["not_valid"]))
+    print(f"all {counts['valid']} cells valid")
