@@ -12,6 +12,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis.regress import fingerprint_change
 from scalebench.analysis.stats import Verdict, bootstrap_ratio_ci, equivalence
+from scalebench.core.records import StoredCell
 
 
 class CompareError(ValueError):
@@ -52,7 +53,7 @@ class Comparison:
     only_b: list[str]
 
 
-def _run_cells(store, run_id: str, benchmark: str | None) -> list[dict]:
+def _run_cells(store, run_id: str, benchmark: str | None) -> list[StoredCell]:
     cells = [c for c in store.cells(benchmark=benchmark, run_id=run_id) if c.get("role", "measure") == "measure"]
     if not cells:
         raise CompareError(f"run {run_id!r}: no stored cells" + (f" of benchmark {benchmark!r}" if benchmark else ""))
@@ -90,7 +91,7 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
         return sorted(f"{n} GPU{'s' if n != 1 else ''} x {e} epochs" for (n, e), g in groups.items()
                       if g[side] and not g[1 - side])
 
-    def system(cells: list[dict]) -> dict | None:
+    def system(cells: list[StoredCell]) -> dict | None:
         return next((c["figure"].get("fingerprint") for c in cells if c["figure"]), None)
 
     return Comparison(a[0]["benchmark"], run_a, run_b, fingerprint_change(system(a), system(b)), diffs, only(0), only(1))

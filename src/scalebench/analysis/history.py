@@ -16,15 +16,16 @@ from dataclasses import replace
 from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 
 from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, host_factor_series, night_factors)
+from scalebench.core.records import FigureRow
 
 
-def _key(c: dict, lineage: dict[str, str], metric: str, gpus: int | None = None) -> SeriesKey:
+def _key(c: FigureRow, lineage: dict[str, str], metric: str, gpus: int | None = None) -> SeriesKey:
     return SeriesKey(benchmark=c["benchmark"], gpus=c["gpus"] if gpus is None else gpus, metric=metric,
                      profile=c["profile"], host_class=c["host"], scaling_mode=c["scaling_mode"],
                      image_lineage=lineage.get(c["benchmark"], ""))
 
 
-def build_series(cells: list[dict], lineage: dict[str, str], gates: Gates = Gates(),
+def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates = Gates(),
                  with_factors: bool = True) -> list[Series]:
     """Every series of scheduled nights in `cells` (the store's figures), oldest night first;
     `with_factors`: with the host's night factors and its factor series."""

@@ -17,15 +17,16 @@ from scalebench.core import nights
 from scalebench.core.attempt_folders import attempt_dir
 from scalebench.analysis.history import build_series
 from scalebench.analysis.regress import Gates, judge, wants_rerun
+from scalebench.core.records import FigureRow, PlannedCell
 
 LOOKBACK_NIGHTS = 60
 
 
-def _night(planned: list[dict]) -> str:
+def _night(planned: list[PlannedCell]) -> str:
     return planned[0].get("night") or nights.today()
 
 
-def _history(store, planned: list[dict], extra: list[dict] = ()) -> list[dict]:
+def _history(store, planned: list[PlannedCell], extra: list[PlannedCell] = ()) -> list[FigureRow]:
     """The scheduled history of this benchmark before this run's night, and this run's own cells
     (and reruns) as tonight's night, whatever the run's type: a manual run is checked against the
     same baseline, and never becomes part of it."""
@@ -41,7 +42,7 @@ def _history(store, planned: list[dict], extra: list[dict] = ()) -> list[dict]:
     return out
 
 
-def _tonight(cells: list[dict], gates: Gates, night: str) -> dict[int, object]:
+def _tonight(cells: list[FigureRow], gates: Gates, night: str) -> dict[int, object]:
     """Tonight's throughput judgement per GPU count, raw: the night factor needs the whole night."""
     out = {}
     for s in build_series(cells, {}, gates, with_factors=False):
@@ -57,7 +58,7 @@ def rerun_key(key: str, i: int) -> str:
     return hashlib.sha256(f"{key}:rerun{i}".encode()).hexdigest()[:20]
 
 
-def plan_reruns(store, planned: list[dict], count: int, gates: Gates = Gates()) -> tuple[list[dict], list[str]]:
+def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates()) -> tuple[list[PlannedCell], list[str]]:
     """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count."""
     if not planned or count < 1:
         return [], []
@@ -88,7 +89,7 @@ def _devices_of(cell: dict) -> list[str] | None:
     return None
 
 
-def verdicts(store, planned: list[dict], reruns: list[dict], gates: Gates = Gates()) -> dict:
+def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates: Gates = Gates()) -> dict:
     """Per flagged GPU count, whether its reruns confirm or clear the flag (the same test as the
     report, without the night factor); where the reruns ran."""
     if not reruns:

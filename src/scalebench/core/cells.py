@@ -9,6 +9,7 @@ import hashlib
 import json
 
 from scalebench.core.config import Benchmark, ConfigError, Fleet, Host, with_tag
+from scalebench.core.records import PlannedCell
 
 IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat", "profile")
 
@@ -49,7 +50,7 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
 
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
-         night: str | None = None, image_tag: str | None = None) -> list[dict]:
+         night: str | None = None, image_tag: str | None = None) -> list[PlannedCell]:
     """Every cell of one run, in a stable order (GPU count, epochs, repeat). `image_tag`: run a
     candidate image, another tag of the configured image's repository."""
     res = bench.resolved(profile)
@@ -62,27 +63,22 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
         raise ConfigError(f"gpu_counts {bad} cannot be served: the largest host has {fleet.max_devices} devices")
     host = host_for(bench, profile, fleet, gpu_counts)
     image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
-    cells = []
+    cells: list[PlannedCell] = []
     for n in gpu_counts:
         per_device, global_batch = res.batches(n)
         for e in epochs:
             for r in range(1, repeats + 1):
                 ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
                          "gpus": n, "epochs": e, "repeat": r, "profile": profile}
-                cells.append({
-                    **ident,
-                    "key": cell_key(ident),
-                    "cell_id": f"g{n}-e{e}-r{r}",
-                    "label": cell_label(n, e, r),
-                    "run_type": run_type,
-                    "night": night,
-                    "seed": seed + r - 1,  # distinct per repeat, the same across GPU counts
-                    "per_device_batch": per_device,
-                    "global_batch": global_batch,
-                    "scaling_mode": bench.scaling_mode,
-                    "lr": bench.lr_policy.lr_for(global_batch),
-                    **({"image": image} if image else {}),
-                })
+                cell = PlannedCell(
+                    **ident, key=cell_key(ident), cell_id=f"g{n}-e{e}-r{r}", label=cell_label(n, e, r),
+                    run_type=run_type, night=night,
+                    seed=seed + r - 1,  # distinct per repeat, the same across GPU counts
+                    per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
+                    lr=bench.lr_policy.lr_for(global_batch))
+                if image:
+                    cell["image"] = image
+                cells.append(cell)
     return cells
 
 
@@ -91,14 +87,14 @@ def group_id(host: str, gpus: int) -> str:
     return f"{host.replace('-', '_')}_{gpus}gpu"
 
 
-def group_by_task(cells: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
+def group_by_task(cells: list[PlannedCell]) -> dict[str, list[PlannedCell]]:
+    groups: dict[str, list[PlannedCell]] = {}
     for c in cells:
         groups.setdefault(group_id(c["host"], c["gpus"]), []).append(c)
     return groups
 
 
-def estimate_seconds(bench: Benchmark, profile: str, cell: dict) -> float | None:
+def estimate_seconds(bench: Benchmark, profile: str, cell: PlannedCell) -> float | None:
     """Estimated wall time of one cell from the config's per-step figures; None if steps unknown."""
     res = bench.resolved(profile)
     steps_per_epoch = res.max_steps_per_epoch
@@ -111,7 +107,7 @@ def estimate_seconds(bench: Benchmark, profile: str, cell: dict) -> float | None
     return est.setup_s + cell["epochs"] * steps_per_epoch * step_s + est.eval_s
 
 
-def night_estimate(plans: dict[str, tuple[Benchmark, list[dict]]], profile: str, budget_minutes: float) -> dict:
+def night_estimate(plans: dict[str, tuple[Benchmark, list[PlannedCell]]], profile: str, budget_minutes: float) -> dict:
     """Cells of a host run one after another (exclusive timing), so a host's night is the sum."""
     per_bench, per_host, unknown = {}, {}, []
     for bench_id, (bench, cells) in plans.items():

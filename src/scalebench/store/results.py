@@ -16,6 +16,7 @@ from scalebench.core import nights
 from scalebench.core import paths
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.core.provenance import system_of
+from scalebench.core.records import CELL_FIELDS, AttemptRecord, Figure, FigureRow, PlannedCell, StoredCell
 
 STATUSES = ("valid", "invalid", "failed")
 
@@ -93,8 +94,6 @@ class BenchmarkRunRow(Base):
     counts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
-CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
-               "seed", "scaling_mode", "per_device_batch", "global_batch", "label")
 
 
 class Store:
@@ -103,7 +102,7 @@ class Store:
         self.engine = make_engine(self.url)
         check_schema(self.engine, self.url)
 
-    def record_attempt(self, cell: dict, attempt: int, status: str, *, reason: str | None = None,
+    def record_attempt(self, cell: PlannedCell, attempt: int, status: str, *, reason: str | None = None,
                        exit_code: int | None = None, message: str | None = None, contract: dict | None = None,
                        placement: dict | None = None) -> str:
         """Insert or update one attempt; returns 'inserted', 'updated' or 'kept'.
@@ -148,7 +147,7 @@ class Store:
             s.flush()
         return row
 
-    def record_missing(self, cell: dict) -> None:
+    def record_missing(self, cell: PlannedCell) -> None:
         """A planned cell that never ran: stored with no attempt, so the report can mark it."""
         with Session(self.engine) as s, s.begin():
             self._cell_row(s, cell, dt.datetime.now(dt.timezone.utc))
@@ -172,7 +171,7 @@ class Store:
             return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
                      "night": r.night, "counts": r.counts} for r in s.scalars(q)]
 
-    def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[dict]:
+    def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[FigureRow]:
         """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
         c, a = CellRow.__table__, AttemptRow.__table__
         q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
@@ -183,7 +182,7 @@ class Store:
             q = q.where(c.c.night <= up_to_night)
         if since_night:
             q = q.where(c.c.night >= since_night)
-        rows: dict[str, dict] = {}
+        rows: dict[str, FigureRow] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(q).mappings():
                 cur = rows.get(r["key"])
@@ -194,14 +193,13 @@ class Store:
                 if r["status"] is None:
                     continue
                 if r["status"] == "valid":
-                    cur["figure"] = {k: r[k] for k in ("attempt", "train_s", "images_per_s", "metrics", "image_digest",
-                                                       "config_sha", "timing", "fingerprint")}
+                    cur["figure"] = Figure(**{k: r[k] for k in Figure.__annotations__})
                     cur["status"], cur["reason"] = "valid", None
                 elif cur["figure"] is None:
                     cur["status"], cur["reason"] = r["status"], r["reason"]
         return list(rows.values())
 
-    def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[dict]:
+    def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[StoredCell]:
         """Every stored cell with its attempts and its figure (the latest valid attempt, or None)."""
         q = select(CellRow).order_by(CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs, CellRow.repeat)
         if benchmark:
@@ -211,13 +209,11 @@ class Store:
         out = []
         with Session(self.engine) as s:
             for row in s.scalars(q):
-                attempts = [{
-                    "attempt": a.attempt, "status": a.status, "reason": a.reason, "exit_code": a.exit_code,
-                    "message": a.message, "train_s": a.train_s, "images_per_s": a.images_per_s,
-                    "metrics": a.metrics, "image_digest": a.image_digest, "placement": a.placement,
-                    "fingerprint": a.fingerprint,
-                    "recorded_at": a.recorded_at.isoformat(),
-                } for a in row.attempts]
+                attempts = [AttemptRecord(
+                    attempt=a.attempt, status=a.status, reason=a.reason, exit_code=a.exit_code, message=a.message,
+                    train_s=a.train_s, images_per_s=a.images_per_s, metrics=a.metrics, image_digest=a.image_digest,
+                    placement=a.placement, fingerprint=a.fingerprint, recorded_at=a.recorded_at.isoformat(),
+                ) for a in row.attempts]
                 valid = [a for a in attempts if a["status"] == "valid"]
                 cell = {f: getattr(row, f) for f in CELL_FIELDS}
                 cell["created_at"] = row.created_at.isoformat()

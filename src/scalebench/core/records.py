@@ -1,0 +1,133 @@
+"""The records that travel between tasks, the store, the analysis and the report, as documented
+TypedDicts: plain dicts on the wire (XCom deserialises only plain types, and the UI's
+`map_index_template` reads a planned cell's `label`), with their fields written down once here.
+
+A report row's identity is a `RowKey`: later fields (precision, timing basis) are fields of it,
+never new dictionary keys spread over the code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+Status = Literal["valid", "invalid", "failed", "missing"]
+
+
+class PlannedCell(TypedDict):
+    """One cell of a run as `core.cells.plan` makes it: what the train task is mapped over."""
+    key: str                 # stable hash of the identity below (the store's unique key)
+    dag_id: str
+    run_id: str
+    benchmark: str
+    host: str
+    gpus: int
+    epochs: int
+    repeat: int
+    profile: str
+    cell_id: str             # g<gpus>-e<epochs>-r<repeat>: the attempt folder's name
+    label: str               # "2 GPUs · 3 epochs · repeat 1": the mapped task's name in the UI
+    run_type: str            # scheduled | manual | ...
+    night: str | None        # ISO date (UTC) of the run
+    seed: int
+    per_device_batch: int
+    global_batch: int
+    scaling_mode: str        # weak | strong
+    lr: float
+    image: NotRequired[str]          # a candidate image (trigger param image_tag) instead of the configured one
+    role: NotRequired[str]           # measure (default) | rerun
+    rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
+
+
+class Figure(TypedDict):
+    """A cell's figure: the numbers of its latest valid attempt, as `Store.figures` returns them."""
+    attempt: int
+    train_s: float
+    images_per_s: float
+    metrics: dict[str, float] | None
+    image_digest: str | None
+    config_sha: str | None           # the resolved config's identity (see core.config.Resolved.summary)
+    timing: dict[str, Any] | None    # the contract's timing, with its breakdown, epoch plan and evaluations
+    fingerprint: dict[str, Any] | None  # the system the attempt ran on (core.provenance.system_of)
+
+
+class FigureRow(TypedDict):
+    """One stored cell as one flat row (`Store.figures`): what history, reruns and the report read."""
+    key: str
+    dag_id: str
+    run_id: str
+    run_type: str
+    benchmark: str
+    host: str
+    gpus: int
+    epochs: int
+    repeat: int
+    profile: str
+    seed: int
+    scaling_mode: str
+    per_device_batch: int
+    global_batch: int
+    label: str
+    night: str
+    role: str
+    rerun_of: str | None
+    status: Status
+    reason: str | None               # why the last attempt failed, when there is no figure
+    figure: Figure | None
+
+
+class AttemptRecord(TypedDict):
+    """One attempt of a stored cell (`Store.cells`), valid or not."""
+    attempt: int
+    status: Status
+    reason: str | None
+    exit_code: int | None
+    message: str | None
+    train_s: float | None
+    images_per_s: float | None
+    metrics: dict[str, float] | None
+    image_digest: str | None
+    placement: dict[str, Any] | None
+    fingerprint: dict[str, Any] | None
+    recorded_at: str
+
+
+class StoredCell(TypedDict):
+    """A stored cell with every attempt (`Store.cells`): what `scalebench results` and compare read."""
+    key: str
+    dag_id: str
+    run_id: str
+    run_type: str
+    benchmark: str
+    host: str
+    gpus: int
+    epochs: int
+    repeat: int
+    profile: str
+    seed: int
+    scaling_mode: str
+    per_device_batch: int
+    global_batch: int
+    label: str
+    created_at: str
+    role: str
+    rerun_of: str | None
+    attempts: list[AttemptRecord]
+    figure: AttemptRecord | None     # the latest valid attempt
+    status: Status
+
+
+CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
+               "seed", "scaling_mode", "per_device_batch", "global_batch", "label")  # what a stored cell keeps of its plan
+
+DEFAULT_PRECISION = "framework default"   # what runs until a benchmark names a precision
+TIMING_BASES = ("train time",)            # T(n)/T(1) from steady training time over the same epochs
+
+
+@dataclass(frozen=True, order=True)
+class RowKey:
+    """Which figures make one row of the report: like is compared only with like."""
+    benchmark: str
+    profile: str
+    host: str
+    precision: str = DEFAULT_PRECISION
+    timing_basis: str = TIMING_BASES[0]
