@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from sqlalchemy import insert  # noqa: E402
 
 from scalebench.core.cells import cell_key, cell_label  # noqa: E402
-from scalebench.report.nightly import Options  # noqa: E402
+from scalebench.report.model import Options# noqa: E402
 from scalebench.store.db import upgrade  # noqa: E402
 from scalebench.store.results import AttemptRow, CellRow, Store  # noqa: E402
 
@@ -97,7 +97,7 @@ def measure(cells: int) -> dict:
     import os
 
     from scalebench.core import paths
-    from scalebench.report.nightly import publish
+    from scalebench.report.build import publish
     from scalebench_kit.names import REPORT_TABLE
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -165,7 +165,7 @@ def cmd_compare(args, configs: Configs) -> Listing:
 
 
 def cmd_report(args, configs: Configs) -> str:
-    from scalebench.report.nightly import write_report
+    from scalebench.report.build import write_report
     from scalebench.store.results import Store
 
     path = write_report(Store(), args.out, night=args.night)

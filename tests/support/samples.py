@@ -125,3 +125,17 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update:
     op = CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe", host_name="local",
                             image="scalebench/tensorflow:cpu", **op_kwargs)
     return op, {"ti": FakeTI()}, cell, tree
+
+
+def sample_benchmark(bench_id: str, profile_sizes: dict | None = None, **fields):
+    """The shipped ResNet50 config under another id, with `fields` replaced and a profile's sizes
+    (e.g. {"nightly": {"reference_accuracy": ...}}) merged in, validated as a config file is."""
+    from scalebench.core.config import Benchmark, Configs
+
+    base = Configs().benchmark("resnet50_keras_cifar10")
+    doc = base.model_dump(exclude_none=True)
+    for name, sizes in (profile_sizes or {}).items():
+        doc["profiles"][name] = {**doc["profiles"].get(name, {}), **sizes}
+    bench = Benchmark.model_validate({**doc, "id": bench_id, **fields})
+    bench._stack = base.stack_config
+    return bench

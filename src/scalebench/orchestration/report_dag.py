@@ -49,7 +49,7 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
         def write_report(**context) -> dict:
             """The report of each night this DAG run is for: the nights of the benchmark runs that
             triggered it (a late run regenerates its own night), else the `night` param, else today."""
-            from scalebench.report.nightly import publish
+            from scalebench.report.build import publish
             from scalebench.store.results import Store
 
             store = Store()

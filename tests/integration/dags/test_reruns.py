@@ -108,7 +108,8 @@ def test_slowed_reruns_confirm_the_flag_and_fast_reruns_clear_it(rerun_run):
 @pytest.mark.slow
 def test_the_report_alerts_the_confirmed_figure_with_its_reruns_and_not_the_cleared_one(rerun_run):
     """The nightly report decides with the same reruns (had the run been the scheduled one)."""
-    from scalebench.report.nightly import Options, build
+    from scalebench.report.build import build
+    from scalebench.report.model import Options
 
     store, _, _ = rerun_run
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()

@@ -9,7 +9,9 @@ import pytest
 from scalebench.analysis.history import build_series, diagnose
 from scalebench.analysis.regress import (EFFICIENCY, NIGHT_FACTOR, Gates, Series, SeriesKey, fingerprint_change, judge,
                                 night_factors)
-from scalebench.report.nightly import Options, build
+from scalebench.report.model import Options
+from scalebench.report.build import build
+from tests.support.samples import sample_benchmark
 
 D0 = dt.date(2026, 10, 1)
 TORCH = {"image_digest": "sha256:" + "a" * 64, "framework": "pytorch", "framework_version": "2.5.1", "driver": "550.54"}
@@ -175,13 +177,14 @@ def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
     night = "2026-10-01"
     cells = [cell("b", night, 1, 100.0), cell("b", night, 2, 45.0), cell("b", night, 4, 27.0, precision=0.3)]
     ref = ReferenceAccuracy(metric="precision", by_global_batch={32: 0.8, 128: 0.78}, tolerance=0.1)
-    rep = build(cells, night, Options(references={"b": {"nightly": ref}}), [])
+    bench = sample_benchmark("b", {"nightly": {"reference_accuracy": ref.model_dump()}})
+    rep = build(cells, night, Options(benchmarks={"b": bench}, expected=[]), [])
     [row] = rep.rows
     assert sorted(row.suspect) == [2, 4]
     assert row.suspect[2] == ["efficiency 1.11 is above 1 (faster than linear scaling)"]
     assert row.suspect[4] == ["precision 0.300 is far from the reference 0.780 (±0.1) at global batch 128"]
     assert set(rep.average) == {1}  # suspect GPU counts never make the average
-    from scalebench.report.nightly import markdown
+    from scalebench.report.render import markdown
 
     md = markdown(rep)
     assert "(suspect)" in md and "- b at 2 GPUs: efficiency 1.11 is above 1" in md

@@ -27,7 +27,7 @@ def server(tmp_path_factory):
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "pw.json")}
     out = subprocess.run([BIN / "airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    script = ("from scalebench.store.db import upgrade\nfrom scalebench.store.results import Store\nfrom scalebench.report.nightly import write_report\n"
+    script = ("from scalebench.store.db import upgrade\nfrom scalebench.store.results import Store\nfrom scalebench.report.build import write_report\n"
               "from tests.support.samples import sample_cell, sample_contract\nupgrade()\ns = Store()\n"
               "for rep in (1, 2):\n    for g, t in ((1, 100), (2, 60), (4, 40)):\n"
               f"        c = sample_cell(gpus=g, repeat=rep, night='{NIGHT}', run_id='scheduled__x', run_type='scheduled')\n"

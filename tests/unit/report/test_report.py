@@ -4,9 +4,11 @@ import json
 import pytest
 
 from scalebench.analysis.regress import Gates
-from scalebench.report.nightly import Options, average_row, build, write_report
+from scalebench.report.model import Options
+from scalebench.report.figures import average_row
+from scalebench.report.build import build, write_report
 from scalebench.store.results import Store
-from tests.support.samples import sample_cell, sample_contract
+from tests.support.samples import sample_benchmark, sample_cell, sample_contract
 
 NIGHT = "2026-11-28"
 
@@ -72,8 +74,9 @@ def test_conclusions_are_written_from_the_numbers():
             record(store, 2, 3, rep, t2, bench=b, run_id=f"scheduled__{b}")
             record(store, 4, 3, rep, t4, bench=b, run_id=f"scheduled__{b}")
     sizes = {"a_small": 1e6, "b_mid": 2e7, "c_big": 6e7}
-    configured = {b: ["precision", "recall"] for b in sizes}  # as the configs say: "accuracy" is not reported
-    doc = build(store.figures(), NIGHT, Options(metrics=configured), store.runs(), lambda bench, run_id: sizes.get(bench))
+    configured = {b: sample_benchmark(b, metrics=["precision", "recall"]) for b in sizes}  # "accuracy" is not reported
+    doc = build(store.figures(), NIGHT, Options(benchmarks=configured, expected=[]), store.runs(),
+                lambda bench, run_id: sizes.get(bench))
     c = doc.conclusions
     assert c[0] == ("Averaged over 3 benchmarks, training took 65.0% at 2 GPUs, 48.3% at 4 GPUs of the 1-GPU time "
                     "(the study reported 66.2%, 51.2%).")
@@ -254,7 +257,7 @@ def test_relative_time_ci_is_the_bootstrap_of_the_averaged_ratio():
 
 def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
     """Scheduled run ids repeat across DAGs sharing a cron time: the lookup must use the benchmark too."""
-    from scalebench.report.nightly import build_report
+    from scalebench.report.build import build_report
 
     store = Store()
     run = "scheduled__2026-11-28T01:00:00+00:00"
@@ -270,7 +273,7 @@ def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
 
 
 def test_spearman_with_a_constant_side_has_no_p_value_and_says_why():
-    from scalebench.report.nightly import conclusions
+    from scalebench.report.prose import conclusions
     from scalebench.analysis.stats import spearman
 
     assert spearman([1, 2, 3], [0.5, 0.5, 0.5]) == (None, None)
@@ -297,9 +300,11 @@ def test_a_configured_metric_is_reported_never_dropped():
     store = Store()
     for g, m in ((1, 0.61), (2, 0.60)):
         record(store, g, 3, 1, 100 / g, map50=m)
-    rep = doc_for(store, metrics={"resnet50_keras_cifar10": ["map50"]})
+    rep = doc_for(store, benchmarks={"resnet50_keras_cifar10": sample_benchmark("resnet50_keras_cifar10",
+                                                                                metrics=["map50"],
+                                                                                bounds={"map50": (0, 1)})})
     assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
-    text = __import__("scalebench.report.nightly", fromlist=["markdown"]).markdown(rep)
+    text = __import__("scalebench.report.render", fromlist=["markdown"]).markdown(rep)
     assert "| benchmark | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
 
 
@@ -327,7 +332,7 @@ def test_step_breakdown_table_and_the_sentence_on_what_grows_with_the_gpu_count(
     sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
     assert sentence == ("resnet50_keras_cifar10: sync is 30% of the step at 4 devices, 0% at 1; data wait flat (5%); "
                         "compute falls from 93% to 63%; unattributed time flat (2%).")
-    from scalebench.report.nightly import markdown
+    from scalebench.report.render import markdown
     text = markdown(rep)
     table = text.split("## Where a steady step goes")[1]
     assert "| resnet50_keras_cifar10 | 4 | 0.100 (5%) | 1.260 (63%) | 0.600 (30%) | 0.040 (2%) |" in table
@@ -358,9 +363,13 @@ def test_time_to_accuracy_is_the_first_evaluation_reaching_the_target():
         contract["evaluations"] = [{"epoch": e + 1, "train_s": 10.0 * (e + 1), "metrics": {"iou": v}}
                                    for e, v in enumerate(reached)]
         store.record_attempt(cell, 1, "valid", contract=contract)
-    rep = doc_for(store, targets={"resnet50_keras_cifar10": ("iou", 0.5)})
+    from scalebench.core.config import AccuracyTarget
+
+    target = AccuracyTarget(metric="iou", target=0.5)
+    rep = doc_for(store, benchmarks={"resnet50_keras_cifar10": sample_benchmark(
+        "resnet50_keras_cifar10", metrics=["iou"], bounds={"iou": (0, 1)}, time_to_accuracy=target)})
     assert rep.rows[0].time_to_accuracy == {1: 20.0, 2: None} and rep.rows[0].tta_target == "IoU >= 0.5"
-    from scalebench.report.nightly import markdown
+    from scalebench.report.render import markdown
     assert ("- resnet50_keras_cifar10 (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
             in markdown(rep))
     assert doc_for(store).rows[0].time_to_accuracy == {}  # no target configured: nothing claimed
@@ -377,3 +386,20 @@ def test_an_epoch_that_does_not_fall_with_the_global_batch_is_flagged():
     assert rep.rows[0].steps_per_epoch == {1: 16, 2: 8, 4: 16} and rep.rows[0].epoch_mismatch == [4]
     assert ("resnet50_keras_cifar10: an epoch is not one pass over the train split at 4 GPUs (steps per epoch: "
             "16 at 1 GPUs, 8 at 2 GPUs, 16 at 4 GPUs; expected to fall with the global batch)") in " ".join(rep.conclusions)
+
+
+def test_each_table_is_its_list_of_columns():
+    """A new column is one entry: the rendered header and every line follow the column list."""
+    from scalebench.report.model import Column
+    from scalebench.report.render import detail_columns, markdown, step_columns, study_columns, table
+
+    store = Store()
+    for g in (1, 2):
+        record(store, g, 3, 1, 100 / g)
+    rep = doc_for(store)
+    md = markdown(rep)
+    for columns in (study_columns(rep), detail_columns(rep), step_columns()):
+        assert "| " + " | ".join(c.header for c in columns) + " |" in md
+    extra = [*detail_columns(rep), Column("images/s per GPU", lambda it: 50.0 / it[1], lambda v: f"{v:.1f}")]
+    lines = table(extra, [(r, n) for r in rep.rows for n in sorted(r.train_s)])
+    assert lines[0].endswith("| images/s per GPU |") and lines[2].endswith("| 50.0 |") and lines[3].endswith("| 25.0 |")

@@ -1,0 +1,104 @@
+"""One night's report: figures from the store over the lookback window, decided once into a
+`Report` (figures, prose, checks), then written by `render`. `build_report` reads the store once
+for a night; `publish` writes it into reports/<night>/ with the index; `write_report` does either.
+
+What each figure means (relative time, verdicts, regressions, suspects) is defined once, in
+docs/report.md.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Callable
+
+from scalebench_kit.names import ACCURACY_METRICS
+
+from scalebench.analysis import history
+from scalebench.analysis.regress import judge
+from scalebench.core import nights, paths
+from scalebench.core.records import FigureRow
+from scalebench.report.checks import plausibility, table_checks
+from scalebench.report.figures import alert_detail, average_row, bench_row, choose_runs, manual_runs
+from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
+from scalebench.report.prose import conclusions
+from scalebench.report.render import render, write_index
+
+
+def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
+          model_size: Callable[[str, str], int | None] = lambda bench, run_id: None) -> Report:
+    """Everything the report says about one night, decided once. `cells` are the store's figures
+    over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
+    measured = [c for c in cells if c.get("role", "measure") != "rerun"]  # reruns confirm flags, never fill the table
+    chosen, source = choose_runs(measured, night)
+    rows = [bench_row(b, [c for c in measured if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
+            for b, run in sorted(chosen.items())]
+    for r in rows:
+        r.suspect = plausibility(r, opts.reference(r.benchmark, r.profile))
+    avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])
+    recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
+    expected = opts.scheduled()
+    missing = sorted(set(expected) - recorded)
+    today = dt.date.fromisoformat(night)
+    series = history.build_series(cells, opts.lineage(), opts.gates)
+    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts)]
+    tonight = [j for j in judged if j.night == today]
+    rep = Report(
+        night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        complete=not missing, expected=expected, missing=missing, source=source,
+        manual_runs=manual_runs(measured, night), config_errors=dict(opts.config_errors),
+        gpu_counts=sorted({n for r in rows for n in r.train_s}) or [1],
+        metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
+        rows=rows, average=avg, conclusions=conclusions(rows, avg, opts),
+        alerts=[j.line() for j in tonight if j.alert], flagged=[j.line() for j in tonight if j.flagged and not j.alert],
+        cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
+        changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
+        alert_details=[alert_detail(j) for j in tonight if j.alert],
+        judged=judged, series=len(series), table_checks=[],
+    )
+    rep.table_checks = table_checks(rep)
+    return rep
+
+
+def options_from_configs() -> Options:
+    """The loaded configs (one bad file must not stop the report of the others) and the shifts."""
+    from scalebench.analysis.regress import load_shifts
+    from scalebench.core.config import SHIFTS_FILE, Configs
+
+    configs = Configs()
+    good, broken = configs.load_all()
+    return Options(benchmarks=good, shifts=load_shifts(configs.config_dir / SHIFTS_FILE),
+                   config_errors={stem: str(err) for stem, err in broken.items()})
+
+
+def build_report(store, night: str | None = None, opts: Options | None = None) -> Report:
+    """The report of one night (default: today, UTC) from the store: figures over the lookback
+    window, the night's runs, and each chosen run's model size from its contract."""
+    night = night or nights.today()
+    opts = opts or options_from_configs()
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+    cells = store.figures(up_to_night=night, since_night=since)
+
+    def model_size(bench: str, run_id: str) -> int | None:
+        key = next((c["key"] for c in cells if c["benchmark"] == bench and c["run_id"] == run_id
+                    and c["figure"] is not None), None)
+        contract = store.contract(key) if key else None
+        return ((contract or {}).get("model") or {}).get("parameters")
+
+    return build(cells, night, opts, store.runs(night), model_size)
+
+
+def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:
+    """Build one night's report into reports/<night>/ and refresh the index of nights beside it."""
+    rep = build_report(store, night, opts)
+    path = render(rep, paths.reports_dir() / rep.night)
+    write_index(paths.reports_dir())
+    return rep, path
+
+
+def write_report(store, out_dir: Path | str | None = None, night: str | None = None,
+                 opts: Options | None = None) -> Path:
+    """Build and render one night's report: published by default; with `out_dir`, into that
+    folder only (no index). Returns the path of report.md."""
+    if out_dir is None:
+        return publish(store, night, opts)[1]
+    return render(build_report(store, night, opts), Path(out_dir))

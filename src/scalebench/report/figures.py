@@ -1,0 +1,165 @@
+"""The report's figures, decided once per night: which runs feed the table, each row's times,
+ratios, intervals, verdicts and step breakdown, the average row, and each alert as data."""
+from __future__ import annotations
+
+import statistics
+
+from scalebench_kit.names import ACCURACY_METRICS
+
+from scalebench.analysis.regress import Judgement
+from scalebench.core.records import FigureRow, RowKey
+from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
+
+
+def _med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def choose_runs(cells: list[FigureRow], night: str) -> tuple[dict[str, str], str]:
+    """(per benchmark, the run that feeds the table; where they come from). When the night has
+    scheduled runs, only those (the last per benchmark); a night with only manual runs (a demo, a
+    trial) is reported from the last manual run per benchmark, marked 'manual'."""
+    tonight = [c for c in cells if c["night"] == night]
+    source = "scheduled" if any(c["run_type"] == "scheduled" for c in tonight) else "manual"
+    chosen: dict[str, str] = {}
+    for c in tonight:  # cells come in recording order: the last run wins
+        if source == "manual" or c["run_type"] == "scheduled":
+            chosen[c["benchmark"]] = c["run_id"]
+    return chosen, source
+
+
+def manual_runs(cells: list[FigureRow], night: str) -> list[dict]:
+    """Every manual run of the night with its counts and the cells that have no valid result."""
+    runs: dict[tuple[str, str], dict] = {}
+    for c in cells:
+        if c["night"] != night or c["run_type"] == "scheduled":
+            continue
+        r = runs.setdefault((c["benchmark"], c["run_id"]), {"benchmark": c["benchmark"], "run_id": c["run_id"],
+                                                            "cells": 0, "valid": 0, "not_valid": []})
+        r["cells"] += 1
+        if c["figure"] is not None:
+            r["valid"] += 1
+        else:
+            r["not_valid"].append({"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"})
+    return list(runs.values())
+
+
+def _baseline_ok(cell: FigureRow, ones: list[FigureRow]) -> bool:
+    f = cell["figure"]
+    return any(o["figure"]["image_digest"] == f["image_digest"] and o["figure"]["config_sha"] == f["config_sha"]
+               and o["profile"] == cell["profile"] for o in ones)
+
+
+def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int | None = None) -> Row:
+    from scalebench.analysis.stats import bootstrap_mean_ratio_ci, equivalence, iqr
+
+    valid = [c for c in mine if c["figure"] is not None]
+    ones = [c for c in valid if c["gpus"] == 1]
+    refused = [c for c in valid if c["gpus"] > 1 and not _baseline_ok(c, ones)]
+    usable = [c for c in valid if c not in refused]
+    times: dict[tuple[int, int], list[float]] = {}
+    for c in usable:
+        times.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
+    gpus = sorted({g for _, g in times})
+    epochs = sorted({e for e, _ in times})
+    rel, ci = {}, {}
+    for n in gpus:
+        pairs = [(times[(e, 1)], times[(e, n)]) for e in epochs if (e, 1) in times and (e, n) in times]
+        if not pairs:
+            continue
+        rel[n] = statistics.fmean(statistics.median(tn) / statistics.median(t1) for t1, tn in pairs)
+        interval = bootstrap_mean_ratio_ci(pairs, n_boot=opts.n_boot) if n > 1 else None
+        if interval:
+            ci[n] = interval
+    train_epochs = {n: max(e for e, g in times if g == n) for n in gpus}
+    last = max(epochs) if epochs else None
+    names = opts.metric_names(bench) or [m for m in ACCURACY_METRICS
+                                        if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
+    timings = {n: [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n] for n in gpus}
+    target = opts.target(bench)
+    steps = {n: step_figures(ts) for n, ts in timings.items()}  # each decided once
+    epochs_seen, epoch_mismatch = epoch_check(timings)
+    values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
+                      and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
+    return Row(
+        key=RowKey(bench, mine[0]["profile"], mine[0]["host"]),
+        benchmark=bench, run_id=mine[0]["run_id"], run_type=mine[0]["run_type"], profile=mine[0]["profile"],
+        scaling_mode=mine[0]["scaling_mode"], lr_policy=opts.lr_policy(bench), parameters=parameters,
+        global_batch={c["gpus"]: c["global_batch"] for c in mine}, train_epochs=train_epochs,
+        train_s={n: statistics.median(times[(e, n)]) for n, e in train_epochs.items()},
+        iqr_s={n: iqr(times[(e, n)]) for n, e in train_epochs.items()},
+        relative_time=rel, relative_time_ci=ci,
+        speedup={n: 1 / r for n, r in rel.items()}, efficiency={n: 1 / r / n for n, r in rel.items()},
+        metrics={m: {n: statistics.median(v) for n, v in per.items() if v} for m, per in values.items()},
+        metric_iqr={m: {n: iqr(v) for n, v in per.items() if v} for m, per in values.items()},
+        verdicts={m: {n: equivalence(v.get(1, []), v[n], opts.margin) for n in gpus if n > 1 and v.get(n)}
+                  for m, v in values.items()},
+        breakdown={n: {k: _med([t[k] for t in ts if t.get(k) is not None]) for k in TIME_PARTS}
+                   for n, ts in timings.items()},
+        step_s={n: f[0] for n, f in steps.items()}, step_shares={n: f[1] for n, f in steps.items()},
+        steps_per_epoch=epochs_seen, epoch_mismatch=epoch_mismatch,
+        tta_target=f"{ACCURACY_METRICS[target[0]].display} >= {target[1]:g}" if target else None,
+        time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
+                                   if x is not None]) for n, ts in timings.items()
+                          if any(t.get("evaluations") for t in ts)} if target else {},
+        cells=len(mine), valid=len(valid),
+        not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
+                   for c in mine if c["figure"] is None],
+        refused=[c["label"] for c in refused],
+    )
+
+
+def step_figures(timings: list[dict]) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """(median seconds per steady step, median share) of each step part over cells' breakdowns;
+    a part is None when no cell measured it."""
+    per_step: dict[str, list[float]] = {p: [] for p in STEP_PARTS}
+    shares: dict[str, list[float]] = {p: [] for p in STEP_PARTS}
+    for t in timings:
+        b = t.get("breakdown") or {}
+        steps = b.get("timed_steps") or 0
+        for part in STEP_PARTS:
+            if b.get(f"{part}_s") is not None and steps:
+                per_step[part].append(b[f"{part}_s"] / steps)
+            if (b.get("shares") or {}).get(part) is not None:
+                shares[part].append(b["shares"][part])
+    return {p: _med(v) for p, v in per_step.items()}, {p: _med(v) for p, v in shares.items()}
+
+
+def epoch_check(timings: dict[int, list[dict]]) -> tuple[dict[int, int], list[int]]:
+    """(steps per epoch per GPU count, the GPU counts where it does not follow the global batch):
+    one pass over the same split takes steps(1) x batch(1) / batch(n) steps, give or take one for
+    the dropped remainder; a step-based trainer whose 'epoch' stays fixed fails this."""
+    plans = {n: [t["epoch"] for t in ts if t.get("epoch")] for n, ts in timings.items()}
+    steps = {n: int(statistics.median(p["steps_per_epoch"] for p in ps)) for n, ps in plans.items() if ps}
+    if 1 not in steps:
+        return steps, []
+    one = plans[1][0]
+    bad = []
+    for n, ps in plans.items():
+        if n == 1 or not ps or ps[0].get("capped_by_max_steps_per_epoch") or one.get("capped_by_max_steps_per_epoch"):
+            continue
+        expected = one["steps_per_epoch"] * one["global_batch"] / ps[0]["global_batch"]
+        if abs(steps[n] - expected) > 1:
+            bad.append(n)
+    return steps, sorted(bad)
+
+
+def time_to_target(timing: dict, metric: str, target: float) -> float | None:
+    """Training seconds until the first evaluation with metric >= target; None if none reached it."""
+    for ev in timing.get("evaluations") or []:
+        if (ev.get("metrics") or {}).get(metric, -1) >= target:
+            return ev["train_s"]
+    return None
+
+
+def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
+    """Mean relative time per GPU count over the benchmarks that have it."""
+    counts = sorted({n for rt in relative_times for n in rt})
+    return {n: statistics.fmean([rt[n] for rt in relative_times if n in rt]) for n in counts}
+
+
+def alert_detail(j: Judgement) -> dict:
+    return {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "metric": j.key.metric, "host": j.key.host_class,
+            "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
+            "reruns": list(j.reruns), "rerun_p": j.rerun_p,
+            "confirmed_by": "reruns" if j.confirmed_by_reruns else "next night", "line": j.line()}

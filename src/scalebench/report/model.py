@@ -1,0 +1,144 @@
+"""What the nightly report is made of: its options, one row per run compared like with like, the
+report itself, and the column a table is made of. Computed by `figures`, `prose` and `checks`,
+assembled by `build`, written by `render`: nothing here computes a figure.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
+
+from scalebench.analysis.regress import Gates, Judgement, Shift
+from scalebench.analysis.stats import Verdict
+from scalebench.core.config import Benchmark, ReferenceAccuracy
+from scalebench.core.records import RowKey
+
+STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
+LOOKBACK_NIGHTS = 120  # history judged for a night's regressions (baselines use the last 20 of them)
+PLOTS = ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png")
+TIME_PARTS = ("setup_s", "warmup_s", "train_s", "eval_s")
+STEP_PARTS = ("data_wait", "compute", "sync", "other")  # a steady step, as the kit's timing module splits it
+FLAT = 0.03  # a step share that moves less than 3 points between GPU counts is called flat
+
+
+@dataclass
+class Options:
+    """How a night is judged, against the loaded benchmark configs. A stored benchmark without a
+    loaded config (renamed, removed) is still reported, with what its figures say alone."""
+    benchmarks: dict[str, Benchmark] = field(default_factory=dict)
+    config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
+    expected: list[str] | None = None   # benchmarks that must record every night (default: the scheduled ones)
+    shifts: list[Shift] = field(default_factory=list)
+    margin: float = 0.01                # accuracy equivalence margin: ±1 point
+    gates: Gates = field(default_factory=Gates)
+    n_boot: int = 1000
+
+    def scheduled(self) -> list[str]:
+        if self.expected is not None:
+            return sorted(self.expected)
+        return sorted(b for b, c in self.benchmarks.items() if c.schedule)
+
+    def lineage(self) -> dict[str, str]:
+        """benchmark -> image name (not digest): a series follows its image line, not each build."""
+        return {b: c.images.get("gpu", "") for b, c in self.benchmarks.items()}
+
+    def lr_policy(self, bench: str) -> str:
+        c = self.benchmarks.get(bench)
+        return f"{c.lr_policy.rule} {c.lr_policy.base_lr:g}@{c.lr_policy.reference_batch}" if c else ""
+
+    def metric_names(self, bench: str) -> list[str] | None:
+        """The accuracy metrics the config lists (None: whatever the figures carry)."""
+        c = self.benchmarks.get(bench)
+        return list(c.metrics) if c else None
+
+    def target(self, bench: str) -> tuple[str, float] | None:
+        c = self.benchmarks.get(bench)
+        return (c.time_to_accuracy.metric, c.time_to_accuracy.target) if c and c.time_to_accuracy else None
+
+    def reference(self, bench: str, profile: str) -> ReferenceAccuracy | None:
+        c = self.benchmarks.get(bench)
+        return c.resolved(profile).reference_accuracy if c else None
+
+
+@dataclass
+class Row:
+    """One row of the study's table: one benchmark's run of the night (its identity in `key`), every
+    figure the report states about it."""
+    key: RowKey
+    benchmark: str
+    run_id: str
+    run_type: str
+    profile: str
+    scaling_mode: str
+    lr_policy: str
+    parameters: int | None
+    global_batch: dict[int, int]
+    train_epochs: dict[int, int]        # the epoch count train_s and iqr_s are taken at (the longest run)
+    train_s: dict[int, float]           # median over repeats at train_epochs[n]
+    iqr_s: dict[int, float]             # IQR over the same repeats
+    relative_time: dict[int, float]
+    relative_time_ci: dict[int, tuple[float, float]]
+    speedup: dict[int, float]
+    efficiency: dict[int, float]
+    metrics: dict[str, dict[int, float]]
+    metric_iqr: dict[str, dict[int, float]]
+    verdicts: dict[str, dict[int, Verdict]]
+    breakdown: dict[int, dict[str, float | None]]
+    step_s: dict[int, dict[str, float | None]]       # median seconds per steady step of each STEP_PART (slowest rank)
+    step_shares: dict[int, dict[str, float | None]]  # median share of the step; None: the framework does not expose it
+    cells: int
+    valid: int
+    not_valid: list[dict]
+    refused: list[str]
+    steps_per_epoch: dict[int, int] = field(default_factory=dict)  # what an epoch was, per GPU count (contracts that say)
+    epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
+    tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
+    time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
+    suspect: dict[int, list[str]] = field(default_factory=dict)  # GPU count -> why its figures are not plausible
+
+
+@dataclass
+class Report:
+    night: str
+    generated: str
+    complete: bool
+    expected: list[str]
+    missing: list[str]
+    source: str                         # "scheduled" or "manual": which runs feed the table
+    manual_runs: list[dict]
+    config_errors: dict[str, str]
+    gpu_counts: list[int]
+    metrics: list[str]                  # accuracy metrics shown, in the names module's order
+    rows: list[Row]
+    average: dict[int, float]
+    conclusions: list[str]
+    alerts: list[str]
+    flagged: list[str]
+    cleared: list[str]                  # flags the same night's reruns cleared
+    changes: list[str]                  # series whose system fingerprint changed tonight: baseline restarted
+    diagnoses: list[str]                # scaling vs compute regressions, per benchmark
+    alert_details: list[dict]           # each alert as data (figure, baseline, reruns): what a notifier sends
+    judged: list[Judgement]             # every night of every series (the trend plot marks alerts)
+    series: int
+    table_checks: list[str]
+    plots: tuple[str, ...] = PLOTS
+
+    def to_json(self) -> dict:
+        """table.json: the same figures, with verdicts as their texts."""
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged")}
+        doc["rows"] = []
+        for r in self.rows:
+            row = {k: v for k, v in asdict(r).items() if k != "verdicts"}
+            row["key"] = asdict(r.key)
+            row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff}
+                                        for n, v in per.items()} for m, per in r.verdicts.items()}
+            doc["rows"].append(row)
+        doc["plots"] = list(self.plots)
+        return doc
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a rendered table: its header, the value it shows of an item, and how."""
+    header: str
+    value: Callable[[Any], Any]
+    fmt: Callable[[Any], str] = str

@@ -1,0 +1,92 @@
+"""The report's sentences, written from figures already decided: what grows with the GPU count,
+and the night's conclusions next to the study's."""
+from __future__ import annotations
+
+from scalebench.report.model import FLAT, STEP_PARTS, STUDY_AVERAGE, Options, Row
+
+
+def step_sentence(row: Row) -> str | None:
+    """One sentence on what grows with the GPU count in a benchmark's steady step, led by the
+    part whose share grows most; None without two GPU counts that have a breakdown."""
+    counts = sorted(n for n, sh in row.step_shares.items() if any(v is not None for v in sh.values()))
+    if len(counts) < 2:
+        return None
+    lo, hi = counts[0], counts[-1]
+    a, b = row.step_shares[lo], row.step_shares[hi]
+    names = {"data_wait": "data wait", "compute": "compute", "sync": "sync", "other": "unattributed time"}
+    known = [p for p in STEP_PARTS if a.get(p) is not None and b.get(p) is not None]
+    if not known:
+        return None
+    lead = max(known, key=lambda p: b[p] - a[p])
+    unit = lambda n: f"{n} device{'s' if n != 1 else ''}"  # noqa: E731
+    if b[lead] - a[lead] < FLAT:
+        parts = ["no part of the step grows with the GPU count (" +
+                 ", ".join(f"{names[p]} {100 * b[p]:.0f}%" for p in known) + f" at {unit(hi)})"]
+    else:
+        parts = [f"{names[lead]} is {100 * b[lead]:.0f}% of the step at {unit(hi)}, {100 * a[lead]:.0f}% at {lo}"]
+        for p in known:
+            if p == lead:
+                continue
+            d = b[p] - a[p]
+            parts.append(f"{names[p]} flat ({100 * b[p]:.0f}%)" if abs(d) < FLAT else
+                         f"{names[p]} {'grows' if d > 0 else 'falls'} from {100 * a[p]:.0f}% to {100 * b[p]:.0f}%")
+    unmeasured = [names[p] for p in STEP_PARTS if p not in known]
+    tail = f" ({', '.join(unmeasured)} not exposed by this framework)" if unmeasured else ""
+    return f"{row.benchmark}: " + "; ".join(parts) + tail + "."
+
+
+def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[str]:
+    from scalebench.analysis.stats import spearman
+
+    out = []
+    if not rows:
+        return ["No benchmark has valid results for this night."]
+    multi = [n for n in sorted(avg) if n > 1]
+    if not multi:
+        out.append("No benchmark has valid results at more than one GPU count this night, so no scaling is compared.")
+    if multi:
+        figs = ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
+        study = ", ".join(f"{100 * STUDY_AVERAGE[n]:.1f}%" for n in multi if n in STUDY_AVERAGE)
+        k = len([r for r in rows if r.relative_time])
+        out.append(f"Averaged over {k} benchmark{'s' if k != 1 else ''}, training took {figs} of the 1-GPU time "
+                   f"(the study reported {study}).")
+        best = min(((r.relative_time[n], n, r) for r in rows for n in r.relative_time if n > 1), key=lambda x: x[0])
+        r_, n_, row = best
+        figure = f"{100 * r_:.1f}% of the 1-GPU time (speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%)"
+        if r_ < 1:
+            out.append(f"The largest saving: {row.benchmark} at {n_} GPUs, {figure}.")
+        else:
+            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row.benchmark} "
+                       f"at {n_} GPUs, {figure}.")
+        top = max(multi)
+        pts = [(r.parameters, r.efficiency[top]) for r in rows if top in r.efficiency and r.parameters]
+        rho = spearman([p for p, _ in pts], [e for _, e in pts])
+        if rho is None:
+            out.append(f"Whether more complex models gain more cannot be tested: {len(pts)} benchmark(s) with "
+                       f"parameter counts and {top}-GPU results (Spearman's test needs 3).")
+        elif rho[1] is None:
+            same = "parameter count" if len({p for p, _ in pts}) == 1 else f"{top}-GPU efficiency"
+            out.append(f"Whether more complex models gain more cannot be tested: all {len(pts)} benchmarks have the "
+                       f"same {same}, so the rank correlation is undefined (no rho, no p-value).")
+        else:
+            verdict = "supported" if rho[0] > 0 and rho[1] < 0.05 else "not supported"
+            out.append(f"More complex models gain more: {verdict} (Spearman's rho between parameter count and "
+                       f"{top}-GPU efficiency {rho[0]:+.2f}, p = {rho[1]:.2f}, {len(pts)} benchmarks).")
+    verdicts = [(r.benchmark, m, n, v) for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
+    if verdicts:
+        eq = sum(v.kind == "equivalent" for *_, v in verdicts)
+        worse = [f"{b} {m} at {n} GPUs ({v.text()})" for b, m, n, v in verdicts if v.kind == "worse"]
+        inconcl = sum(v.kind == "inconclusive" for *_, v in verdicts)
+        s = (f"Accuracy: {eq} of {len(verdicts)} comparisons with 1 GPU are equivalent within ±{100 * opts.margin:.0f} "
+             f"point{'s' if opts.margin != 0.01 else ''} (two one-sided tests, 90% CI)")
+        s += f"; worse: {'; '.join(worse)}" if worse else "; none is significantly worse"
+        s += f"; {inconcl} inconclusive." if inconcl else "."
+        out.append(s)
+    out += [x for x in map(step_sentence, rows) if x]
+    for r in rows:
+        if r.epoch_mismatch:
+            figs = ", ".join(f"{r.steps_per_epoch[n]} at {n} GPUs" for n in sorted(r.steps_per_epoch))
+            out.append(f"{r.benchmark}: an epoch is not one pass over the train split at {', '.join(map(str, r.epoch_mismatch))} "
+                       f"GPUs (steps per epoch: {figs}; expected to fall with the global batch): its training times "
+                       "are not comparable across GPU counts.")
+    return out

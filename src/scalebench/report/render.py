@@ -1,0 +1,199 @@
+"""The report written out, computing nothing: Markdown (its tables built from lists of columns),
+HTML, table.json, the plots, and the index of nights."""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
+                                  REPORTS_INDEX_JSON)
+
+from scalebench.report.model import STEP_PARTS, Column, Report
+
+
+def _pct(v):
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def _verdict_cell(per: dict | None) -> str:
+    if per is None:
+        return ""
+    if not per:
+        return "–"
+    kinds = {v.kind for v in per.values()}
+    if kinds == {"equivalent"}:
+        return "equivalent"
+    worst = next((k for k in ("worse", "inconclusive", "better") if k in kinds), "equivalent")
+    return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
+
+
+def table(columns: list[Column], items: list) -> list[str]:
+    """A Markdown table: a header of the columns, then one line per item."""
+    return ["| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns),
+            *("| " + " | ".join(c.fmt(c.value(it)) for c in columns) + " |" for it in items)]
+
+
+@dataclass(frozen=True)
+class StudyLine:
+    """A line of the study's table: a benchmark's row, or the average (no verdicts)."""
+    label: str
+    verdicts: dict | None
+    relative_time: dict
+    suspect: dict
+
+
+def study_columns(rep: Report) -> list[Column]:
+    verdicts = [Column(f"{ACCURACY_METRICS[m].display} verdict", lambda s, m=m: _verdict_cell(
+        None if s.verdicts is None else s.verdicts.get(m, {}))) for m in rep.metrics]
+    times = [Column(f"{n} GPU", lambda s, n=n: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else ""))
+             for n in rep.gpu_counts]
+    return [Column("benchmark", lambda s: s.label), *verdicts, *times]
+
+
+def detail_columns(rep: Report) -> list[Column]:
+    """Per (row, GPU count): times, ratios and accuracy at the longest epoch count."""
+    def rel(item):
+        r, n = item
+        ci = r.relative_time_ci.get(n)
+        return _pct(r.relative_time.get(n)) + (f" ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)" if ci else "")
+
+    def eff(item):
+        ef = item[0].efficiency.get(item[1])
+        return _pct(ef) + (" (super-linear)" if ef and ef > 1 else "")
+
+    sp = lambda item: item[0].speedup.get(item[1])  # noqa: E731
+    metric = [Column(ACCURACY_METRICS[m].display, lambda it, m=m: it[0].metrics.get(m, {}).get(it[1]),
+                     lambda v: "–" if v is None else f"{v:.3f}") for m in rep.metrics]
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("GPUs", lambda it: it[1]),
+            Column("scaling", lambda it: it[0].scaling_mode), Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
+            Column("LR policy", lambda it: it[0].lr_policy), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
+            Column("train s, median (IQR)", lambda it: f"{it[0].train_s[it[1]]:.2f} ({it[0].iqr_s[it[1]]:.2f})"),
+            Column("relative time (95% CI)", rel), Column("speedup", sp, lambda v: "–" if v is None else f"{v:.2f}x"),
+            Column("efficiency", eff), *metric]
+
+
+def step_columns() -> list[Column]:
+    """Per (row, GPU count): seconds per steady step of each part, its share in brackets."""
+    def part(p):
+        def value(it):
+            r, n = it
+            s, share = r.step_s[n][p], r.step_shares[n][p]
+            return "–" if s is None else f"{s:.3f}" + ("" if share is None else f" ({100 * share:.0f}%)")
+        return Column(p.replace("_", " "), value)
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("GPUs", lambda it: it[1]),
+            *[part(p) for p in STEP_PARTS]]
+
+
+def markdown(rep: Report) -> str:
+    rows = rep.rows
+    out = [f"# scalebench report: night {rep.night}", ""]
+    if rep.complete:
+        out.append(f"Complete: every scheduled benchmark ({len(rep.expected)}) has recorded its run for this night.")
+    else:
+        out.append(f"**Partial report**: scheduled runs not yet recorded for this night: {', '.join(rep.missing) or '–'}. "
+                   "Regression alerts wait for the complete report.")
+    if rep.source == "manual" and rows:
+        out += ["", "**Manual runs only**: this night has no scheduled run, so the table below is made from manual "
+                "runs (the last one per benchmark); they never feed the regression baseline."]
+    for stem, err in sorted(rep.config_errors.items()):
+        out += ["", f"**Config error**: benchmark `{stem}` does not load and did not run: {err}"]
+    out += ["", f"Generated {rep.generated}. Relative training time T(n)/T(1): median over repeats per epoch count, "
+            "averaged over epoch counts; 95% bootstrap CI of that average in the detail table.", ""]
+    incomplete = [n for n in rep.gpu_counts if sum(n in r.relative_time for r in rows) < len(rows)]
+    average = StudyLine("average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else ""),
+                        None, rep.average, {})
+    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect) for r in rows] + [average]
+    out += ["## The study's table", "", *table(study_columns(rep), lines)]
+    out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
+    out += ["", "## Detail per GPU count", "", "Train s is steady training time at the longest epoch count run, "
+            "median and interquartile range over repeats.", "",
+            *table(detail_columns(rep), [(r, n) for r in rows for n in sorted(r.train_s)])]
+    out += ["", "## Where a steady step goes", "", "Seconds per steady step of the slowest rank, median over "
+            "cells (share of the step in brackets); – where the framework does not expose the part.", "",
+            *table(step_columns(), [(r, n) for r in rows for n in sorted(r.step_s)])]
+    out += ["", "## Time to accuracy", ""]
+    tta = [r for r in rows if r.time_to_accuracy]
+    for r in tta:
+        figs = ", ".join(f"{n} GPU{'s' if n != 1 else ''}: " + ("not reached" if v is None else
+                                                                 f"{v:.1f} s (training {r.train_s.get(n, 0):.1f} s)")
+                         for n, v in sorted(r.time_to_accuracy.items()))
+        out.append(f"- {r.benchmark} ({r.tta_target}): {figs}")
+    if not tta:
+        out.append("- not measured this night (per-epoch evaluation runs in the full profile of benchmarks with a "
+                   "time_to_accuracy target)")
+    out += ["", "## Accuracy verdicts (vs 1 GPU)", ""]
+    lines = [f"- {r.benchmark} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
+             for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
+    out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
+    out += ["", "## Regressions", ""]
+    out += [f"- ALERT: {a}" for a in rep.alerts]
+    out += [f"- {d}" for d in rep.diagnoses]
+    out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
+    out += [f"- cleared by reruns: {a}" for a in rep.cleared]
+    out += [f"- {a}" for a in rep.changes]
+    if not (rep.alerts or rep.flagged or rep.cleared or rep.changes):
+        out.append(f"- none ({rep.series} series judged against their baselines)")
+    out += ["", "## Suspect figures", ""]
+    sus = [f"- {r.benchmark} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rows
+           for n, why in sorted(r.suspect.items())]
+    out += sus or ["- none (efficiency at most 1, epochs consistent, accuracy near its reference where one is set)"]
+    out += ["", "## Table checks (Great Expectations)", ""]
+    out += [f"- {x}" for x in rep.table_checks] or ["- all passed"]
+    out += ["", "## Cells missing, invalid or refused", ""]
+    bad = [f"- {r.benchmark}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
+    bad += [f"- {r.benchmark}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
+            for r in rows for lab in r.refused]
+    out += bad or ["- none"]
+    out += ["", "## Manual runs of this night", ""]
+    for m in rep.manual_runs:
+        out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")
+        out += [f"  - {x['label']}: {x['status']} ({x['reason']})" for x in m["not_valid"]]
+    if not rep.manual_runs:
+        out.append("- none")
+    out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in rep.plots]
+    return "\n".join(out) + "\n"
+
+
+def to_html(md: str, title: str = "scalebench report") -> str:
+    """The report's Markdown rendered by markdown-it-py (CommonMark plus tables)."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
+    style = ("body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;font-size:14px}img{max-width:48%;margin:4px}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>{body}</body></html>")
+
+
+def render(rep: Report, out: Path) -> Path:
+    """Write the report's files into `out` (and nothing outside it): report.md, report.html,
+    table.json and the plots. Returns the path of report.md."""
+    from scalebench.report import plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    plots.render_all(rep, out)
+    md = markdown(rep)
+    (out / REPORT_MD).write_text(md)
+    (out / REPORT_HTML).write_text(to_html(md, f"scalebench report {rep.night}"))
+    (out / REPORT_TABLE).write_text(json.dumps(rep.to_json(), indent=2, default=str))
+    return out / REPORT_MD
+
+
+def write_index(root: Path) -> Path:
+    """reports/index.html: every night kept, newest first, with its status and alerts."""
+    nights = []
+    for d in sorted((p for p in root.iterdir() if (p / REPORT_TABLE).exists()), reverse=True):
+        t = json.loads((d / REPORT_TABLE).read_text())
+        nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
+                       "benchmarks": len(t["rows"])})
+    (root / REPORTS_INDEX_JSON).write_text(json.dumps(nights, indent=2))
+    items = "".join(f"<tr><td><a href='{n['night']}/{REPORT_HTML}'>{n['night']}</a></td>"
+                    f"<td>{'complete' if n['complete'] else 'partial'}</td><td>{n['benchmarks']}</td>"
+                    f"<td>{n['alerts']}</td></tr>" for n in nights)
+    (root / REPORTS_INDEX_HTML).write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>scalebench reports</title></head><body>"
+        "<h1>scalebench reports</h1><table border='1' cellpadding='4'><thead><tr><th>night</th><th>status</th>"
+        f"<th>benchmarks</th><th>alerts</th></tr></thead><tbody>{items}</tbody></table></body></html>")
+    return root / REPORTS_INDEX_HTML
