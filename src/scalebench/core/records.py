@@ -50,8 +50,8 @@ class Figure(TypedDict):
     fingerprint: dict[str, Any] | None  # the system the attempt ran on (core.provenance.system_of)
 
 
-class FigureRow(TypedDict):
-    """One stored cell as one flat row (`Store.figures`): what history, reruns and the report read."""
+class StoredCellFields(TypedDict):
+    """What a stored cell keeps of its plan (the store's cells table)."""
     key: str
     dag_id: str
     run_id: str
@@ -67,6 +67,10 @@ class FigureRow(TypedDict):
     per_device_batch: int
     global_batch: int
     label: str
+
+
+class FigureRow(StoredCellFields):
+    """One stored cell as one flat row (`Store.figures`): what history, reruns and the report read."""
     night: str
     role: str
     rerun_of: str | None
@@ -91,23 +95,8 @@ class AttemptRecord(TypedDict):
     recorded_at: str
 
 
-class StoredCell(TypedDict):
+class StoredCell(StoredCellFields):
     """A stored cell with every attempt (`Store.cells`): what `scalebench results` and compare read."""
-    key: str
-    dag_id: str
-    run_id: str
-    run_type: str
-    benchmark: str
-    host: str
-    gpus: int
-    epochs: int
-    repeat: int
-    profile: str
-    seed: int
-    scaling_mode: str
-    per_device_batch: int
-    global_batch: int
-    label: str
     created_at: str
     role: str
     rerun_of: str | None
@@ -116,8 +105,7 @@ class StoredCell(TypedDict):
     status: Status
 
 
-CELL_FIELDS = ("key", "dag_id", "run_id", "run_type", "benchmark", "host", "gpus", "epochs", "repeat", "profile",
-               "seed", "scaling_mode", "per_device_batch", "global_batch", "label")  # what a stored cell keeps of its plan
+CELL_FIELDS = tuple(StoredCellFields.__annotations__)  # the columns of the store's cells table
 
 DEFAULT_PRECISION = "framework default"   # what runs until a benchmark names a precision
 TIMING_BASES = ("train time",)            # T(n)/T(1) from steady training time over the same epochs
