@@ -13,43 +13,6 @@ from typing import Any, Literal, NotRequired, TypedDict
 Status = Literal["valid", "invalid", "failed", "missing"]
 
 
-class PlannedCell(TypedDict):
-    """One cell of a run as `core.cells.plan` makes it: what the train task is mapped over."""
-    key: str                 # stable hash of the identity below (the store's unique key)
-    dag_id: str
-    run_id: str
-    benchmark: str
-    host: str
-    gpus: int
-    epochs: int
-    repeat: int
-    profile: str
-    cell_id: str             # g<gpus>-e<epochs>-r<repeat>: the attempt folder's name
-    label: str               # "2 GPUs · 3 epochs · repeat 1": the mapped task's name in the UI
-    run_type: str            # scheduled | manual | ...
-    night: str | None        # ISO date (UTC) of the run
-    seed: int
-    per_device_batch: int
-    global_batch: int
-    scaling_mode: str        # weak | strong
-    lr: float
-    image: NotRequired[str]          # a candidate image (trigger param image_tag) instead of the configured one
-    role: NotRequired[str]           # measure (default) | rerun
-    rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
-
-
-class Figure(TypedDict):
-    """A cell's figure: the numbers of its latest valid attempt, as `Store.figures` returns them."""
-    attempt: int
-    train_s: float
-    images_per_s: float
-    metrics: dict[str, float] | None
-    image_digest: str | None
-    config_sha: str | None           # the resolved config's identity (see core.config.Resolved.summary)
-    timing: dict[str, Any] | None    # the contract's timing, with its breakdown, epoch plan and evaluations
-    fingerprint: dict[str, Any] | None  # the system the attempt ran on (core.provenance.system_of)
-
-
 class StoredCellFields(TypedDict):
     """What a stored cell keeps of its plan (the store's cells table)."""
     key: str
@@ -67,6 +30,30 @@ class StoredCellFields(TypedDict):
     per_device_batch: int
     global_batch: int
     label: str
+
+
+class PlannedCell(StoredCellFields):
+    """One cell of a run as `core.cells.plan` makes it: what the train task is mapped over. Its
+    `key` hashes the identity (dag_id, run_id, benchmark, host, gpus, epochs, repeat, profile);
+    its `label` ("2 GPUs · 3 epochs · repeat 1") names the mapped task in the UI."""
+    cell_id: str             # g<gpus>-e<epochs>-r<repeat>: the attempt folder's name
+    night: str | None        # ISO date (UTC) of the run
+    lr: float
+    image: NotRequired[str]          # a candidate image (trigger param image_tag) instead of the configured one
+    role: NotRequired[str]           # measure (default) | rerun
+    rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
+
+
+class Figure(TypedDict):
+    """A cell's figure: the numbers of its latest valid attempt, as `Store.figures` returns them."""
+    attempt: int
+    train_s: float
+    images_per_s: float
+    metrics: dict[str, float] | None
+    image_digest: str | None
+    config_sha: str | None           # the resolved config's identity (see core.config.Resolved.summary)
+    timing: dict[str, Any] | None    # the contract's timing, with its breakdown, epoch plan and evaluations
+    fingerprint: dict[str, Any] | None  # the system the attempt ran on (core.provenance.system_of)
 
 
 class FigureRow(StoredCellFields):
