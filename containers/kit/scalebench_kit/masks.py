@@ -8,9 +8,18 @@ from __future__ import annotations
 import numpy as np
 
 
+def _binary(mask, what: str = "mask") -> np.ndarray:
+    """Any non-zero pixel is set: a 0/255 PNG mask is the same mask as a 0/1 or bool one."""
+    a = np.asarray(mask)
+    if a.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (H, W), got shape {a.shape}")
+    return a != 0
+
+
 def encode(mask: np.ndarray) -> dict:
-    """Uncompressed RLE of a (H, W) mask."""
-    flat = np.asarray(mask, dtype=np.uint8).flatten(order="F")
+    """Uncompressed RLE of a (H, W) mask (any non-zero value is set)."""
+    mask = _binary(mask)
+    flat = mask.astype(np.uint8).flatten(order="F")
     change = np.flatnonzero(np.diff(flat)) + 1
     runs = np.diff(np.concatenate([[0], change, [flat.size]])).tolist()
     if flat.size and flat[0] == 1:
@@ -71,8 +80,13 @@ def decode(rle: dict) -> np.ndarray:
 
 
 def iou(mask: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """IoU of one (H, W) mask with each of (K, H, W) masks."""
-    others = np.asarray(others, dtype=bool).reshape(-1, *np.shape(mask))
+    """IoU of one (H, W) mask with each of (K, H, W) masks (or one more (H, W) mask); any non-zero
+    value is set. Masks of another shape are refused: their pixels do not correspond."""
+    mask = _binary(mask)
+    others = np.asarray(others)
+    others = (others[None] if others.ndim == 2 else others) != 0
+    if others.ndim != 3 or others.shape[1:] != mask.shape:
+        raise ValueError(f"mask IoU needs masks of one shape: {mask.shape} against {np.asarray(others).shape[1:]}")
     inter = (others & mask).sum(axis=(1, 2))
     union = others.sum(axis=(1, 2)) + int(np.sum(mask)) - inter
     return np.divide(inter, union, out=np.zeros(len(others)), where=union > 0)

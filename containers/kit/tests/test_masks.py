@@ -49,3 +49,19 @@ def test_instance_scores_measure_masks_apart_from_boxes():
     # ranked fp (IoU 0.4) then tp: precision 0, 0.5 at recall 0, 0.5 -> AP 0.25
     assert s["mask_map50"] == pytest.approx(0.25) and s["mask_map"] == pytest.approx(0.25)
     assert s["detections"] == 2
+
+
+def test_a_0_255_mask_is_the_same_mask_as_a_0_1_one():
+    png = np.array([[0, 255], [255, 255]], dtype=np.uint8)
+    assert masks.decode(masks.encode([[255]])).tolist() == [[True]]
+    assert masks.decode(masks.encode(png)).tolist() == [[False, True], [True, True]]
+    assert masks.encode(png) == masks.encode(png > 0) == masks.encode(png // 255)
+    assert masks.iou(png, png).tolist() == [1.0] and masks.iou(png, [png == 0]).tolist() == [0.0]
+
+
+def test_masks_of_different_shapes_are_refused_not_reshaped():
+    a = np.ones((2, 3), dtype=bool)
+    with pytest.raises(ValueError, match=r"masks of one shape: \(2, 3\) against \(3, 2\)"):
+        masks.iou(a, np.ones((1, 3, 2), dtype=bool))  # the same pixel count, another shape
+    with pytest.raises(ValueError, match=r"must be 2-D"):
+        masks.encode(np.ones((2, 2, 2)))

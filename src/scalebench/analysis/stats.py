@@ -43,13 +43,16 @@ def bootstrap_mean_ratio_ci(pairs: list[tuple[list[float], list[float]]], *, n_b
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str               # equivalent | worse | better | inconclusive
+    kind: str               # equivalent | worse | better | inconclusive | uninformative
     diff: float | None      # mean(n GPUs) - mean(1 GPU)
     ci: tuple[float, float] | None
     margin: float
     n: tuple[int, int]
+    why: str | None = None  # uninformative: why the figures cannot tell (a metric at its floor, no variance)
 
     def text(self, scale: float = 100.0, unit: str = " pt") -> str:
+        if self.kind == "uninformative":
+            return f"uninformative ({self.why})"
         if self.ci is None:
             return f"inconclusive (n too small: {self.n[0]} vs {self.n[1]} repeats)"
         lo, hi = (v * scale for v in self.ci)
@@ -64,11 +67,21 @@ class Verdict:
         return f"inconclusive (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit})"
 
 
-def equivalence(base: list[float], other: list[float], margin: float) -> Verdict:
+def equivalence(base: list[float], other: list[float], margin: float, floor: float | None = 0.0,
+                ceiling: float | None = 1.0) -> Verdict:
     """Two one-sided tests at 5 % each: equivalent when the 90 % Welch CI of the difference
     lies inside ±margin; worse/better when the CI excludes 0 on that side (and is not
-    inside the margin); inconclusive otherwise."""
+    inside the margin); inconclusive otherwise. Uninformative, never equivalent, when every
+    value of both sides sits at the metric's floor or ceiling (a detector that finds nothing
+    scores 0 at every GPU count), or when neither side varies over its repeats."""
     n = (len(base), len(other))
+    values = [*base, *other]
+    for bound, name in ((floor, "floor"), (ceiling, "ceiling")):
+        if bound is not None and min(n) >= 1 and all(v == bound for v in values):
+            return Verdict("uninformative", 0.0, None, margin, n, f"at its {name} {bound:g} on both sides")
+    if min(n) >= 2 and len(set(base)) == 1 and len(set(other)) == 1:
+        return Verdict("uninformative", other[0] - base[0], None, margin, n,
+                       "no variance: every repeat gave the same value on both sides")
     if min(n) < 2:
         return Verdict("inconclusive", None if not min(n) else statistics.fmean(other) - statistics.fmean(base),
                        None, margin, n)

@@ -73,6 +73,8 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
             out.append(f"More complex models gain more: {verdict} (Spearman's rho between parameter count and "
                        f"{top}-GPU efficiency {rho[0]:+.2f}, p = {rho[1]:.2f}, {len(pts)} benchmarks).")
     verdicts = [(r.benchmark, m, n, v) for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
+    uninformative = [f"{b} {m}" for b, m, n, v in verdicts if v.kind == "uninformative"]
+    verdicts = [x for x in verdicts if x[3].kind != "uninformative"]
     if verdicts:
         eq = sum(v.kind == "equivalent" for *_, v in verdicts)
         worse = [f"{b} {m} at {n} GPUs ({v.text()})" for b, m, n, v in verdicts if v.kind == "worse"]
@@ -82,6 +84,11 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
         s += f"; worse: {'; '.join(worse)}" if worse else "; none is significantly worse"
         s += f"; {inconcl} inconclusive." if inconcl else "."
         out.append(s)
+    if uninformative:
+        names = sorted(set(uninformative))
+        out.append(f"Accuracy comparisons that say nothing, counted apart: {len(uninformative)} "
+                   f"({', '.join(names)}: the metric sits at its floor or ceiling, or does not vary over repeats; "
+                   "more steps or real data are needed before accuracy can be compared).")
     out += [x for x in map(step_sentence, rows) if x]
     for r in rows:
         if r.epoch_mismatch:

@@ -23,9 +23,9 @@ def _verdict_cell(per: dict | None) -> str:
     if not per:
         return "–"
     kinds = {v.kind for v in per.values()}
-    if kinds == {"equivalent"}:
-        return "equivalent"
-    worst = next((k for k in ("worse", "inconclusive", "better") if k in kinds), "equivalent")
+    if len(kinds) == 1 and kinds <= {"equivalent", "uninformative"}:
+        return kinds.pop()
+    worst = next((k for k in ("worse", "inconclusive", "better", "uninformative") if k in kinds), "equivalent")
     return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
 
 

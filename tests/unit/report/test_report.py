@@ -7,6 +7,7 @@ from scalebench.analysis.regress import Gates
 from scalebench.report.model import Options
 from scalebench.report.figures import average_row
 from scalebench.report.build import build, write_report
+from scalebench.report.render import markdown
 from scalebench.store.results import Store
 from tests.support.samples import sample_benchmark, sample_cell, sample_contract
 
@@ -70,9 +71,10 @@ def test_conclusions_are_written_from_the_numbers():
     store = Store()
     for b, (t2, t4) in {"a_small": (80, 70), "b_mid": (60, 45), "c_big": (55, 30)}.items():
         for rep in (1, 2):
-            record(store, 1, 3, rep, 100, bench=b, run_id=f"scheduled__{b}")
-            record(store, 2, 3, rep, t2, bench=b, run_id=f"scheduled__{b}")
-            record(store, 4, 3, rep, t4, bench=b, run_id=f"scheduled__{b}")
+            acc = {"precision": 0.5 + 0.001 * rep, "recall": 0.4 + 0.001 * rep}  # repeats vary, GPU counts agree
+            record(store, 1, 3, rep, 100, bench=b, run_id=f"scheduled__{b}", **acc)
+            record(store, 2, 3, rep, t2, bench=b, run_id=f"scheduled__{b}", **acc)
+            record(store, 4, 3, rep, t4, bench=b, run_id=f"scheduled__{b}", **acc)
     sizes = {"a_small": 1e6, "b_mid": 2e7, "c_big": 6e7}
     configured = {b: sample_benchmark(b, metrics=["precision", "recall"]) for b in sizes}  # "accuracy" is not reported
     doc = build(store.figures(), NIGHT, Options(benchmarks=configured, expected=[]), store.runs(),
@@ -403,3 +405,28 @@ def test_each_table_is_its_list_of_columns():
     extra = [*detail_columns(rep), Column("images/s per GPU", lambda it: 50.0 / it[1], lambda v: f"{v:.1f}")]
     lines = table(extra, [(r, n) for r in rep.rows for n in sorted(r.train_s)])
     assert lines[0].endswith("| images/s per GPU |") and lines[2].endswith("| 50.0 |") and lines[3].endswith("| 25.0 |")
+
+
+def test_a_metric_at_its_floor_or_without_variance_is_uninformative_never_equivalent():
+    """A detector that finds nothing scores 0 at every GPU count: two repeats must not make that
+    'equivalent'. Counted apart in the conclusions."""
+    from scalebench.analysis.stats import equivalence
+
+    store = Store()
+    for rep in (1, 2):
+        for g in (1, 2):
+            record(store, g, 3, rep, 100 / g, precision=0.0, recall=0.0, map50=0.0)
+    rep_ = doc_for(store)
+    v = rep_.rows[0].verdicts
+    # precision, recall and map50 at 0; the sample's accuracy is 0.5 in every repeat: no variance
+    assert {m: per[2].kind for m, per in v.items()} == dict.fromkeys(["precision", "recall", "accuracy", "map50"],
+                                                                     "uninformative")
+    assert v["precision"][2].text() == "uninformative (at its floor 0 on both sides)"
+    assert v["accuracy"][2].why == "no variance: every repeat gave the same value on both sides"
+    assert "| resnet50_keras_cifar10 |" + " uninformative |" * 4 + " 100.0% | 50.0% |" in markdown(rep_)
+    assert any(c.startswith("Accuracy comparisons that say nothing, counted apart: 4 (resnet50_keras_cifar10 "
+                            "accuracy, resnet50_keras_cifar10 map50") for c in rep_.conclusions)
+    assert not any(c.startswith("Accuracy: ") for c in rep_.conclusions)
+    assert equivalence([1.0, 1.0], [1.0, 1.0], 0.01).why == "at its ceiling 1 on both sides"
+    assert equivalence([0.5, 0.5], [0.5, 0.5], 0.01).kind == "uninformative"
+    assert equivalence([0.5, 0.501], [0.5, 0.501], 0.01).kind == "equivalent"
