@@ -1,6 +1,6 @@
-"""`scalebench` command line: configs, stacks, cells, results, compare, report, data, pools, db, prune.
+"""`scalebench` command line: configs, stacks, plan, cells, results, compare, report, data, pools, db, prune.
 
-Listing commands (configs, stacks, cells, results, compare, pools) print a table for a person by default
+Listing commands (configs, stacks, plan, cells, results, compare, pools) print a table for a person by default
 and take `-o json` or `-o csv` for programs; other commands print a sentence or a JSON document.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ class Listing:
     notes: list[str] = field(default_factory=list)
     text: str | None = None          # a table rendered by its own module (compare), instead of the rows
     empty: str = "nothing to list"
+    exit_code: int = 0               # non-zero: what it lists is a problem (an infeasible plan)
 
     def render(self, output: str) -> str:
         if output == "json":
@@ -104,24 +105,45 @@ def cmd_stacks(args, configs: Configs) -> Listing | str:
     return Listing(list(rows[0]), rows, stacks.model_dump())
 
 
+def cmd_plan(args, configs: Configs) -> Listing:
+    """The night's plan: per benchmark, GPU count and host, steps and seconds; per host the night."""
+    from scalebench.core.plan import night_plan, stored_costs
+
+    benches = {args.benchmark: configs.benchmark(args.benchmark)} if args.benchmark else configs.benchmarks
+    night = night_plan(benches, configs.fleet, args.profile, stored=stored_costs(_stored_figures()),
+                       repeats=args.repeats)
+    rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "global_batch": r.global_batch,
+             "lr": round(r.lr, 6), "steps/epoch": f"{r.steps_per_epoch}{' (cap)' if r.capped else ''}",
+             "epochs": r.epochs, "warmup": r.warmup_steps, "timed": r.timed_steps, "basis": r.timing_basis,
+             "cell_min": round(r.cell_s / 60, 1), "repeats": r.repeats, "cost": r.cost_source} for r in night.rows]
+    notes = [f"host {h.host}: {h.minutes:.0f} min ({h.cell_minutes:.0f} cells + {h.rerun_minutes:.0f} rerun reserve) "
+             f"of night_budget_minutes {h.budget_minutes:g}: {'fits' if h.fits else 'does NOT fit'}"
+             for h in night.hosts]
+    notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
+    return Listing(list(rows[0]) if rows else ["benchmark"], rows, night.to_json(), notes,
+                   exit_code=0 if night.feasible else 1)
+
+
+def _stored_figures() -> list:
+    """Stored figures for plan costs; none when there is no results store yet (a new deployment)."""
+    from scalebench.store.results import Store
+
+    try:
+        return Store().figures()
+    except (StoreNotReady, ProjectNotFound):
+        return []
+
+
 def cmd_cells(args, configs: Configs) -> Listing:
     from scalebench.core import cells as cellmod
 
     ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
-    plans = {}
-    for bid in ids:
-        b = configs.benchmark(bid)
-        plans[bid] = (b, cellmod.plan(b, configs.fleet, profile=args.profile, run_id=args.run_id, gpu_counts=args.gpus,
-                                      repeats=args.repeats, seed=args.seed))
-    cells = [c for _, cs in plans.values() for c in cs]
-    est = cellmod.night_estimate(plans, args.profile, configs.fleet.night_budget_minutes)
+    cells = [c for bid in ids for c in cellmod.plan(configs.benchmark(bid), configs.fleet, profile=args.profile,
+                                                   run_id=args.run_id, gpu_counts=args.gpus, repeats=args.repeats,
+                                                   seed=args.seed)]
     columns = ["benchmark", "host", "gpus", "epochs", "repeat", "profile", "global_batch", "lr", "key"]
-    notes = [f"night estimate ({est['profile']}): {est['night_minutes']} min on the busiest host against a budget of "
-             f"{est['budget_minutes']} min ({'fits' if est['fits'] else 'does NOT fit'}); per host: "
-             + ", ".join(f"{h} {m} min" for h, m in est["host_minutes"].items())]
-    if est["steps_unknown"]:
-        notes.append(f"no step estimate for: {', '.join(est['steps_unknown'])}")
-    return Listing(columns, cells, {"cells": cells, "estimate": est}, notes)
+    return Listing(columns, cells, {"cells": cells},
+                   notes=[f"steps, seconds and the night's budget: scalebench plan --profile {args.profile}"])
 
 
 def cmd_results(args, configs: Configs) -> Listing:
@@ -261,7 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     p = _listing(sub.add_parser("stacks", help="the training stacks (include/configs/stacks.yaml), in build order"))
     p.add_argument("--build-order", action="store_true", help="only the names, each after the stack it is built FROM")
     p.add_argument("--base-of", metavar="STACK", help="only the stack STACK is built FROM (empty: the base image)")
-    p = _listing(sub.add_parser("cells", help="the cell matrix, with the night-time estimate"))
+    p = _listing(sub.add_parser("plan", help="the night's plan: steps, timed steps and seconds per benchmark, GPU "
+                                             "count and host; each host's night against its budget (exit 1: "
+                                             "infeasible)"))
+    p.add_argument("--benchmark", help="one benchmark (default: all)")
+    p.add_argument("--profile", default="nightly", choices=PROFILES)
+    p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
+    p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
+    p = _listing(sub.add_parser("cells", help="the cell matrix of one run (its costs: scalebench plan)"))
     p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
     p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,2 (default: the config's)")
@@ -300,13 +329,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
-        result = {"configs": cmd_configs, "stacks": cmd_stacks, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
+        result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2
     if isinstance(result, Listing):
         print(result.render(args.output))
+        return result.exit_code
     else:
         print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
     return 0

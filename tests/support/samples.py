@@ -137,5 +137,5 @@ def sample_benchmark(bench_id: str, profile_sizes: dict | None = None, **fields)
     for name, sizes in (profile_sizes or {}).items():
         doc["profiles"][name] = {**doc["profiles"].get(name, {}), **sizes}
     bench = Benchmark.model_validate({**doc, "id": bench_id, **fields})
-    bench._stack = base.stack_config
+    bench._stack, bench._splits = base.stack_config, base._splits
     return bench

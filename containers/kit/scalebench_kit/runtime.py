@@ -11,6 +11,7 @@ from typing import Any
 
 from .contract import CONTRACT_VERSION, load_cell_spec, write_result
 from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
+from .epochs import epoch_plan  # noqa: F401  (trainers import it from here)
 from .events import EventLog
 from .timing import StepTimer, combine_ranks  # noqa: F401  (trainers import both from here)
 
@@ -29,17 +30,6 @@ def system_fingerprint(framework: str, framework_version: str, **extra: Any) -> 
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         **extra,
     }
-
-
-def epoch_plan(images: int, global_batch: int, max_steps: int | None = None) -> dict:
-    """An epoch is one pass over the train split: floor(images / global batch) steps, at least 1,
-    the remainder dropped (and recorded, so a changing epoch across GPU counts is visible)."""
-    steps = max(images // global_batch, 1)
-    plan = {"train_images": images, "global_batch": global_batch, "steps_per_epoch": steps,
-            "dropped_images": max(images - steps * global_batch, 0)}
-    if max_steps and max_steps < steps:
-        plan.update(steps_per_epoch=max_steps, capped_by_max_steps_per_epoch=max_steps)
-    return plan
 
 
 class Cell:

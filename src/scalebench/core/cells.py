@@ -19,8 +19,10 @@ def cell_key(identity: dict) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:20]
 
 
-def cell_label(gpus: int, epochs: int, repeat: int) -> str:
-    return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''} · repeat {repeat}"
+def cell_label(gpus: int, epochs: int, repeat: int, capped_at: int | None = None) -> str:
+    """"2 GPUs · 3 epochs · repeat 1"; a capped epoch says its steps ("5 epochs of 15 steps")."""
+    steps = f" of {capped_at} steps" if capped_at else ""
+    return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''}{steps} · repeat {repeat}"
 
 
 def timing_policy(profile: str, host: Host | None = None) -> str:
@@ -67,11 +69,13 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
     for n in gpu_counts:
         per_device, global_batch = res.batches(n)
         for e in epochs:
+            steps = res.steps(n, e)
+            capped_at = steps.steps_per_epoch if steps and steps.capped else None
             for r in range(1, repeats + 1):
                 ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
                          "gpus": n, "epochs": e, "repeat": r, "profile": profile}
                 cell = PlannedCell(
-                    **ident, key=cell_key(ident), cell_id=f"g{n}-e{e}-r{r}", label=cell_label(n, e, r),
+                    **ident, key=cell_key(ident), cell_id=f"g{n}-e{e}-r{r}", label=cell_label(n, e, r, capped_at),
                     run_type=run_type, night=night,
                     seed=seed + r - 1,  # distinct per repeat, the same across GPU counts
                     per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
@@ -92,34 +96,3 @@ def group_by_task(cells: list[PlannedCell]) -> dict[str, list[PlannedCell]]:
     for c in cells:
         groups.setdefault(group_id(c["host"], c["gpus"]), []).append(c)
     return groups
-
-
-def estimate_seconds(bench: Benchmark, profile: str, cell: PlannedCell) -> float | None:
-    """Estimated wall time of one cell from the config's per-step figures; None if steps unknown."""
-    res = bench.resolved(profile)
-    steps_per_epoch = res.max_steps_per_epoch
-    if steps_per_epoch is None and res.train_images:
-        steps_per_epoch = max(res.train_images // cell["global_batch"], 1)
-    if steps_per_epoch is None:
-        return None
-    est = bench.estimate
-    step_s = est.step_s.get(cell["gpus"]) or max(est.step_s.values())
-    return est.setup_s + cell["epochs"] * steps_per_epoch * step_s + est.eval_s
-
-
-def night_estimate(plans: dict[str, tuple[Benchmark, list[PlannedCell]]], profile: str, budget_minutes: float) -> dict:
-    """Cells of a host run one after another (exclusive timing), so a host's night is the sum."""
-    per_bench, per_host, unknown = {}, {}, []
-    for bench_id, (bench, cells) in plans.items():
-        secs = [estimate_seconds(bench, profile, c) for c in cells]
-        if None in secs:
-            unknown.append(bench_id)
-            per_bench[bench_id] = None
-            continue
-        for c, s in zip(cells, secs):
-            per_host[c["host"]] = per_host.get(c["host"], 0.0) + s
-        per_bench[bench_id] = round(sum(secs) / 60, 1)
-    night = round(max(per_host.values(), default=0.0) / 60, 1)
-    return {"profile": profile, "benchmark_minutes": per_bench, "host_minutes": {h: round(s / 60, 1) for h, s in per_host.items()},
-            "night_minutes": night, "budget_minutes": budget_minutes, "fits": night <= budget_minutes,
-            "steps_unknown": sorted(set(unknown))}

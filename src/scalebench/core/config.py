@@ -6,7 +6,9 @@ and what was expected. Profiles may change sizes only; the code path stays the s
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
+from dataclasses import dataclass
 from functools import cached_property
 import string
 from pathlib import Path
@@ -15,11 +17,15 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from scalebench_kit.epochs import epoch_plan, timed_steps
 from scalebench_kit.names import ACCURACY_METRICS, DATASET_FORMATS
 
 from scalebench.core import paths
+from scalebench.core.records import TIMING_BASES
 
 PROFILES = ("smoke", "nightly", "full")
+# Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
+MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
 IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
 PosInt = Annotated[int, Field(gt=0)]
 PosFloat = Annotated[float, Field(gt=0)]
@@ -149,8 +155,16 @@ class Archive(Strict):
         return self.url.rsplit("/", 1)[1]
 
 
+class SplitSizes(Strict):
+    """Images in the split a stack's trainers train on and the one they evaluate on (config data,
+    so a plan needs no dataset on the control host)."""
+    train: PosInt
+    test: PosInt
+
+
 class DatasetSource(Strict):
-    archives: Annotated[list[Archive], Field(min_length=1)]
+    archives: list[Archive] = []        # what `scalebench data --fetch` downloads (none: bring your own)
+    splits: dict[Literal[DATASET_FORMATS], SplitSizes] = {}  # per format: its train and test split sizes
 
 
 class Stacks(Strict):
@@ -235,7 +249,9 @@ class Sizes(Strict):
     test_images: PosInt | None = None
     image_size: PosInt | None = None
     warmup_steps: Annotated[int, Field(ge=0)] | None = None
+    # caps an epoch at this many steps; a profile caps at every GPU count or at none (one timing basis per row)
     max_steps_per_epoch: PosInt | None = None
+    min_timed_steps: Annotated[int, Field(ge=0)] | None = None  # default MIN_TIMED_STEPS of the profile
     synthetic_data: bool | None = None
     eval_each_epoch: bool | None = None  # evaluate after every epoch (outside the timed region): time to accuracy
     cell_timeout_minutes: PosFloat | None = None
@@ -276,12 +292,14 @@ class Benchmark(Strict):
     estimate: Estimate
     time_to_accuracy: AccuracyTarget | None = None
     confirm_reruns: Annotated[int, Field(ge=0, le=10)] = 3  # same-night reruns of a figure that looks regressed
+    schedule_repeats: Annotated[int, Field(ge=1, le=10)] = 3  # repeats of every cell in a scheduled run
     reference_accuracy: ReferenceAccuracy | None = None
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
     _i = field_validator("images")(lambda cls, v: _plain_images(v))
     _stack: Stack | None = PrivateAttr(default=None)  # set by load_benchmark from the stacks file
+    _splits: SplitSizes | None = PrivateAttr(default=None)  # the dataset's split sizes, from the stacks file
 
     @property
     def stack_config(self) -> Stack:
@@ -322,16 +340,37 @@ class Benchmark(Strict):
         base = {name: getattr(self, name, None) for name in Sizes.model_fields}  # None: not set for the study
         base["synthetic_data"] = False
         base["eval_each_epoch"] = False
+        base["min_timed_steps"] = MIN_TIMED_STEPS[profile]
         over = self.profiles.get(profile)
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
-        return Resolved(benchmark=self, profile=profile, **base)
+        res = Resolved(benchmark=self, profile=profile, **base)
+        res._splits = self._splits
+        return res
 
 
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
-                     "reference_accuracy"}
+                     "reference_accuracy", "schedule_repeats", "min_timed_steps"}
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How many steps one cell runs and times, counted as its trainer will count them."""
+    gpus: int
+    global_batch: int
+    train_images: int
+    steps_per_pass: int       # one full pass over the train split
+    steps_per_epoch: int      # what the trainer runs per epoch (the pass, or the cap)
+    capped: bool
+    epochs: int
+    warmup_steps: int
+    timed_steps: int
+
+    @property
+    def steps(self) -> int:
+        return self.epochs * self.steps_per_epoch
 
 
 class Resolved(Sizes):
@@ -339,6 +378,34 @@ class Resolved(Sizes):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
     benchmark: Benchmark
     profile: str
+    _splits: SplitSizes | None = PrivateAttr(default=None)
+
+    def train_images_used(self) -> int | None:
+        """Images one pass trains on: the profile's limit, the split's size, the smaller of both."""
+        split = self._splits.train if self._splits else None
+        known = [n for n in (self.train_images, split) if n]
+        return min(known) if known else None
+
+    def steps(self, gpus: int, epochs: int | None = None) -> StepPlan | None:
+        """The steps of a cell at `gpus` devices and `epochs` (default the profile's fewest); None
+        when the split's size is unknown (no `splits` for the dataset in the stacks file)."""
+        images = self.train_images_used()
+        if images is None:
+            return None
+        glob = self.batches(gpus)[1]
+        plan = epoch_plan(images, glob, self.max_steps_per_epoch)
+        e = epochs or min(self.epochs)
+        return StepPlan(gpus=gpus, global_batch=glob, train_images=images, steps_per_pass=max(images // glob, 1),
+                        steps_per_epoch=plan["steps_per_epoch"], capped="capped_by_max_steps_per_epoch" in plan,
+                        epochs=e, warmup_steps=self.warmup_steps, timed_steps=timed_steps(plan, e, self.warmup_steps))
+
+    def timing_basis(self, gpu_counts: list[int]) -> str | None:
+        """'throughput' when every GPU count's epoch is capped, 'train time' when none is, None
+        (unknown) without split sizes. A mix is refused when the config loads."""
+        plans = [self.steps(n) for n in gpu_counts]
+        if None in plans:
+            return None
+        return TIMING_BASES[1] if all(p.capped for p in plans) else TIMING_BASES[0]
 
     def batches(self, gpus: int) -> tuple[int, int]:
         """(per-device batch, global batch) at `gpus` devices under the scaling mode."""
@@ -359,7 +426,7 @@ class Resolved(Sizes):
         if stack is not None:
             out["launcher"], out["processes_per_device"] = stack.launcher, stack.processes_per_device
         out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs",  # a cell has its own
-                                        "reference_accuracy"})
+                                        "reference_accuracy", "min_timed_steps"})
         out["benchmark"] = self.benchmark.id
         return out
 
@@ -412,6 +479,8 @@ def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
     if not bench.images:
         bench = bench.model_copy(update={"images": dict(stack.images)})
     bench._stack = stack
+    source = stacks.datasets.get(bench.dataset.name)
+    bench._splits = source.splits.get(bench.dataset.format) if source else None
     if bench.id != path.stem:
         raise ConfigError(f"{path}: field 'id': {bench.id!r} must equal the file name {path.stem!r}")
     too_big = [n for n in bench.gpu_counts if n > fleet.max_devices]
@@ -425,7 +494,47 @@ def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
                 res.batches(n)
             except ConfigError as exc:
                 raise ConfigError(f"{path}: field 'global_batch': {exc}") from None
+        _check_steps(path, res)
     return bench
+
+
+def _check_steps(path: Path, res: "Resolved") -> None:
+    """A profile must time enough steps at every GPU count, and cap its epochs at every GPU count or
+    at none: a row's ratios then use one timing basis."""
+    bench, profile, counts = res.benchmark, res.profile, sorted(res.benchmark.gpu_counts)
+    plans = [res.steps(n) for n in counts]
+    where = f"{path}: profile {profile!r}"
+    if None in plans:
+        if res.min_timed_steps > MIN_TIMED_STEPS["smoke"]:
+            raise ConfigError(f"{where}: the train split's size of dataset {bench.dataset.name!r} "
+                              f"({bench.dataset.format}) is unknown, so its timed steps cannot be checked; add "
+                              f"datasets.{bench.dataset.name}.splits.{bench.dataset.format}: {{train: N, test: M}} to "
+                              f"{STACKS_FILE}, or set train_images in the profile")
+        return
+    capped = [p.gpus for p in plans if p.capped]
+    if capped and len(capped) < len(plans):
+        full = [p.gpus for p in plans if not p.capped]
+        raise ConfigError(f"{where}: field 'max_steps_per_epoch': {res.max_steps_per_epoch} caps the epoch at "
+                          f"{_gpus_text(capped)} but not at {_gpus_text(full)} (steps per pass "
+                          f"{', '.join(f'{p.steps_per_pass} at {p.gpus}' for p in plans)}), so one row would mix "
+                          f"timing bases; expected a cap at or below {min(p.steps_per_pass for p in plans)} "
+                          "(every GPU count: steady throughput) or none (full passes: training time)")
+    short = [p for p in plans if p.timed_steps < res.min_timed_steps]
+    if short:
+        per = min(p.steps_per_pass for p in plans)
+        if res.max_steps_per_epoch:
+            per = min(per, res.max_steps_per_epoch)
+        epochs = math.ceil((res.min_timed_steps + res.warmup_steps) / per)
+        raise ConfigError(
+            f"{where}: benchmark {bench.id!r} times fewer than min_timed_steps {res.min_timed_steps} steps: "
+            + "; ".join(f"{p.timed_steps} at {_gpus_text([p.gpus])} ({p.epochs} epoch(s) of {p.steps_per_epoch} "
+                        f"steps at global batch {p.global_batch}, {p.warmup_steps} warm-up)" for p in short)
+            + f". Fix: in profiles.{profile} set max_steps_per_epoch: {per} and epochs: [{epochs}] (the same steps "
+              f"at every GPU count, timed as steady throughput), or lower warmup_steps or min_timed_steps")
+
+
+def _gpus_text(counts: list[int]) -> str:
+    return f"{', '.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
 
 
 ALERTS_FILE = "alerts.yaml"

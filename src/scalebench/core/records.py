@@ -95,7 +95,9 @@ class StoredCell(StoredCellFields):
 CELL_FIELDS = tuple(StoredCellFields.__annotations__)  # the columns of the store's cells table
 
 DEFAULT_PRECISION = "framework default"   # what runs until a benchmark names a precision
-TIMING_BASES = ("train time",)            # T(n)/T(1) from steady training time over the same epochs
+# How a row's relative time is taken: "train time", T(n)/T(1) over the same full passes; or
+# "throughput", X(1)/X(n) from steady samples per second where epochs are capped (fixed steps)
+TIMING_BASES = ("train time", "throughput")
 
 
 @dataclass(frozen=True, order=True)

@@ -50,21 +50,6 @@ def test_unservable_requests_are_rejected_at_plan_time(configs):
         cellmod.plan(b, configs.fleet, profile="nightly", run_id="r", gpu_counts=[1, 2])
 
 
-def test_nightly_estimate_on_the_gpu_fleet_fits_the_budget(configs):
-    from scalebench.core.config import Configs as C
-    from tests.support import CONFIGS
-
-    gpu = C(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
-    plans = {bid: (b, cellmod.plan(b, gpu.fleet, profile="nightly", run_id="n")) for bid, b in gpu.benchmarks.items()}
-    est = cellmod.night_estimate(plans, "nightly", gpu.fleet.night_budget_minutes)
-    assert set(est["host_minutes"]) == {"gpu-node-1"}
-    assert est["night_minutes"] == pytest.approx(sum(est["benchmark_minutes"].values()), abs=0.5)
-    assert est["fits"] and est["steps_unknown"] == []
-    # resnet50: 4 cells x (60 s set-up + 150 steps x step time + 20 s eval)
-    expected = sum(60 + 150 * s + 20 for s in (0.55, 0.58, 0.6, 0.62)) / 60
-    assert est["benchmark_minutes"]["resnet50_keras_cifar10"] == pytest.approx(expected, abs=0.1)
-
-
 def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
     from scalebench.core.cells import timing_policy
     from scalebench.core.config import Host

@@ -1,0 +1,163 @@
+"""The night's plan before the night: per benchmark, GPU count and host, what each cell will run
+(global batch, LR, steps per epoch, epochs, warm-up, timed steps, capped or not), what it costs
+(set-up + warm-up + timed steps + evaluation) and, per host, whether the night fits its budget.
+
+Steps are counted with the kit's own epoch definition (`scalebench_kit.epochs`), from the split
+sizes in the stacks file, so no dataset is needed here. Costs come from stored figures of the
+same benchmark, profile, GPU count and host (the median of recent nights) when there are some,
+else from the config's `estimate`; each row says which.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from scalebench.core.cells import host_for
+from scalebench.core.config import Benchmark, ConfigError, Fleet
+from scalebench.core.records import FigureRow
+
+RECENT_NIGHTS = 7  # stored figures from this many most recent nights set a cost
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One cell's seconds outside and inside the step loop, and where they come from."""
+    setup_s: float
+    step_s: float
+    eval_s: float
+    source: str   # "config estimate" or "stored: median of N nights"
+
+
+@dataclass
+class PlanRow:
+    benchmark: str
+    profile: str
+    host: str
+    gpus: int
+    global_batch: int
+    lr: float
+    steps_per_epoch: int
+    capped: bool
+    epochs: int
+    warmup_steps: int
+    timed_steps: int
+    timing_basis: str
+    step_s: float
+    cell_s: float               # set-up + warm-up + timed steps + evaluation
+    repeats: int
+    cost_source: str
+    timeout_s: float            # the cell's limit: an estimate above it cannot finish
+
+    @property
+    def seconds(self) -> float:
+        return self.cell_s * self.repeats
+
+
+@dataclass
+class HostNight:
+    host: str
+    budget_minutes: float
+    cell_minutes: float = 0.0
+    rerun_minutes: float = 0.0  # reserve: each benchmark's confirm_reruns of its longest cell
+    benchmarks: list[str] = field(default_factory=list)
+
+    @property
+    def minutes(self) -> float:
+        return self.cell_minutes + self.rerun_minutes
+
+    @property
+    def fits(self) -> bool:
+        return self.minutes <= self.budget_minutes
+
+
+@dataclass
+class NightPlan:
+    profile: str
+    rows: list[PlanRow]
+    hosts: list[HostNight]
+    problems: list[str]         # why the plan cannot run as configured (empty: feasible)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {"profile": self.profile, "feasible": self.feasible, "problems": self.problems,
+                "rows": [asdict(r) | {"seconds": round(r.seconds, 1)} for r in self.rows],
+                "hosts": [asdict(h) | {"minutes": round(h.minutes, 1), "fits": h.fits} for h in self.hosts]}
+
+
+def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[tuple, Cost]:
+    """(benchmark, profile, host, gpus) -> the median set-up, steady step and evaluation seconds
+    over the valid cells of its most recent `nights` nights (the slowest rank's steps)."""
+    seen: dict[tuple, dict[str, list]] = {}
+    for c in figures:
+        f = c["figure"]
+        t = (f or {}).get("timing") or {}
+        b = t.get("breakdown") or {}
+        if not f or not b.get("timed_steps") or c["role"] == "rerun":
+            continue
+        s = seen.setdefault((c["benchmark"], c["profile"], c["host"], c["gpus"]), {"nights": [], "cells": []})
+        s["cells"].append((c["night"], t["setup_s"], b["step_s"] / b["timed_steps"], t["eval_s"]))
+    out = {}
+    for key, s in seen.items():
+        recent = sorted({n for n, *_ in s["cells"]})[-nights:]
+        cells = [x for x in s["cells"] if x[0] in recent]
+        out[key] = Cost(*(statistics.median(x[i] for x in cells) for i in (1, 2, 3)),
+                        source=f"stored: median of {len(recent)} night{'s' if len(recent) != 1 else ''}")
+    return out
+
+
+def config_cost(bench: Benchmark, gpus: int) -> Cost:
+    est = bench.estimate
+    return Cost(est.setup_s, est.step_s.get(gpus) or max(est.step_s.values()), est.eval_s, "config estimate")
+
+
+def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, stored: dict[tuple, Cost] | None = None,
+               repeats: int | None = None, gpu_counts: list[int] | None = None) -> NightPlan:
+    """The plan of one night of `profile` for these benchmarks. Repeats: the scheduled runs'
+    (`schedule_repeats`) unless given."""
+    stored = stored or {}
+    rows: list[PlanRow] = []
+    hosts: dict[str, HostNight] = {}
+    problems: list[str] = []
+    for bid, bench in sorted(benchmarks.items()):
+        res = bench.resolved(profile)
+        counts = sorted(gpu_counts or bench.gpu_counts)
+        try:
+            host = host_for(bench, profile, fleet, counts)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
+        night = hosts.setdefault(host.name, HostNight(host.name, fleet.night_budget_minutes))
+        night.benchmarks.append(bid)
+        basis = res.timing_basis(counts) or "unknown"
+        longest = 0.0
+        for n in counts:
+            cost = stored.get((bid, profile, host.name, n)) or config_cost(bench, n)
+            for e in sorted(res.epochs):
+                steps = res.steps(n, e)
+                if steps is None:
+                    problems.append(f"{bid}: the train split's size is unknown; cannot count its steps")
+                    continue
+                evals = e if res.eval_each_epoch else 1
+                cell_s = cost.setup_s + steps.steps * cost.step_s + evals * cost.eval_s
+                row = PlanRow(bid, profile, host.name, n, steps.global_batch, bench.lr_policy.lr_for(steps.global_batch),
+                              steps.steps_per_epoch, steps.capped, e, steps.warmup_steps, steps.timed_steps, basis,
+                              cost.step_s, cell_s, repeats or bench.schedule_repeats, cost.source,
+                              res.cell_timeout_minutes * 60)
+                rows.append(row)
+                night.cell_minutes += row.seconds / 60
+                longest = max(longest, cell_s)
+                if cell_s > row.timeout_s:
+                    problems.append(f"{bid} at {n} GPU(s), {e} epoch(s): estimated {cell_s / 60:.1f} min, above its "
+                                    f"cell_timeout_minutes {res.cell_timeout_minutes:g}")
+                if steps.timed_steps < res.min_timed_steps:
+                    problems.append(f"{bid} at {n} GPU(s): {steps.timed_steps} timed steps, below min_timed_steps "
+                                    f"{res.min_timed_steps}")
+        night.rerun_minutes += bench.confirm_reruns * longest / 60
+    for h in hosts.values():
+        if not h.fits:
+            problems.append(f"host {h.host}: the night takes {h.minutes:.1f} min ({h.cell_minutes:.1f} cells + "
+                            f"{h.rerun_minutes:.1f} rerun reserve) against night_budget_minutes {h.budget_minutes:g}")
+    return NightPlan(profile, rows, list(hosts.values()), problems)
