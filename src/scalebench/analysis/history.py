@@ -4,8 +4,8 @@ judgements mean together.
 Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image line):
 the median of the night's scheduled measuring cells, the same night's reruns beside it (never
 as nights), the system fingerprint, and for throughput the host's night factor. Per benchmark
-and GPU count n > 1 also the scaling efficiency T(1) / (n T(n)) of the night, so a change in
-scaling is told apart from a change in compute.
+and GPU count n > 1 also the scaling efficiency T(1) / (n T(n)) of the night, on the report's
+timing basis (`analysis.basis`), so a change in scaling is told apart from a change in compute.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 
+from scalebench.analysis.basis import basis_of, time_value
 from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, host_factor_series, night_factors)
 from scalebench.core.records import FigureRow
 
@@ -32,7 +33,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
     values: dict[SeriesKey, dict[str, list[float]]] = {}
     prints: dict[SeriesKey, dict[str, dict]] = {}
     reruns: dict[SeriesKey, dict[str, list[float]]] = {}
-    times: dict[tuple[SeriesKey, str], dict[tuple[int, int], list[float]]] = {}  # (bench key at 1 GPU, night)
+    measured: dict[tuple[SeriesKey, str], list[FigureRow]] = {}  # (bench key at 1 GPU, night) -> its cells
     for c in cells:
         f = c["figure"]
         if c["run_type"] != "scheduled" or f is None:
@@ -47,9 +48,12 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
             k = _key(c, lineage, metric)
             values.setdefault(k, {}).setdefault(c["night"], []).append(v)
             prints.setdefault(k, {}).setdefault(c["night"], f.get("fingerprint") or {})
-        times.setdefault((_key(c, lineage, EFFICIENCY, 1), c["night"]), {}).setdefault(
-            (c["epochs"], c["gpus"]), []).append(f["train_s"])
-    for (k1, night), per in times.items():
+        measured.setdefault((_key(c, lineage, EFFICIENCY, 1), c["night"]), []).append(c)
+    for (k1, night), mine in measured.items():
+        basis, _ = basis_of(mine)  # the report's basis; a night that mixes bases has no efficiency
+        per: dict[tuple[int, int], list[float]] = {}
+        for c in mine if basis else []:
+            per.setdefault((c["epochs"], c["gpus"]), []).append(time_value(c, basis))
         for n in sorted({g for _, g in per if g > 1}):
             pairs = [(per[(e, 1)], per[(e, n)]) for e, g in per if g == n and (e, 1) in per]
             if not pairs:

@@ -51,19 +51,24 @@ def _baseline_ok(cell: FigureRow, ones: list[FigureRow]) -> bool:
 
 
 def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int | None = None) -> Row:
+    from scalebench.analysis.basis import basis_of, time_value
     from scalebench.analysis.stats import bootstrap_mean_ratio_ci, equivalence, iqr
 
     valid = [c for c in mine if c["figure"] is not None]
     ones = [c for c in valid if c["gpus"] == 1]
     refused = [c for c in valid if c["gpus"] > 1 and not _baseline_ok(c, ones)]
     usable = [c for c in valid if c not in refused]
+    basis, mixed = basis_of(usable)
     times: dict[tuple[int, int], list[float]] = {}
+    seconds: dict[tuple[int, int], list[float]] = {}
     for c in usable:
-        times.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
-    gpus = sorted({g for _, g in times})
-    epochs = sorted({e for e, _ in times})
+        seconds.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
+        if basis:
+            times.setdefault((c["epochs"], c["gpus"]), []).append(time_value(c, basis))
+    gpus = sorted({g for _, g in seconds})
+    epochs = sorted({e for e, _ in seconds})
     rel, ci = {}, {}
-    for n in gpus:
+    for n in gpus if basis else []:
         pairs = [(times[(e, 1)], times[(e, n)]) for e in epochs if (e, 1) in times and (e, n) in times]
         if not pairs:
             continue
@@ -71,7 +76,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         interval = bootstrap_mean_ratio_ci(pairs, n_boot=opts.n_boot) if n > 1 else None
         if interval:
             ci[n] = interval
-    train_epochs = {n: max(e for e, g in times if g == n) for n in gpus}
+    train_epochs = {n: max(e for e, g in seconds if g == n) for n in gpus}
     last = max(epochs) if epochs else None
     names = opts.metric_names(bench) or [m for m in ACCURACY_METRICS
                                         if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
@@ -82,12 +87,15 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
-        key=RowKey(bench, mine[0]["profile"], mine[0]["host"]),
+        key=RowKey(bench, mine[0]["profile"], mine[0]["host"], timing_basis=basis or "mixed"),
         benchmark=bench, run_id=mine[0]["run_id"], run_type=mine[0]["run_type"], profile=mine[0]["profile"],
         scaling_mode=mine[0]["scaling_mode"], lr_policy=opts.lr_policy(bench), parameters=parameters,
         global_batch={c["gpus"]: c["global_batch"] for c in mine}, train_epochs=train_epochs,
-        train_s={n: statistics.median(times[(e, n)]) for n, e in train_epochs.items()},
-        iqr_s={n: iqr(times[(e, n)]) for n, e in train_epochs.items()},
+        train_s={n: statistics.median(seconds[(e, n)]) for n, e in train_epochs.items()},
+        iqr_s={n: iqr(seconds[(e, n)]) for n, e in train_epochs.items()},
+        images_per_s={n: statistics.median(c["figure"]["images_per_s"] for c in usable if c["gpus"] == n)
+                      for n in gpus},
+        basis_refusal=mixed,
         relative_time=rel, relative_time_ci=ci,
         speedup={n: 1 / r for n, r in rel.items()}, efficiency={n: 1 / r / n for n, r in rel.items()},
         metrics={m: {n: statistics.median(v) for n, v in per.items() if v} for m, per in values.items()},

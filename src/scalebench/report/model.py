@@ -73,9 +73,9 @@ class Row:
     parameters: int | None
     global_batch: dict[int, int]
     train_epochs: dict[int, int]        # the epoch count train_s and iqr_s are taken at (the longest run)
-    train_s: dict[int, float]           # median over repeats at train_epochs[n]
+    train_s: dict[int, float]           # median over repeats at train_epochs[n] (seconds of the timed steps)
     iqr_s: dict[int, float]             # IQR over the same repeats
-    relative_time: dict[int, float]
+    relative_time: dict[int, float]     # on the row's timing basis (key.timing_basis): T(n)/T(1) or X(1)/X(n)
     relative_time_ci: dict[int, tuple[float, float]]
     speedup: dict[int, float]
     efficiency: dict[int, float]
@@ -94,6 +94,8 @@ class Row:
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
     time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
     suspect: dict[int, list[str]] = field(default_factory=dict)  # GPU count -> why its figures are not plausible
+    images_per_s: dict[int, float] = field(default_factory=dict)  # median steady throughput per GPU count
+    basis_refusal: str | None = None    # why the row has no ratios (its cells mix timing bases)
 
 
 @dataclass

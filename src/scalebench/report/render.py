@@ -42,6 +42,7 @@ class StudyLine:
     verdicts: dict | None
     relative_time: dict
     suspect: dict
+    basis: str = ""
 
 
 def study_columns(rep: Report) -> list[Column]:
@@ -49,7 +50,7 @@ def study_columns(rep: Report) -> list[Column]:
         None if s.verdicts is None else s.verdicts.get(m, {}))) for m in rep.metrics]
     times = [Column(f"{n} GPU", lambda s, n=n: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else ""))
              for n in rep.gpu_counts]
-    return [Column("benchmark", lambda s: s.label), *verdicts, *times]
+    return [Column("benchmark", lambda s: s.label), Column("timed by", lambda s: s.basis), *verdicts, *times]
 
 
 def detail_columns(rep: Report) -> list[Column]:
@@ -70,6 +71,8 @@ def detail_columns(rep: Report) -> list[Column]:
             Column("scaling", lambda it: it[0].scaling_mode), Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
             Column("LR policy", lambda it: it[0].lr_policy), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s, median (IQR)", lambda it: f"{it[0].train_s[it[1]]:.2f} ({it[0].iqr_s[it[1]]:.2f})"),
+            Column("images/s", lambda it: it[0].images_per_s.get(it[1]), lambda v: "–" if v is None else f"{v:.1f}"),
+            Column("timed by", lambda it: it[0].key.timing_basis),
             Column("relative time (95% CI)", rel), Column("speedup", sp, lambda v: "–" if v is None else f"{v:.2f}x"),
             Column("efficiency", eff), *metric]
 
@@ -99,12 +102,15 @@ def markdown(rep: Report) -> str:
                 "runs (the last one per benchmark); they never feed the regression baseline."]
     for stem, err in sorted(rep.config_errors.items()):
         out += ["", f"**Config error**: benchmark `{stem}` does not load and did not run: {err}"]
-    out += ["", f"Generated {rep.generated}. Relative training time T(n)/T(1): median over repeats per epoch count, "
-            "averaged over epoch counts; 95% bootstrap CI of that average in the detail table.", ""]
+    out += ["", f"Generated {rep.generated}. Relative training time per row on its timing basis: *train time*, "
+            "T(n)/T(1) where every GPU count makes full passes over the split; *throughput*, X(1)/X(n) from steady "
+            "samples per second (slowest rank) where epochs are capped to the same steps at every GPU count. "
+            "Median over repeats per epoch count, averaged over epoch counts; 95% bootstrap CI of that average "
+            "in the detail table.", ""]
     incomplete = [n for n in rep.gpu_counts if sum(n in r.relative_time for r in rows) < len(rows)]
     average = StudyLine("average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else ""),
                         None, rep.average, {})
-    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect) for r in rows] + [average]
+    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis) for r in rows] + [average]
     out += ["## The study's table", "", *table(study_columns(rep), lines)]
     out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
     out += ["", "## Detail per GPU count", "", "Train s is steady training time at the longest epoch count run, "
@@ -145,6 +151,7 @@ def markdown(rep: Report) -> str:
     bad = [f"- {r.benchmark}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
     bad += [f"- {r.benchmark}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
             for r in rows for lab in r.refused]
+    bad += [f"- {r.benchmark}: every ratio refused ({r.basis_refusal})" for r in rows if r.basis_refusal]
     out += bad or ["- none"]
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:

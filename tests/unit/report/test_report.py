@@ -149,8 +149,8 @@ def test_report_files_plots_index_and_invalid_cells(isolated_state):
     md = write_report(store, night=NIGHT, opts=Options(expected=["x"]))  # published: with the index
     text = md.read_text()
     # no config metrics given: every accuracy metric the cells report is shown (here precision, recall, accuracy)
-    assert "| benchmark | precision verdict | recall verdict | accuracy verdict | 1 GPU | 2 GPU |" in text
-    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | inconclusive at 2 | 100.0% | 55.0% |" in text
+    assert "| benchmark | timed by | precision verdict | recall verdict | accuracy verdict | 1 GPU | 2 GPU |" in text
+    assert "| resnet50_keras_cifar10 | train time | inconclusive at 2 | inconclusive at 2 | inconclusive at 2 | 100.0% | 55.0% |" in text
     assert "2 GPUs · 3 epochs · repeat 2: invalid (validation_failed)" in text
     assert "**Partial report**: scheduled runs not yet recorded for this night: x." in text
     for png in ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png"):
@@ -307,7 +307,7 @@ def test_a_configured_metric_is_reported_never_dropped():
                                                                                 bounds={"map50": (0, 1)})})
     assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
     text = __import__("scalebench.report.render", fromlist=["markdown"]).markdown(rep)
-    assert "| benchmark | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
+    assert "| benchmark | timed by | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
 
 
 def test_table_json_keeps_its_keys(isolated_state):
@@ -423,7 +423,7 @@ def test_a_metric_at_its_floor_or_without_variance_is_uninformative_never_equiva
                                                                      "uninformative")
     assert v["precision"][2].text() == "uninformative (at its floor 0 on both sides)"
     assert v["accuracy"][2].why == "no variance: every repeat gave the same value on both sides"
-    assert "| resnet50_keras_cifar10 |" + " uninformative |" * 4 + " 100.0% | 50.0% |" in markdown(rep_)
+    assert "| resnet50_keras_cifar10 | train time |" + " uninformative |" * 4 + " 100.0% | 50.0% |" in markdown(rep_)
     assert any(c.startswith("Accuracy comparisons that say nothing, counted apart: 4 (resnet50_keras_cifar10 "
                             "accuracy, resnet50_keras_cifar10 map50") for c in rep_.conclusions)
     assert not any(c.startswith("Accuracy: ") for c in rep_.conclusions)
