@@ -50,6 +50,12 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
                       "give a fleet with GPU hosts (--fleet / SCALEBENCH_FLEET, e.g. include/configs/fleet.gpu-example.yaml)")
 
 
+def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
+    """Scheduled runs repeat every cell `schedule_repeats` times (a verdict needs repeats to
+    have an interval); a manual run repeats what its trigger asked for."""
+    return bench.schedule_repeats if run_type == "scheduled" else requested
+
+
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
          night: str | None = None, image_tag: str | None = None) -> list[PlannedCell]:

@@ -28,11 +28,12 @@ def plan_cells(bench_id: str, group_ids: list[str], **context) -> list[dict]:
     p, run = context["params"], context["dag_run"]
     configs = Configs()
     b = configs.benchmark(bench_id)
+    run_type = str(run.run_type).split(".")[-1].lower()
     try:
         planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
-                               gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None, repeats=p["repeats"],
-                               seed=p["seed"], run_type=str(run.run_type).split(".")[-1].lower(),
-                               night=nights.night_of(run), image_tag=p.get("image_tag") or None)
+                               gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None,
+                               repeats=cellmod.repeats_for(b, run_type, p["repeats"]), seed=p["seed"],
+                               run_type=run_type, night=nights.night_of(run), image_tag=p.get("image_tag") or None)
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     unknown = set(cellmod.group_by_task(planned)) - set(group_ids)

@@ -48,7 +48,8 @@ def params_for(bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
         "epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
                         title="Epochs", description="Epoch list; empty means the profile's own list."),
         "repeats": Param(1, type="integer", minimum=1, maximum=10, title="Repeats",
-                         description="Repeats per (GPU count, epochs); each repeat uses seed + repeat - 1."),
+                         description="Repeats per (GPU count, epochs) of this manual run; each repeat uses seed "
+                                     f"+ repeat - 1. Scheduled runs make {bench.schedule_repeats} (schedule_repeats)."),
         "profile": Param(default_profile(fleet), type="string", enum=list(PROFILES), title="Profile",
                          description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
                                      "full: the study's epochs on the full dataset."),

@@ -50,6 +50,13 @@ def test_unservable_requests_are_rejected_at_plan_time(configs):
         cellmod.plan(b, configs.fleet, profile="nightly", run_id="r", gpu_counts=[1, 2])
 
 
+def test_scheduled_runs_repeat_as_the_config_says_manual_runs_as_asked(configs):
+    b = configs.benchmark("resnet50_keras_cifar10")
+    assert b.schedule_repeats == 3
+    assert cellmod.repeats_for(b, "scheduled", 1) == 3 and cellmod.repeats_for(b, "manual", 2) == 2
+    assert cellmod.repeats_for(b.model_copy(update={"schedule_repeats": 5}), "scheduled", 1) == 5
+
+
 def test_timing_policy_follows_the_profile_unless_the_host_says(configs):
     from scalebench.core.cells import timing_policy
     from scalebench.core.config import Host
