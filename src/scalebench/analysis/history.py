@@ -26,6 +26,14 @@ def _key(c: FigureRow, lineage: dict[str, str], metric: str, gpus: int | None = 
                      image_lineage=lineage.get(c["benchmark"], ""))
 
 
+def _measured_on(f: dict) -> dict:
+    """The figure's system fingerprint with its resolved config's identity: either changing restarts a baseline."""
+    fp = dict(f.get("fingerprint") or {})
+    if fp and f.get("config_sha"):
+        fp["config_sha"] = f["config_sha"]
+    return fp
+
+
 def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates = Gates(),
                  with_factors: bool = True) -> list[Series]:
     """Every series of scheduled nights in `cells` (the store's figures), oldest night first;
@@ -47,7 +55,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
                 continue
             k = _key(c, lineage, metric)
             values.setdefault(k, {}).setdefault(c["night"], []).append(v)
-            prints.setdefault(k, {}).setdefault(c["night"], f.get("fingerprint") or {})
+            prints.setdefault(k, {}).setdefault(c["night"], _measured_on(f))
         measured.setdefault((_key(c, lineage, EFFICIENCY, 1), c["night"]), []).append(c)
     for (k1, night), mine in measured.items():
         basis, _ = basis_of(mine)  # the report's basis; a night that mixes bases has no efficiency

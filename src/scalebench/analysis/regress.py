@@ -14,7 +14,8 @@ own benchmark's. The factors form a
 series of their own, so a slowdown of the whole host still alerts.
 Baselines compare like with like (the series key) and take scheduled nights only; reruns never
 join them. An acknowledged shift, or a change of the system fingerprint (image digest,
-framework, CUDA, NCCL, driver, GPU model, topology), restarts the baseline: the first night after
+framework, CUDA, NCCL, driver, GPU model, topology) or of the resolved config (config_sha: a
+redefined profile, batch, model), restarts the baseline: the first night after
 a change is compared with the last night before it and reported as "changed with ...". A
 flagged night joins the baseline only once cleared, so a step cannot widen its own baseline; a
 confirmed regression's nights never join it."""
@@ -35,8 +36,10 @@ EFFICIENCY = "efficiency"        # T(1) / (n T(n)) of one night: the scaling cur
 NIGHT_FACTOR = "night_factor"    # a host's night factor, judged as a series of its own
 DIRECTION[EFFICIENCY] = DIRECTION[NIGHT_FACTOR] = +1
 # what a system fingerprint holds, in the order a change is reported
+# (and the resolved config's identity: a changed plan, e.g. a redefined profile, is a new baseline too)
 FINGERPRINT_KEYS = ("image_digest", "framework", "framework_version", "cuda", "cudnn", "nccl", "driver",
-                    "gpu_model", "topology")
+                    "gpu_model", "topology", "config_sha")
+HASHES = {"image_digest", "config_sha"}  # shown shortened
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor
 
 
@@ -128,7 +131,7 @@ def fingerprint_change(before: dict | None, after: dict | None) -> str | None:
     for k in FINGERPRINT_KEYS:
         a, b = before.get(k), after.get(k)
         if a != b:
-            short = (lambda v: str(v)[:19]) if k == "image_digest" else str
+            short = (lambda v: str(v)[:19]) if k in HASHES else str
             out.append(f"{k.replace('_', ' ')} {short(a) if a is not None else 'unknown'} -> "
                        f"{short(b) if b is not None else 'unknown'}")
     return ", ".join(out) or None

@@ -116,7 +116,7 @@ class Report:
     alerts: list[str]
     flagged: list[str]
     cleared: list[str]                  # flags the same night's reruns cleared
-    changes: list[str]                  # series whose system fingerprint changed tonight: baseline restarted
+    changes: list[str]                  # series whose system or resolved config changed tonight: baseline restarted
     diagnoses: list[str]                # scaling vs compute regressions, per benchmark
     alert_details: list[dict]           # each alert as data (figure, baseline, reruns): what a notifier sends
     judged: list[Judgement]             # every night of every series (the trend plot marks alerts)

@@ -25,7 +25,7 @@ def cell(bench, night, gpus, train_s, *, epochs=1, repeat=1, role="measure", fin
             "seed": 0, "scaling_mode": "weak", "per_device_batch": 32, "global_batch": 32 * gpus,
             "label": key, "night": night, "role": role, "rerun_of": None, "status": "valid", "reason": None,
             "figure": {"attempt": 1, "train_s": train_s, "images_per_s": 32 * gpus * 100 / train_s,
-                       "metrics": {"precision": precision}, "image_digest": "sha256:x", "config_sha": "c",
+                       "metrics": {"precision": precision}, "image_digest": "sha256:x", "config_sha": "c" * 64,
                        "timing": {}, "fingerprint": fingerprint or TORCH}}
 
 
@@ -91,6 +91,19 @@ def test_a_new_framework_version_restarts_the_baseline_and_says_what_changed():
     assert not any(j.alert for j in js)
     unacknowledged = judge(Series(key, s.points))  # without fingerprints the 20 % step would alert
     assert any(j.alert for j in unacknowledged)
+
+
+def test_a_changed_plan_restarts_the_baseline_like_a_new_system():
+    """A redefined profile (here: more steps, so 20 % fewer images/s) changes config_sha, not the system."""
+    nights = nights_of(30)
+    rng = random.Random(5)
+    cells = study("b", nights[:20], rng) + study("b", nights[20:], rng, slow=lambda i, g: 1.2)
+    for c in cells[20 * 4:]:
+        c["figure"]["config_sha"] = "d" * 64
+    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "")
+    js = judge(next(s for s in build_series(cells, {}) if s.key == key))
+    assert js[20].changed_with == f"config sha {'c' * 19} -> {'d' * 19}"
+    assert "baseline restarted" in js[20].line() and not any(j.alert for j in js)
 
 
 def test_fingerprint_change_lists_each_field_and_ignores_unknown_history():
