@@ -1,7 +1,9 @@
 """Delivering confirmed regressions: include/configs/alerts.yaml picks one of Airflow's own
 notifiers (the providers' HttpNotifier, SlackWebhookNotifier or SmtpNotifier) and the Airflow
 connection it uses. Each alert carries its figure, the baseline, the reruns and a link to the
-night's report. Only the complete nightly report sends (regression alerts wait for the night)."""
+night's report. Regression alerts wait for the complete night; at the report's cron time (the
+night's deadline) the recorded benchmarks' regressions go out anyway, and a night with benchmarks
+not recorded or cells without a valid result sends one broken-night alert naming them."""
 from __future__ import annotations
 
 import json
@@ -14,6 +16,32 @@ def payload(night: str, details: list[dict], cfg: AlertConfig) -> dict:
     return {"source": "scalebench", "night": night, "report": link, "count": len(details), "alerts": details,
             "text": f"scalebench: {len(details)} confirmed regression(s) on night {night} ({link})\n"
                     + "\n".join(f"- {d['line']}" for d in details)}
+
+
+def broken_night(night: dict) -> dict | None:
+    """What is missing from a night (a write_report summary) and why; None when nothing is."""
+    if not night["missing"] and not night["failed"]:
+        return None
+    lines = [f"{b}: no run recorded by the report's deadline (its run is still going, stuck or never started)"
+             for b in night["missing"]]
+    lines += [f"{f['benchmark']}: {f['label']}: {f['status']} ({f['reason']})" for f in night["failed"]]
+    return {"missing": night["missing"], "failed": night["failed"], "lines": lines}
+
+
+def broken_payload(night: str, broken: dict, cfg: AlertConfig) -> dict:
+    link = f"{cfg.report_url.rstrip('/')}/{night}/"
+    head = (f"scalebench: night {night} is broken: {len(broken['missing'])} benchmark(s) not recorded, "
+            f"{len(broken['failed'])} cell(s) without a valid result ({link})")
+    return {"source": "scalebench", "kind": "broken_night", "night": night, "report": link, **broken,
+            "text": head + "\n" + "\n".join(f"- {x}" for x in broken["lines"])}
+
+
+def to_send(night: dict, deadline: bool) -> tuple[list[dict], dict | None]:
+    """(regression alerts, broken-night alert body) one report run sends for a night: regressions
+    once the night is complete, or at its deadline for what did record (a complete night sent
+    them when it completed); what is missing or failed, at the deadline."""
+    regressions = night["alert_details"] if night["complete"] != deadline else []
+    return regressions, broken_night(night) if deadline else None
 
 
 def notifier(cfg: AlertConfig, doc: dict):
@@ -37,9 +65,11 @@ def notifier(cfg: AlertConfig, doc: dict):
 
 def send(cfg: AlertConfig, night: str, details: list[dict], context) -> dict | None:
     """Send one night's confirmed regressions; returns what was sent (None: nothing to send, or off)."""
-    if not details:
-        return None
-    doc = payload(night, details, cfg)
+    return deliver(cfg, payload(night, details, cfg), context) if details else None
+
+
+def deliver(cfg: AlertConfig, doc: dict, context) -> dict | None:
+    """One message through the configured notifier; None when alerts are off."""
     n = notifier(cfg, doc)
     if n is None:
         return None

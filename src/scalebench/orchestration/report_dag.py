@@ -1,13 +1,15 @@
 """The nightly report DAG: runs on new results (any benchmark's Asset) or on its nightly cron.
 
 write_report -> send_alerts -> check_regressions. A report made before every scheduled benchmark
-of the night has recorded says it is partial; only the complete report sends its confirmed
+of the night has recorded says it is partial; the complete report sends its confirmed
 regressions through the notifier of include/configs/alerts.yaml and fails check_regressions, so
-alerts fire once the night is in.
+alerts fire once the night is in. The cron run is the night's deadline: a night still partial
+then sends the regressions of the benchmarks that did record, and any night with benchmarks not
+recorded or cells without a valid result sends one broken-night alert and fails the run.
 """
 from __future__ import annotations
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.assets import AssetOrTimeSchedule
 
@@ -42,7 +44,10 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
         catchup=False,
         max_active_runs=1,
         tags=["scalebench", "report"],
-        params={"night": None},
+        params={"night": Param(None, type=["null", "string"], title="Night (YYYY-MM-DD)"),
+                "deadline": Param(False, type="boolean", title="Deadline",
+                                  description="Judge the night now, as the cron run does: send what recorded and "
+                                              "one alert for benchmarks not recorded or cells that failed.")},
     ) as dag:
 
         @task
@@ -58,37 +63,51 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
                                           context["dag_run"].run_after):
                 rep, path = publish(store, night)
                 print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
+                failed = [{"benchmark": r.benchmark, **x} for r in rep.rows for x in r.not_valid
+                          if rep.source == "scheduled"]  # a manual trial's failures break no night
                 summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
-                                  "alerts": rep.alerts, "alert_details": rep.alert_details})
-            return {"nights": summaries}
+                                  "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details})
+            deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
+                        or bool(context["params"].get("deadline")))
+            return {"nights": summaries, "deadline": deadline}
 
         @task
         def send_alerts(summary: dict, **context) -> dict:
-            """Each complete night's confirmed regressions, through the configured Airflow notifier."""
-            from scalebench.orchestration.alerts import send
+            """Each night's confirmed regressions and, at its deadline, what broke, through the
+            configured Airflow notifier."""
+            from scalebench.orchestration.alerts import broken_payload, deliver, send, to_send
 
             cfg = Configs().alerts()
             sent = {}
             for night in summary["nights"]:
-                if night["complete"] and night["alert_details"]:
-                    doc = send(cfg, night["night"], night["alert_details"], context)
-                    sent[night["night"]] = len(night["alert_details"]) if doc else 0
-                    print(f"night {night['night']}: {len(night['alert_details'])} alert(s) "
+                regressions, broken = to_send(night, summary["deadline"])
+                if regressions:
+                    doc = send(cfg, night["night"], regressions, context)
+                    sent[night["night"]] = len(regressions) if doc else 0
+                    print(f"night {night['night']}: {len(regressions)} alert(s) "
                           + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
+                if broken:
+                    doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)
+                    print(f"night {night['night']} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
+                          + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
+                    night["broken"] = broken["lines"]
             return {**summary, "sent": sent}
 
         @task
         def check_regressions(summary: dict) -> None:
-            alerts = []
+            alerts, broken = [], []
             for night in summary["nights"]:
-                if not night["complete"]:
+                broken += [f"{night['night']}: {x}" for x in night.get("broken", [])]
+                if not night["complete"] and not summary["deadline"]:
                     print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
-                          f"complete report; {len(night['alerts'])} pending")
+                          f"complete report or the deadline; {len(night['alerts'])} pending")
                     continue
                 alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
                 print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
-            if alerts:
-                raise AirflowFailException(f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts))
+            if alerts or broken:
+                raise AirflowFailException("; ".join(
+                    ([f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts)] if alerts else [])
+                    + ([f"broken night: {len(broken)} problem(s): " + "; ".join(broken)] if broken else [])))
 
         check_regressions(send_alerts(write_report()))
     return dag

@@ -75,6 +75,20 @@ def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch):
     assert receiver.received == []
 
 
+@pytest.mark.parametrize("complete,deadline,missing,regressions_sent,broken_sent", [
+    (True, False, [], True, False),     # the night completed: its regressions go out
+    (False, False, ["b"], False, False),  # partial before the deadline: everything waits
+    (False, True, ["b"], True, True),   # the deadline: what recorded, and what is missing
+    (True, True, [], False, False),     # the deadline of a complete, healthy night: sent when it completed
+])
+def test_what_a_report_run_sends(complete, deadline, missing, regressions_sent, broken_sent):
+    from scalebench.orchestration.alerts import to_send
+
+    night = {"complete": complete, "missing": missing, "failed": [], "alert_details": [DETAIL]}
+    regressions, broken = to_send(night, deadline)
+    assert (regressions == [DETAIL], broken is not None) == (regressions_sent, broken_sent)
+
+
 def test_alert_config_names_the_file_and_field(tmp_path):
     assert load_alerts(tmp_path).notifier == "none"  # no file: alerts stay in the report
     (tmp_path / "alerts.yaml").write_text("notifier: pager\n")
@@ -115,7 +129,8 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
 
     configs = tmp_path / "configs"
     new_config_tree(configs)
-    (configs / "benchmarks" / f"{BENCH}.yaml").write_text((CONFIGS / "benchmarks" / f"{BENCH}.yaml").read_text())
+    for bench in (BENCH, "unet_torch_voc2007"):  # the UNet is scheduled too and records nothing: missing
+        (configs / "benchmarks" / f"{bench}.yaml").write_text((CONFIGS / "benchmarks" / f"{bench}.yaml").read_text())
     (configs / "alerts.yaml").write_text(yaml.safe_dump({"notifier": "webhook", "connection": "scalebench_alerts",
                                                          "endpoint": "alerts"}))
     home = tmp_path / "state"
@@ -123,13 +138,23 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
            "AIRFLOW_CONN_SCALEBENCH_ALERTS": f"http://127.0.0.1:{receiver.port}"}
     prepare_homes(env)
     night = dt.date(2026, 11, 30)
-    seed_confirmed_regression(Store(f"sqlite:///{home / 'results.db'}"), night)
+    store = Store(f"sqlite:///{home / 'results.db'}")
+    seed_confirmed_regression(store, night)
+    lost = sample_cell(3, 1, run_id=f"scheduled__{night}", dag_id=f"scalebench_{BENCH}", run_type="scheduled",
+                       night=night.isoformat())
+    store.record_attempt(lost, 1, "failed", reason="oom", exit_code=137, message="killed by the kernel")
+    # deadline: judged as the cron run is, while the UNet has not recorded
     rc, log = run([BIN / "airflow", "dags", "test", "scalebench_nightly_report", "-c",
-                   json.dumps({"night": night.isoformat()})], env, 600)
+                   json.dumps({"night": night.isoformat(), "deadline": True})], env, 600)
     (tmp_path / "dags-test.log").write_text(log)
     assert "1 alert(s) sent by the webhook notifier" in log, log[-4000:]
     assert "state=failed" in log and "1 confirmed regression(s)" in log  # check_regressions still fails the run
-    [got] = receiver.received
+    assert "broken night: 2 problem(s)" in log
+    got, broken = receiver.received
+    assert broken["body"]["kind"] == "broken_night" and broken["body"]["missing"] == ["unet_torch_voc2007"]
+    assert broken["body"]["lines"] == [
+        "unet_torch_voc2007: no run recorded by the report's deadline (its run is still going, stuck or never started)",
+        f"{BENCH}: 3 GPUs · 1 epoch · repeat 1: failed (oom)"]
     assert got["path"] == "/alerts" and got["body"]["night"] == "2026-11-30"
     [alert] = got["body"]["alerts"]
     assert (alert["benchmark"], alert["gpus"], alert["metric"]) == (BENCH, 2, "images_per_s")
