@@ -1,6 +1,6 @@
-"""`scalebench` command line: configs, stacks, plan, cells, results, compare, report, data, pools, db, prune.
+"""`scalebench` command line: configs, stacks, plan, rehearse, cells, results, compare, report, data, pools, db, prune.
 
-Listing commands (configs, stacks, plan, cells, results, compare, pools) print a table for a person by default
+Listing commands (configs, stacks, plan, rehearse, cells, results, compare, pools) print a table for a person by default
 and take `-o json` or `-o csv` for programs; other commands print a sentence or a JSON document.
 """
 from __future__ import annotations
@@ -122,6 +122,25 @@ def cmd_plan(args, configs: Configs) -> Listing:
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
     return Listing(list(rows[0]) if rows else ["benchmark"], rows, night.to_json(), notes,
                    exit_code=0 if night.feasible else 1)
+
+
+def cmd_rehearse(args, configs: Configs) -> Listing:
+    """The nightly plan through the real DAGs on stand-in CPU hosts with the hold trainer."""
+    from scalebench.orchestration.rehearsal import rehearse
+
+    work = Path(args.work or Path(".state") / "rehearsal")
+    r = rehearse(configs, work, benchmarks=args.benchmark, gpu_counts=args.gpus, repeats=args.repeats,
+                 scale=args.scale, log=lambda line: print(line, file=sys.stderr))
+    rows = r.rows()
+    bad = [x for x in rows if x["off_pct"] is None or abs(x["off_pct"]) > args.tolerance * 100]
+    notes = [f"host {h['host']}: makespan {h['makespan_s']} s; the plan's estimate x {args.scale:g} = "
+             f"{h['plan_estimate_s']} s; lower bound (the cells' planted steps) {h['lower_bound_s']} s"
+             for h in r.hosts(args.scale)]
+    notes.append(f"report: {r.report}")
+    notes.append(f"{len(rows) - len(bad)} of {len(rows)} relative times within {args.tolerance:.0%} of the planted ones"
+                 + ("" if not bad else "; off: " + ", ".join(f"{x['benchmark']} at {x['gpus']}" for x in bad)))
+    return Listing(list(rows[0]) if rows else ["benchmark"], rows,
+                   {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report}, notes, exit_code=1 if bad else 0)
 
 
 def _stored_figures() -> list:
@@ -290,6 +309,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="nightly", choices=PROFILES)
     p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
     p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
+    p = _listing(sub.add_parser("rehearse", help="run the nightly plan through the real DAGs on CPU hosts standing "
+                                                 "in for the fleet's GPU hosts (hold trainer at planted step times); "
+                                                 "exit 1 when a relative time misses the planted one"))
+    p.add_argument("--benchmark", action="append", help="one benchmark (repeatable; default: all)")
+    p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,4 (default: each benchmark's)")
+    p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
+    p.add_argument("--scale", type=float, default=0.05, help="planted step time = the plan's x this (default 0.05)")
+    p.add_argument("--tolerance", type=float, default=0.05, help="relative times must be within this (default 0.05)")
+    p.add_argument("--work", help="work folder (default .state/rehearsal)")
+    p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
     p = _listing(sub.add_parser("cells", help="the cell matrix of one run (its costs: scalebench plan)"))
     p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
@@ -329,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
-        result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
+        result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)

@@ -4,15 +4,19 @@ the real scheduler, pools, leases, validation and recording without paying for t
 
     python -m scalebench_kit.hold --epoch-seconds S [--relative 1,0.66,0.56,0.51] [--step-seconds 1]
         [--test-slowdown F [--test-slowdown-gpus 1,2] [--test-slowdown-reruns all|none|1,2]]
+    python -m scalebench_kit.hold --planned 1=15x0.03,4=15x0.034 [--capped]
 
 Hold time = S x the cell's epochs x relative[gpus - 1] (default: the study's relative training
 times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are warm-up.
+--planned (a rehearsal of a night's plan): at G devices, the cell's epochs of STEPS steps each
+of SECONDS, the cell's own warm-up steps first; --capped records the epochs as capped.
 """
 from __future__ import annotations
 
 import argparse
 import time
 
+from .epochs import epoch_plan
 from .runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
 
 STUDY_RELATIVE = (1.0, 0.662, 0.557, 0.512)  # the study's mean relative training time at 1-4 GPUs
@@ -32,9 +36,44 @@ def _slowed(gpus: int, rerun: bool, args) -> bool:
         not rerun or within(args.test_slowdown_reruns))
 
 
+def planned_steps(spec: str, gpus: int) -> tuple[int, float]:
+    """(steps per epoch, seconds per step) at `gpus` devices from "1=15x0.03,4=15x0.034"."""
+    table = {int(g): v for g, v in (kv.split("=") for kv in spec.split(","))}
+    if gpus not in table:
+        raise ValueError(f"--planned has no entry for {gpus} devices: {spec!r}")
+    steps, seconds = table[gpus].split("x")
+    return int(steps), float(seconds)
+
+
+def rehearse(cell: Cell, spec: str, capped: bool) -> None:
+    """Hold for the cell's planned steps at the planted step time, timed as a trainer times them."""
+    train, n = cell.training, cell.devices["count"]
+    per_epoch, step_s = planned_steps(spec, n)
+    timer = StepTimer(train["warmup_steps"])
+    cell.events.log("model_ready", steps=per_epoch * train["epochs"], step_s=step_s)
+    epoch_s = []
+    for _ in range(train["epochs"]):
+        began = time.perf_counter()
+        timer.start()
+        for _ in range(per_epoch):
+            t = time.perf_counter()
+            time.sleep(step_s)
+            timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - t, sync_s=0.0)
+        epoch_s.append(time.perf_counter() - began)
+    cell.events.log("train_stop", timer.train_s)
+    # the epoch as the plan has it (the stand-in reads no data: its pass is exactly its steps)
+    plan = epoch_plan(per_epoch * train["global_batch"], train["global_batch"], per_epoch if capped else None)
+    cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
+                cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=epoch_s, eval_s=0.0,
+                loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
+                breakdown=combine_ranks([timer.summary(r) for r in range(n)], METHOD), extra={"epoch": plan})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epoch-seconds", type=float, required=True)
+    ap.add_argument("--planned", help="G=STEPSxSECONDS,...: a rehearsal's planned steps per epoch and step time")
+    ap.add_argument("--capped", action="store_true", help="with --planned: the plan caps its epochs")
+    ap.add_argument("--epoch-seconds", type=float)
     ap.add_argument("--relative", default=",".join(map(str, STUDY_RELATIVE)))
     ap.add_argument("--step-seconds", type=float, default=1.0)
     # test only: a deliberately slowed cell, for the regression drills (rerun confirmation)
@@ -45,6 +84,10 @@ def main() -> None:
                     help="test only: the GPU counts whose reruns are slowed too (all, none or 1,2)")
     args = ap.parse_args()
     cell = Cell()
+    if args.planned:
+        return rehearse(cell, args.planned, args.capped)
+    if args.epoch_seconds is None:
+        ap.error("give --epoch-seconds or --planned")
     train, n = cell.training, cell.devices["count"]
     total = hold_seconds(args.epoch_seconds, train["epochs"], n, tuple(float(x) for x in args.relative.split(",")))
     steps = max(int(round(total / args.step_seconds)), 3)

@@ -110,7 +110,11 @@ def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, mo
     assert doc["feasible"] and len(doc["rows"]) == 24 and doc["hosts"][0]["host"] == "gpu-node-1"
     assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007"]) == 0
     out = capsys.readouterr().out
-    assert "unet_torch_voc2007" in out and "train time" in out and "fits" in out and "feasible (nightly)" in out
+    assert "unet_torch_voc2007" in out and "1 (cap)" in out and "fits" in out and "feasible (nightly)" in out
+    # the full profile's full passes are timed by training time, and do not fit one night
+    assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007", "--profile", "full"]) == 1
+    out = capsys.readouterr().out
+    assert "train time" in out and "does NOT fit" in out and "infeasible: host gpu-node-1: the night takes" in out
     # the CPU-only default fleet has no host for a nightly run
     assert cli.main(["plan", "--profile", "nightly"]) == 1
     assert "infeasible: resnet50_keras_cifar10: no GPU host" in capsys.readouterr().out

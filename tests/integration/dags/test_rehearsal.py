@@ -1,0 +1,39 @@
+"""`scalebench rehearse`: the nightly plan of two shipped benchmarks through their real DAGs on a
+CPU host standing in for the example fleet's GPU host, the hold trainer at planted step times."""
+import json
+import subprocess
+
+import pytest
+
+from tests.support import CONFIGS, ROOT
+from tests.support.airflow_home import BIN
+from tests.support.engine import requires_docker
+
+
+@requires_docker
+@pytest.mark.slow
+def test_the_ci_rehearsal_gives_back_the_planted_relative_times(tmp_path):
+    import os
+
+    env = {**os.environ}
+    for own in ("SCALEBENCH_CONFIG_DIR", "SCALEBENCH_FLEET", "SCALEBENCH_HOME", "AIRFLOW_HOME"):
+        env.pop(own, None)
+    out = subprocess.run([BIN / "scalebench", "rehearse", "--fleet", str(CONFIGS / "fleet.gpu-example.yaml"),
+                          "--benchmark", "resnet50_keras_cifar10", "--benchmark", "unet_torch_voc2007", "--gpus", "1,4",
+                          "--repeats", "1", "--work", str(tmp_path / "rehearsal"), "-o", "json"], env=env,
+                         capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    doc = json.loads(out.stdout)
+    rows = {(r["benchmark"], r["gpus"]): r for r in doc["rows"]}
+    assert set(rows) == {(b, n) for b in ("resnet50_keras_cifar10", "unet_torch_voc2007") for n in (1, 4)}
+    assert {r["valid"] for r in rows.values()} == {"2/2"}
+    assert {r["basis"] for r in rows.values()} == {"throughput"}  # the nightly profiles cap their epochs
+    for r in rows.values():
+        assert r["measured"] == pytest.approx(r["planted"], rel=0.05), r
+    # ResNet50 at 4 GPUs: X(1)/X(4) = 0.62 / (4 x 0.55), the config's step times
+    assert rows[("resnet50_keras_cifar10", 4)]["planted"] == pytest.approx(0.62 / (4 * 0.55), rel=1e-3)
+    [host] = doc["hosts"]
+    assert host["host"] == "gpu-node-1" and host["makespan_s"] >= host["lower_bound_s"] > 0
+    report = (tmp_path / "rehearsal" / "report" / "report.md").read_text()
+    assert "| resnet50_keras_cifar10 | throughput |" in report and "| unet_torch_voc2007 | throughput |" in report
+    assert "(suspect)" not in report
