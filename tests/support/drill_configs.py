@@ -51,7 +51,9 @@ def hold_benchmark(bench_id: str, seconds: dict[tuple[int, int], float], *, retr
             "retry_delay_s": retry_delay_s, "gpu_counts": sorted({g for g, _ in seconds}), "epochs": epochs,
             "schedule": None, "images": {"cpu": "scalebench/torch:cpu", "gpu": "scalebench/torch:gpu"},
             "entrypoint": ["python", "-c", HOLD_CODE, table, *hold_args],
-            "profiles": {"smoke": {**base["profiles"]["smoke"], "epochs": epochs, "cell_timeout_minutes": 30}}}
+            # a hold cell times no real steps: its timed profiles need no minimum of them
+            "profiles": {"smoke": {**base["profiles"]["smoke"], "epochs": epochs, "cell_timeout_minutes": 30},
+                         "nightly": {"min_timed_steps": 0}, "full": {"min_timed_steps": 0}}}
 
 
 def write_hold_configs(dst: Path, benchmarks: dict[str, dict], slots: int = 4, timing_policy: str | None = None) -> Path:

@@ -75,4 +75,4 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
     assert rc == 0, out
     text = (home / "report" / "report.md").read_text()
     # one repeat: accuracy verdicts are honest about it
-    assert "| resnet50_keras_cifar10 | inconclusive at 2 | inconclusive at 2 | 100.0% |" in text
+    assert "| resnet50_keras_cifar10 | train time | inconclusive at 2 | inconclusive at 2 | 100.0% |" in text
