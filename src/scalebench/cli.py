@@ -128,7 +128,9 @@ def cmd_rehearse(args, configs: Configs) -> Listing:
     """The nightly plan through the real DAGs on stand-in CPU hosts with the hold trainer."""
     from scalebench.orchestration.rehearsal import rehearse
 
-    work = Path(args.work or Path(".state") / "rehearsal")
+    from scalebench.core import paths
+
+    work = Path(args.work) if args.work else paths.state_dir() / "rehearsal"
     r = rehearse(configs, work, benchmarks=args.benchmark, gpu_counts=args.gpus, repeats=args.repeats,
                  scale=args.scale, log=lambda line: print(line, file=sys.stderr))
     rows = r.rows()

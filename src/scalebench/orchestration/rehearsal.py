@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from scalebench.core import paths
-from scalebench.core.config import STACKS_FILE, Configs
+from scalebench.core.config import STACKS_FILE, ConfigError, Configs
 from scalebench.core.plan import NightPlan, PlanRow, night_plan
 
 HOLD_IMAGE = "scalebench/torch:cpu"  # the lightest image; the kit (and its hold trainer) is in every one
@@ -134,7 +134,7 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
     chosen = {b: configs.benchmark(b) for b in (benchmarks or sorted(configs.benchmarks))}
     plan = night_plan(chosen, configs.fleet, "nightly", repeats=repeats, gpu_counts=gpu_counts)
     if not plan.feasible:
-        raise RuntimeError("the plan is infeasible: " + "; ".join(plan.problems))
+        raise ConfigError("the nightly plan is infeasible (see scalebench plan): " + "; ".join(plan.problems))
     work = work.resolve()
     planted = stand_in(configs, plan, scale, work / "configs")
     home = work / "state"
@@ -146,10 +146,9 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
            "GX_ANALYTICS_ENABLED": "false"}
     for own in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "SCALEBENCH_STORE_URL"):  # never the deployment's own
         env.pop(own, None)
-    for args in (("db", "migrate"),):
-        rc, out = _airflow(env, *args)
-        if rc:
-            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{out[-3000:]}")
+    rc, out = _airflow(env, "db", "migrate")
+    if rc:
+        raise RuntimeError(f"airflow db migrate failed:\n{out[-3000:]}")
     scalebench = Path(sys.executable).parent / "scalebench"
     for cmd in (["db", "upgrade"], ["pools", "--apply"]):
         out = subprocess.run([str(scalebench), *cmd], env=env, capture_output=True, text=True)
