@@ -70,6 +70,67 @@ def voc_ap(recall: np.ndarray, precision: np.ndarray, eleven_point: bool = False
 
 
 COCO_THRESHOLDS = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))  # IoU 0.50:0.95, for "map"
+COCO_RECALLS = np.linspace(0.0, 1.0, 101)
+COCO_MAX_DETS = 100  # per image and class, as COCOeval's mAP@[.5:.95] (maxDets=100)
+
+
+def _coco_match(ious: np.ndarray, ignored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """COCOeval's matching in one image for one class, at each of COCO_THRESHOLDS: each detection
+    (rows, highest score first) takes the best-overlapping truth not yet taken with IoU >= t, a
+    regular truth before an ignored one (truths come regular first). Returns (matched, matched
+    an ignored truth), each (thresholds, detections)."""
+    n_det, n_gt = ious.shape
+    matched = np.zeros((len(COCO_THRESHOLDS), n_det), dtype=bool)
+    on_ignored = np.zeros_like(matched)
+    for ti, t in enumerate(COCO_THRESHOLDS):
+        taken = np.zeros(n_gt, dtype=bool)
+        for d in range(n_det):
+            best, j = min(t, 1 - 1e-10), -1
+            for g in range(n_gt):
+                if taken[g]:
+                    continue
+                if j > -1 and not ignored[j] and ignored[g]:
+                    break
+                if ious[d, g] < best:
+                    continue
+                best, j = ious[d, g], g
+            if j > -1:
+                taken[j], matched[ti, d], on_ignored[ti, d] = True, True, ignored[j]
+    return matched, on_ignored
+
+
+def coco_class_ap(images: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float | None:
+    """COCO's AP of one class over IoU 0.50:0.95, as pycocotools' COCOeval computes it (area
+    'all', 100 detections per image). `images`, in image order: (scores (D,), IoU (D, G) of each
+    detection with each truth, ignored (G,) truths) of the class in that image. Detections that
+    match an ignored truth drop out; precision is made monotone and read at 101 recall points.
+    None when the class has no regular truth (COCOeval leaves such a class out of the mean)."""
+    scores, matched, on_ignored, positives = [], [], [], 0
+    for s, ious, ignored in images:
+        s, ignored = np.asarray(s, dtype=float), np.asarray(ignored, dtype=bool)
+        order = np.argsort(-s, kind="mergesort")[:COCO_MAX_DETS]
+        regular_first = np.argsort(ignored, kind="mergesort")
+        ious = np.asarray(ious, dtype=float).reshape(len(s), len(ignored))[order][:, regular_first]
+        m, ig = _coco_match(ious, ignored[regular_first])
+        scores.append(s[order])
+        matched.append(m)
+        on_ignored.append(ig)
+        positives += int((~ignored).sum())
+    if not positives:
+        return None
+    order = np.argsort(-np.concatenate(scores), kind="mergesort")  # ties keep image order, as COCOeval's
+    matched = np.concatenate(matched, axis=1)[:, order]
+    on_ignored = np.concatenate(on_ignored, axis=1)[:, order]
+    precision = np.zeros((len(COCO_THRESHOLDS), len(COCO_RECALLS)))
+    for t in range(len(COCO_THRESHOLDS)):
+        tp = np.cumsum(matched[t] & ~on_ignored[t])
+        fp = np.cumsum(~matched[t] & ~on_ignored[t])
+        recall, prec = tp / positives, tp / (tp + fp + np.spacing(1))
+        prec = np.maximum.accumulate(prec[::-1])[::-1]
+        at = np.searchsorted(recall, COCO_RECALLS, side="left")
+        inside = at < len(prec)
+        precision[t, inside] = prec[at[inside]]
+    return float(precision.mean())
 
 
 def _class_truth(truths: list[dict], c: int, kind: str) -> dict:
@@ -132,11 +193,25 @@ def _average_precision(outcome: list[tuple[str, float]], n_pos: int) -> tuple[fl
     return voc_ap(recall, precision), voc_ap(recall, precision, eleven_point=True)
 
 
+def _per_image(dets: list[dict], ids: list, ious: list[np.ndarray], truth: dict) -> list[tuple]:
+    """One class's (scores, IoU rows, difficult flags) per image, in the truths' image order."""
+    rows: dict = {}
+    for d, image_id, row in zip(dets, ids, ious):
+        rows.setdefault(image_id, []).append((d["score"], row))
+    out = []
+    for image_id, (_, hard) in truth.items():
+        got = rows.get(image_id, [])
+        out.append((np.array([score for score, _ in got], dtype=float),
+                    np.array([row for _, row in got], dtype=float).reshape(len(got), len(hard)), hard))
+    return out
+
+
 def detection_scores(detections: list[dict], truths: list[dict], num_classes: int, iou_threshold: float = 0.5,
                      score_threshold: float = 0.5, kind: str = "bbox") -> dict:
     """Precision and recall at IoU >= `iou_threshold` and score >= `score_threshold`, the mean IoU
-    of those matched pairs, VOC mAP@0.5 (area and 11-point) and COCO-style mAP (the area AP
-    averaged over IoU 0.50:0.95) over classes with ground truth, difficult objects ignored.
+    of those matched pairs, VOC mAP@0.5 (area and 11-point) and COCO's mAP@[.5:.95] (COCOeval's
+    matching and 101-point AP, `coco_class_ap`) over classes with ground truth; difficult objects
+    are ignored (for COCO: ignored truths, which a detection may match without counting).
     kind "bbox": `detections` {image_id, label, score, bbox}, `truths` {image_id, boxes, labels,
     difficult}; kind "mask": the same with a `mask` RLE per detection and `masks` (RLEs, in label
     order) per truth, overlaps measured on pixels. No detections at all: zeros, `detections: 0`."""
@@ -158,8 +233,7 @@ def detection_scores(detections: list[dict], truths: list[dict], num_classes: in
             ap, ap11 = _average_precision(outcome, n_pos)
             aps.append(ap)
             aps11.append(ap11)
-            coco.append(np.mean([_average_precision(match_detections(ious, ids, truth, t), n_pos)[0]
-                                 for t in COCO_THRESHOLDS]))
+            coco.append(coco_class_ap(_per_image(dets, ids, ious, truth)))
         for (o, iou), d in zip(outcome, dets):
             if d["score"] >= score_threshold and o != "ignored":
                 tp_n += o == "tp"

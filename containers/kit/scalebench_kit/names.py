@@ -36,7 +36,7 @@ ACCURACY_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("iou", "IoU", True, True),
     Metric("accuracy", "accuracy", True, True),
     Metric("map50", "mAP@0.5", True, True),                 # boxes, VOC area AP at IoU 0.5
-    Metric("map", "mAP@[.5:.95]", True, True),              # boxes, area AP averaged over IoU 0.50-0.95
+    Metric("map", "mAP@[.5:.95]", True, True),              # boxes, COCOeval's AP over IoU 0.50-0.95
     Metric("mask_iou", "mask IoU", True, True),             # instance masks: the same scores on pixels
     Metric("mask_map50", "mask mAP@0.5", True, True),
     Metric("mask_map", "mask mAP@[.5:.95]", True, True),

@@ -46,8 +46,9 @@ def test_instance_scores_measure_masks_apart_from_boxes():
     s = instance_scores(dets, truths, num_classes=3)
     assert (s["precision"], s["recall"], s["iou"], s["map50"]) == (1.0, 1.0, 1.0, 1.0)
     assert (s["mask_precision"], s["mask_recall"], s["mask_iou"]) == (0.5, 0.5, 1.0)
-    # ranked fp (IoU 0.4) then tp: precision 0, 0.5 at recall 0, 0.5 -> AP 0.25
-    assert s["mask_map50"] == pytest.approx(0.25) and s["mask_map"] == pytest.approx(0.25)
+    # ranked fp (IoU 0.4) then tp: precision 0, 0.5 at recall 0, 0.5 -> VOC's area AP 0.25;
+    # COCO reads the monotone precision 0.5 at 51 of its 101 recall points (0 to 0.5)
+    assert s["mask_map50"] == pytest.approx(0.25) and s["mask_map"] == pytest.approx(0.5 * 51 / 101)
     assert s["detections"] == 2
 
 

@@ -105,6 +105,24 @@ def test_coco_style_map_averages_the_ap_over_iou_thresholds_half_to_095():
     assert s["map50"] == 1.0 and s["map"] == pytest.approx(0.7)
 
 
+def test_coco_matching_takes_the_next_free_object_where_voc_counts_a_duplicate():
+    """d2 overlaps the taken object A by 0.91 and the free object B by 0.75: VOC calls it a
+    duplicate (false positive); COCO matches it to B at the thresholds 0.50-0.75 (6 of 10)."""
+    truths = [truth("a", [[0, 0, 10, 10], [0, 2, 10, 12]], [1, 1])]
+    dets = [det("a", 1, 0.9, [0, 0, 10, 10]), det("a", 1, 0.8, [0, 0, 10, 11])]
+    s = detection_scores(dets, truths, num_classes=3)
+    assert s["map50"] == pytest.approx(0.5)
+    # above 0.75: tp then fp, precision 1 up to recall 0.5 = 51 of COCO's 101 recall points
+    assert s["map"] == pytest.approx((6 * 1 + 4 * 51 / 101) / 10)
+
+
+def test_a_detection_on_a_difficult_object_is_ignored_by_the_coco_map_too():
+    truths = [truth("a", [[0, 0, 10, 10], [20, 20, 30, 30]], [1, 1], [False, True])]
+    dets = [det("a", 1, 0.9, [20, 20, 30, 30]), det("a", 1, 0.8, [0, 0, 10, 10])]
+    s = detection_scores(dets, truths, num_classes=3)
+    assert s["map50"] == 1.0 and s["map"] == pytest.approx(1.0)
+
+
 def test_iou_and_ap_primitives():
     assert box_iou([[0, 0, 10, 10]], [[5, 0, 15, 10], [20, 20, 30, 30]]).tolist() == [[pytest.approx(1 / 3), 0.0]]
     assert voc_ap(np.array([0.5, 1.0]), np.array([1.0, 0.5])) == pytest.approx(0.75)

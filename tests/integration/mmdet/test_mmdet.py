@@ -168,3 +168,16 @@ def test_mmdets_coco_reader_and_pycocotools_agree_with_the_kits_conversion(tmp_p
         want = voc_ins.read_instances(tmp_path, image_id)
         assert [label for label, _ in got] == [i.label - 1 for i in want]  # mmdet's labels are 0-based
         assert sum((box for _, box in got), []) == pytest.approx(sum((i.bbox for i in want), []))
+
+
+@pytest.mark.timeout(300)
+def test_the_kits_coco_map_is_pycocotools_cocoeval_on_random_boxes_and_masks():
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{here}:/check:ro", IMAGE, "python", "/check/coco_map_check.py"],
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {r["kind"] for r in rows} == {"bbox", "mask"} and len(rows) == 12
+    for r in rows:
+        assert r["kit"] == pytest.approx(r["pycocotools"], abs=1e-12), r
+    assert min(r["kit"] for r in rows) > 0.05  # scenes where detections do match: not a comparison of zeros
