@@ -117,7 +117,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
              "epochs": r.epochs, "warmup": r.warmup_steps, "timed": r.timed_steps, "basis": r.timing_basis,
              "cell_min": round(r.cell_s / 60, 1), "repeats": r.repeats, "cost": r.cost_source} for r in night.rows]
     notes = [f"host {h.host}: {h.minutes:.0f} min ({h.cell_minutes:.0f} cells + {h.rerun_minutes:.0f} rerun reserve) "
-             f"of night_budget_minutes {h.budget_minutes:g}: {'fits' if h.fits else 'does NOT fit'}"
+             f"of {h.budget_name} ({h.budget_minutes:g} min): {'fits' if h.fits else 'does NOT fit'}"
              for h in night.hosts]
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
     return Listing(list(rows[0]) if rows else ["benchmark"], rows, night.to_json(), notes,

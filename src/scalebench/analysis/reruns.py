@@ -14,6 +14,7 @@ from scalebench_kit.contract import read_json
 from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
 
 from scalebench.core import nights
+from scalebench.core.cells import ACCURACY
 from scalebench.core.attempt_folders import attempt_dir
 from scalebench.analysis.history import build_series
 from scalebench.analysis.regress import Gates, judge, wants_rerun
@@ -59,8 +60,9 @@ def rerun_key(key: str, i: int) -> str:
 
 
 def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates()) -> tuple[list[PlannedCell], list[str]]:
-    """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count."""
-    if not planned or count < 1:
+    """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count.
+    A weekly accuracy run reruns nothing: its throughput has no nightly baseline."""
+    if not planned or count < 1 or planned[0]["run_type"] == ACCURACY:
         return [], []
     cells = _history(store, planned)
     judged = _tonight(cells, gates, _night(planned))

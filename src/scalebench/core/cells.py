@@ -50,6 +50,9 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
                       "give a fleet with GPU hosts (--fleet / SCALEBENCH_FLEET, e.g. include/configs/fleet.gpu-example.yaml)")
 
 
+ACCURACY = "accuracy"  # the run type of the weekly accuracy DAG's runs (scheduled or triggered)
+
+
 def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
     """Scheduled runs repeat every cell `schedule_repeats` times (a verdict needs repeats to
     have an interval); a manual run repeats what its trigger asked for."""

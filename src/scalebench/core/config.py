@@ -82,7 +82,20 @@ class Host(Strict):
 class Fleet(Strict):
     night_budget_minutes: PosFloat = 480
     retention_days: PosFloat = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
+    # the weekly accuracy run (the `full` profile) of every benchmark on its GPU host: its cron (UTC;
+    # None: never scheduled) and the window it reserves there, during which nightly runs are skipped
+    accuracy_schedule: str | None = "0 18 * * 6"
+    accuracy_window_hours: PosFloat = 48
     hosts: Annotated[list[Host], Field(min_length=1)]
+
+    @field_validator("accuracy_schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        from croniter import croniter
+
+        if v is not None and not croniter.is_valid(v):
+            raise ValueError(f"accuracy_schedule {v!r} is not a cron expression (e.g. '0 18 * * 6', Saturdays 18:00 UTC)")
+        return v
 
     @model_validator(mode="after")
     def _unique_names(self):
@@ -293,6 +306,10 @@ class Benchmark(Strict):
     time_to_accuracy: AccuracyTarget | None = None
     confirm_reruns: Annotated[int, Field(ge=0, le=10)] = 3  # same-night reruns of a figure that looks regressed
     schedule_repeats: Annotated[int, Field(ge=1, le=10)] = 3  # repeats of every cell in a scheduled run
+    # the weekly accuracy run (profile `full`), cut to fit its window: these epochs (default: the
+    # largest of the full profile's) and repeats
+    accuracy_epochs: Annotated[list[PosInt], Field(min_length=1)] | None = None
+    accuracy_repeats: Annotated[int, Field(ge=1, le=10)] = 1
     reference_accuracy: ReferenceAccuracy | None = None
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
@@ -333,6 +350,14 @@ class Benchmark(Strict):
     def dag_id(self) -> str:
         return f"scalebench_{self.id}"
 
+    @property
+    def accuracy_dag_id(self) -> str:
+        return f"scalebench_{self.id}_accuracy"
+
+    def accuracy_cut(self) -> tuple[list[int], int]:
+        """(epochs, repeats) of the weekly accuracy run."""
+        return sorted(self.accuracy_epochs or [max(self.resolved("full").epochs)]), self.accuracy_repeats
+
     def resolved(self, profile: str) -> "Resolved":
         """This benchmark with one profile's sizes applied (profiles change sizes, nothing else)."""
         if profile not in PROFILES:
@@ -352,7 +377,8 @@ class Benchmark(Strict):
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
-                     "reference_accuracy", "schedule_repeats", "min_timed_steps"}
+                     "reference_accuracy", "schedule_repeats", "min_timed_steps", "accuracy_epochs",
+                     "accuracy_repeats"}
 
 
 @dataclass(frozen=True)

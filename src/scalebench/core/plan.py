@@ -2,6 +2,10 @@
 (global batch, LR, steps per epoch, epochs, warm-up, timed steps, capped or not), what it costs
 (set-up + warm-up + timed steps + evaluation) and, per host, whether the night fits its budget.
 
+The `full` profile is planned as it is scheduled: the weekly accuracy run, cut to each
+benchmark's `accuracy_cut()` (default: the largest epoch value, one repeat), against the host's
+accuracy window (`accuracy_window_hours`) instead of a night, with no rerun reserve.
+
 Steps are counted with the kit's own epoch definition (`scalebench_kit.epochs`), from the split
 sizes in the stacks file, so no dataset is needed here. Costs come from stored figures of the
 same benchmark, profile, GPU count and host (the median of recent nights) when there are some,
@@ -57,6 +61,7 @@ class PlanRow:
 class HostNight:
     host: str
     budget_minutes: float
+    budget_name: str = "night_budget_minutes"
     cell_minutes: float = 0.0
     rerun_minutes: float = 0.0  # reserve: each benchmark's confirm_reruns of its longest cell
     benchmarks: list[str] = field(default_factory=list)
@@ -115,9 +120,12 @@ def config_cost(bench: Benchmark, gpus: int) -> Cost:
 
 def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, stored: dict[tuple, Cost] | None = None,
                repeats: int | None = None, gpu_counts: list[int] | None = None) -> NightPlan:
-    """The plan of one night of `profile` for these benchmarks. Repeats: the scheduled runs'
-    (`schedule_repeats`) unless given."""
+    """The plan of one night of `profile` for these benchmarks (of the weekly accuracy run for
+    `full`). Repeats: the scheduled runs' (`schedule_repeats`, or the accuracy cut's) unless given."""
     stored = stored or {}
+    weekly = profile == "full"
+    budget = (fleet.accuracy_window_hours * 60, f"accuracy_window_hours {fleet.accuracy_window_hours:g}") if weekly \
+        else (fleet.night_budget_minutes, "night_budget_minutes")
     rows: list[PlanRow] = []
     hosts: dict[str, HostNight] = {}
     problems: list[str] = []
@@ -129,13 +137,14 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         except ConfigError as exc:
             problems.append(str(exc))
             continue
-        night = hosts.setdefault(host.name, HostNight(host.name, fleet.night_budget_minutes))
+        night = hosts.setdefault(host.name, HostNight(host.name, *budget))
         night.benchmarks.append(bid)
+        epochs, planned_repeats = bench.accuracy_cut() if weekly else (res.epochs, bench.schedule_repeats)
         basis = res.timing_basis(counts) or "unknown"
         longest = 0.0
         for n in counts:
             cost = stored.get((bid, profile, host.name, n)) or config_cost(bench, n)
-            for e in sorted(res.epochs):
+            for e in epochs:
                 steps = res.steps(n, e)
                 if steps is None:
                     problems.append(f"{bid}: the train split's size is unknown; cannot count its steps")
@@ -144,7 +153,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 cell_s = cost.setup_s + steps.steps * cost.step_s + evals * cost.eval_s
                 row = PlanRow(bid, profile, host.name, n, steps.global_batch, bench.lr_policy.lr_for(steps.global_batch),
                               steps.steps_per_epoch, steps.capped, e, steps.warmup_steps, steps.timed_steps, basis,
-                              cost.step_s, cell_s, repeats or bench.schedule_repeats, cost.source,
+                              cost.step_s, cell_s, repeats or planned_repeats, cost.source,
                               res.cell_timeout_minutes * 60)
                 rows.append(row)
                 night.cell_minutes += row.seconds / 60
@@ -155,9 +164,10 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 if steps.timed_steps < res.min_timed_steps:
                     problems.append(f"{bid} at {n} GPU(s): {steps.timed_steps} timed steps, below min_timed_steps "
                                     f"{res.min_timed_steps}")
-        night.rerun_minutes += bench.confirm_reruns * longest / 60
+        night.rerun_minutes += 0.0 if weekly else bench.confirm_reruns * longest / 60  # accuracy runs rerun nothing
     for h in hosts.values():
         if not h.fits:
-            problems.append(f"host {h.host}: the night takes {h.minutes:.1f} min ({h.cell_minutes:.1f} cells + "
-                            f"{h.rerun_minutes:.1f} rerun reserve) against night_budget_minutes {h.budget_minutes:g}")
+            what = "the weekly accuracy run" if weekly else "the night"
+            problems.append(f"host {h.host}: {what} takes {h.minutes:.1f} min ({h.cell_minutes:.1f} cells + "
+                            f"{h.rerun_minutes:.1f} rerun reserve) against {h.budget_name} ({h.budget_minutes:g} min)")
     return NightPlan(profile, rows, list(hosts.values()), problems)

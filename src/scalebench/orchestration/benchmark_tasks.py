@@ -22,13 +22,21 @@ def results_asset(bench_id: str) -> Asset:
 
 
 @task
-def plan_cells(bench_id: str, group_ids: list[str], **context) -> list[dict]:
+def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **context) -> list[dict]:
     """The cell matrix of this run from its Params; refused now (never queued forever) when it
-    cannot run, e.g. more GPUs than any host has."""
+    cannot run, e.g. more GPUs than any host has. `kind` "accuracy": the weekly accuracy DAG, whose
+    runs are of run type "accuracy". A scheduled nightly run inside its host's accuracy window
+    plans nothing and records the run as skipped, with the window, for the report."""
     p, run = context["params"], context["dag_run"]
     configs = Configs()
     b = configs.benchmark(bench_id)
     run_type = str(run.run_type).split(".")[-1].lower()
+    if kind == cellmod.ACCURACY:
+        run_type = cellmod.ACCURACY
+    elif run_type == "scheduled" and (skipped := _in_accuracy_window(b, configs, p, run)):
+        print(f"skipped: {skipped}")
+        note(context["ti"], f"nightly run skipped: {skipped}")
+        return []
     try:
         planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
                                gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None,
@@ -44,6 +52,28 @@ def plan_cells(bench_id: str, group_ids: list[str], **context) -> list[dict]:
     return planned
 
 
+def _in_accuracy_window(bench, configs: Configs, params: dict, run) -> str | None:
+    """Why this scheduled nightly run is skipped (its host's accuracy window is open), recorded as
+    the run's row; None when it runs."""
+    from scalebench.core.accuracy_window import window_at
+    from scalebench.store.db import outlasting_outages
+    from scalebench.store.results import Store
+
+    try:
+        host = cellmod.host_for(bench, params["profile"], configs.fleet, params["gpu_counts"])
+    except ConfigError:
+        return None  # plan() below refuses it with its own message
+    window = window_at(configs.fleet, host, run.logical_date or run.run_after)
+    if window is None:
+        return None
+    why = window.line(host.name)
+    outlasting_outages(lambda: Store().record_run(dag_id=bench.dag_id, run_id=run.run_id, benchmark=bench.id,
+                                                  run_type="scheduled", night=nights.night_of(run),
+                                                  counts={"skipped": why}),
+                       what=f"record {bench.dag_id} {run.run_id} as skipped")
+    return why
+
+
 @task
 def select_cells(planned: list[dict], group: str) -> list[dict]:
     """This group's slice of the plan (mapping needs a plain list of the task's own XCom)."""
@@ -57,6 +87,8 @@ def check_dataset(bench_id: str, planned: list[dict], **context) -> dict:
     from scalebench.cell.datasets import DatasetError, prepare
     from scalebench.cell.failures import Failure, fail_planned_cells
 
+    if not planned:
+        return {}  # nothing planned (a nightly run skipped for the accuracy window)
     p = context["params"]
     configs = Configs()
     b = configs.benchmark(bench_id)
@@ -129,6 +161,9 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) ->
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def check_cells(counts: dict) -> None:
     """The run's verdict: failed if any planned cell has no valid attempt (leaves decide a run's state)."""
+    if counts.get("valid", 0) + len(counts["not_valid"]) == 0:
+        print("no cells planned in this run")
+        return
     if counts["not_valid"]:
         raise AirflowFailException(f"{len(counts['not_valid'])} of {len(counts['not_valid']) + counts['valid']} "
                                    "cells have no valid result: " + "; ".join(counts["not_valid"]))

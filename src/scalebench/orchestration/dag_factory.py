@@ -38,19 +38,25 @@ def default_profile(fleet: Fleet) -> str:
     return "nightly" if fleet.hosts_of("gpu") else "smoke"
 
 
-def params_for(bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
+def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[str, Param]:
+    """The trigger form. The accuracy DAG's defaults are its weekly run: the `full` profile cut to
+    `accuracy_cut()` (on a CPU-only fleet, smoke with the profile's own epochs)."""
     servable = [n for n in range(1, fleet.max_devices + 1)]
     defaults = [n for n in bench.gpu_counts if n <= fleet.max_devices]
+    profile, epochs, repeats = default_profile(fleet), None, 1
+    if kind == cellmod.ACCURACY and fleet.hosts_of("gpu"):
+        profile = "full"
+        epochs, repeats = bench.accuracy_cut()
     return {
         "gpu_counts": Param(defaults, type="array", items={"type": "integer", "enum": servable}, minItems=1,
                             uniqueItems=True, examples=servable, title="GPU counts",
                             description=f"Which GPU counts to run (this fleet serves 1-{fleet.max_devices})."),
-        "epochs": Param(None, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
+        "epochs": Param(epochs, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
                         title="Epochs", description="Epoch list; empty means the profile's own list."),
-        "repeats": Param(1, type="integer", minimum=1, maximum=10, title="Repeats",
+        "repeats": Param(repeats, type="integer", minimum=1, maximum=10, title="Repeats",
                          description="Repeats per (GPU count, epochs) of this manual run; each repeat uses seed "
                                      f"+ repeat - 1. Scheduled runs make {bench.schedule_repeats} (schedule_repeats)."),
-        "profile": Param(default_profile(fleet), type="string", enum=list(PROFILES), title="Profile",
+        "profile": Param(profile, type="string", enum=list(PROFILES), title="Profile",
                          description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
                                      "full: the study's epochs on the full dataset."),
         "seed": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Seed"),
@@ -62,22 +68,32 @@ def params_for(bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
     }
 
 
-def build_benchmark_dag(bench: Benchmark, fleet: Fleet) -> DAG:
+def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> DAG:
+    """The benchmark's nightly DAG, or (kind "accuracy") its weekly accuracy DAG: the same tasks,
+    scheduled at the fleet's `accuracy_schedule` where the fleet has GPU hosts."""
     asset = results_asset(bench.id)
+    weekly = kind == cellmod.ACCURACY
+    doc = (f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
+           f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
+           f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).")
+    if weekly:
+        epochs, repeats = bench.accuracy_cut()
+        doc = (f"**Weekly accuracy run of {bench.title}**: the `full` profile at epochs {epochs}, {repeats} "
+               f"repeat(s), every `{fleet.accuracy_schedule}` (UTC); nightly runs on its host are skipped for "
+               f"{fleet.accuracy_window_hours:g} h from then.\n\n" + doc)
     with DAG(
-        dag_id=bench.dag_id,
-        description=bench.title,
-        schedule=nightly(bench.schedule),
+        dag_id=bench.accuracy_dag_id if weekly else bench.dag_id,
+        description=f"{bench.title}: weekly accuracy run" if weekly else bench.title,
+        schedule=nightly(fleet.accuracy_schedule if fleet.hosts_of("gpu") else None) if weekly
+        else nightly(bench.schedule),
         catchup=False,
         max_active_runs=1,
-        params=params_for(bench, fleet),
-        tags=["scalebench", bench.stack, bench.task],
-        doc_md=f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
-               f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
-               f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).",
+        params=params_for(bench, fleet, kind),
+        tags=["scalebench", bench.stack, bench.task] + (["accuracy"] if weekly else []),
+        doc_md=doc,
     ) as dag:
         groups = [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)]  # one place
-        plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups])
+        plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
         checked = check_dataset(bench.id, plan)
         recorded = record(bench.dag_id, plan)
         reruns = plan_reruns(bench.id, plan, recorded)
@@ -140,6 +156,7 @@ def build_all(configs: Configs | None = None) -> dict[str, DAG]:
     configs = configs or Configs()
     good, broken = configs.load_all()
     dags = {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in good.values()}
+    dags |= {b.accuracy_dag_id: build_benchmark_dag(b, configs.fleet, cellmod.ACCURACY) for b in good.values()}
     for stem, error in broken.items():
         logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
         dags[f"scalebench_{safe(stem)}"] = build_config_error_dag(stem, error)

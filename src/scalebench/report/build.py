@@ -18,7 +18,8 @@ from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
 from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks
-from scalebench.report.figures import alert_detail, average_row, bench_row, choose_runs, manual_runs
+from scalebench.report.figures import (alert_detail, average_row, bench_row, choose_runs, latest_accuracy_runs,
+                                       manual_runs)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
@@ -30,12 +31,17 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
     measured = [c for c in cells if c.get("role", "measure") != "rerun"]  # reruns confirm flags, never fill the table
     chosen, source = choose_runs(measured, night)
-    rows = [bench_row(b, [c for c in measured if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
-            for b, run in sorted(chosen.items())]
-    for r in rows:
+    def row_of(b: str, run: str):
+        return bench_row(b, [c for c in measured if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
+
+    rows = [row_of(b, run) for b, run in sorted(chosen.items())]
+    accuracy_rows = [row_of(b, run) for b, run in sorted(latest_accuracy_runs(measured).items())]
+    for r in rows + accuracy_rows:
         r.suspect = plausibility(r, opts.reference(r.benchmark, r.profile))
     avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
+    skipped = {r["benchmark"]: r["counts"]["skipped"] for r in runs
+               if r["night"] == night and r["run_type"] == "scheduled" and (r["counts"] or {}).get("skipped")}
     expected = opts.scheduled()
     missing = sorted(set(expected) - recorded)
     today = dt.date.fromisoformat(night)
@@ -48,7 +54,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         manual_runs=manual_runs(measured, night), config_errors=dict(opts.config_errors),
         gpu_counts=sorted({n for r in rows for n in r.train_s}) or [1],
         metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
-        rows=rows, average=avg, conclusions=conclusions(rows, avg, opts),
+        rows=rows, average=avg, skipped=skipped, accuracy_rows=accuracy_rows,
+        accuracy_metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in accuracy_rows)], conclusions=conclusions(rows, avg, opts),
         alerts=[j.line() for j in tonight if j.alert], flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),

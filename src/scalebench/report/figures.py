@@ -7,6 +7,7 @@ import statistics
 from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis.regress import Judgement
+from scalebench.core.cells import ACCURACY
 from scalebench.core.records import FigureRow, RowKey
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
 
@@ -19,7 +20,7 @@ def choose_runs(cells: list[FigureRow], night: str) -> tuple[dict[str, str], str
     """(per benchmark, the run that feeds the table; where they come from). When the night has
     scheduled runs, only those (the last per benchmark); a night with only manual runs (a demo, a
     trial) is reported from the last manual run per benchmark, marked 'manual'."""
-    tonight = [c for c in cells if c["night"] == night]
+    tonight = [c for c in cells if c["night"] == night and c["run_type"] != ACCURACY]
     source = "scheduled" if any(c["run_type"] == "scheduled" for c in tonight) else "manual"
     chosen: dict[str, str] = {}
     for c in tonight:  # cells come in recording order: the last run wins
@@ -28,11 +29,20 @@ def choose_runs(cells: list[FigureRow], night: str) -> tuple[dict[str, str], str
     return chosen, source
 
 
+def latest_accuracy_runs(cells: list[FigureRow]) -> dict[str, str]:
+    """Per benchmark, its latest weekly accuracy run among `cells` (the lookback window)."""
+    latest: dict[str, tuple[str, str]] = {}
+    for c in cells:  # recording order within a night: the last run of the latest night wins
+        if c["run_type"] == ACCURACY and c["night"] >= latest.get(c["benchmark"], ("", ""))[0]:
+            latest[c["benchmark"]] = (c["night"], c["run_id"])
+    return {b: run for b, (_, run) in latest.items()}
+
+
 def manual_runs(cells: list[FigureRow], night: str) -> list[dict]:
     """Every manual run of the night with its counts and the cells that have no valid result."""
     runs: dict[tuple[str, str], dict] = {}
     for c in cells:
-        if c["night"] != night or c["run_type"] == "scheduled":
+        if c["night"] != night or c["run_type"] in ("scheduled", ACCURACY):
             continue
         r = runs.setdefault((c["benchmark"], c["run_id"]), {"benchmark": c["benchmark"], "run_id": c["run_id"],
                                                             "cells": 0, "valid": 0, "not_valid": []})

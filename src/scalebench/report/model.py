@@ -122,20 +122,26 @@ class Report:
     judged: list[Judgement]             # every night of every series (the trend plot marks alerts)
     series: int
     table_checks: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)  # benchmark -> why its scheduled run planned nothing
+    accuracy_rows: list[Row] = field(default_factory=list)  # each benchmark's latest weekly accuracy run
+    accuracy_metrics: list[str] = field(default_factory=list)
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:
         """table.json: the same figures, with verdicts as their texts."""
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged")}
-        doc["rows"] = []
-        for r in self.rows:
-            row = {k: v for k, v in asdict(r).items() if k != "verdicts"}
-            row["key"] = asdict(r.key)
-            row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff}
-                                        for n, v in per.items()} for m, per in r.verdicts.items()}
-            doc["rows"].append(row)
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged", "accuracy_rows")}
+        doc["rows"] = [_row_json(r) for r in self.rows]
+        doc["accuracy_rows"] = [_row_json(r) for r in self.accuracy_rows]
         doc["plots"] = list(self.plots)
         return doc
+
+
+def _row_json(r: Row) -> dict:
+    row = {k: v for k, v in asdict(r).items() if k != "verdicts"}
+    row["key"] = asdict(r.key)
+    row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff}
+                                for n, v in per.items()} for m, per in r.verdicts.items()}
+    return row
 
 
 @dataclass(frozen=True)

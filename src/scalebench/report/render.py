@@ -10,7 +10,7 @@ from pathlib import Path
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from scalebench.report.model import STEP_PARTS, Column, Report
+from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, Column, Report
 
 
 def _pct(v):
@@ -77,6 +77,29 @@ def detail_columns(rep: Report) -> list[Column]:
             Column("efficiency", eff), *metric]
 
 
+def accuracy_columns(rep: Report) -> list[Column]:
+    """Per (weekly accuracy row, GPU count): the run, its training, time to accuracy and each metric
+    at the longest epoch count with its verdict against 1 GPU."""
+    def tta(it):
+        r, n = it
+        if n not in r.time_to_accuracy:
+            return "–"
+        v = r.time_to_accuracy[n]
+        return "not reached" if v is None else f"{v:.0f} s"
+
+    def metric(m):
+        def value(it):
+            r, n = it
+            v, verdict = r.metrics.get(m, {}).get(n), r.verdicts.get(m, {}).get(n)
+            return ("–" if v is None else f"{v:.3f}") + (f" ({verdict.kind})" if verdict else "")
+        return Column(ACCURACY_METRICS[m].display, value)
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("run", lambda it: it[0].run_id),
+            Column("GPUs", lambda it: it[1]), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
+            Column("train s", lambda it: f"{it[0].train_s[it[1]]:.0f}"),
+            Column("time to accuracy", lambda it: (it[0].tta_target or "") + (": " if it[0].tta_target else "") + tta(it)),
+            *[metric(m) for m in rep.accuracy_metrics]]
+
+
 def step_columns() -> list[Column]:
     """Per (row, GPU count): seconds per steady step of each part, its share in brackets."""
     def part(p):
@@ -100,6 +123,8 @@ def markdown(rep: Report) -> str:
     if rep.source == "manual" and rows:
         out += ["", "**Manual runs only**: this night has no scheduled run, so the table below is made from manual "
                 "runs (the last one per benchmark); they never feed the regression baseline."]
+    for bench, why in sorted(rep.skipped.items()):
+        out += ["", f"**Skipped**: {bench}'s scheduled run planned no cells ({why})."]
     for stem, err in sorted(rep.config_errors.items()):
         out += ["", f"**Config error**: benchmark `{stem}` does not load and did not run: {err}"]
     out += ["", f"Generated {rep.generated}. Relative training time per row on its timing basis: *train time*, "
@@ -112,7 +137,21 @@ def markdown(rep: Report) -> str:
                         None, rep.average, {})
     lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis) for r in rows] + [average]
     out += ["## The study's table", "", *table(study_columns(rep), lines)]
+    out += ["", "The accuracy verdicts above come from this night's runs: on the nightly profile (a few dozen "
+            "steps) they are a smoke signal only, never whether accuracy suffers; that is the weekly accuracy "
+            "run's question (below)."]
     out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
+    out += ["", "## Weekly accuracy run (full profile)", "", "Each benchmark's latest run of its weekly accuracy "
+            "DAG (`scalebench_<benchmark>_accuracy`: the full profile on the real dataset, cut to its "
+            "`accuracy_cut`), metrics at its longest epoch count with the verdict against 1 GPU.", ""]
+    if rep.accuracy_rows:
+        out += table(accuracy_columns(rep), [(r, n) for r in rep.accuracy_rows for n in sorted(r.train_s)])
+        out += [f"- {r.benchmark} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rep.accuracy_rows
+                for n, why in sorted(r.suspect.items())]
+        out += [f"- {r.benchmark} weekly run {r.run_id}: {x['label']}: {x['status']} ({x['reason']})"
+                for r in rep.accuracy_rows for x in r.not_valid]
+    else:
+        out.append(f"- none recorded in the last {LOOKBACK_NIGHTS} nights")
     out += ["", "## Detail per GPU count", "", "Train s is steady training time at the longest epoch count run, "
             "median and interquartile range over repeats.", "",
             *table(detail_columns(rep), [(r, n) for r in rows for n in sorted(r.train_s)])]

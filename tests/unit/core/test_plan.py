@@ -99,7 +99,7 @@ def test_stored_figures_set_the_cost_and_an_over_budget_night_is_infeasible(gpu)
     late = night_plan({bench.id: bench}, gpu.fleet, "nightly", stored=slow)
     assert not late.feasible
     assert any("above its cell_timeout_minutes 30" in p for p in late.problems)
-    assert any(p.startswith("host gpu-node-1: the night takes") and "night_budget_minutes 480" in p
+    assert any(p.startswith("host gpu-node-1: the night takes") and "night_budget_minutes (480 min)" in p
                for p in late.problems)
 
 
@@ -111,13 +111,29 @@ def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, mo
     assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007"]) == 0
     out = capsys.readouterr().out
     assert "unet_torch_voc2007" in out and "1 (cap)" in out and "fits" in out and "feasible (nightly)" in out
-    # the full profile's full passes are timed by training time, and do not fit one night
-    assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007", "--profile", "full"]) == 1
-    out = capsys.readouterr().out
-    assert "train time" in out and "does NOT fit" in out and "infeasible: host gpu-node-1: the night takes" in out
+    # the full profile is planned as the weekly accuracy run: full passes timed by training time, cut
+    # to the largest epoch value and one repeat, against the host's accuracy window
+    assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007", "--profile", "full",
+                     "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {(r["epochs"], r["repeats"], r["timing_basis"]) for r in doc["rows"]} == {(100, 1, "train time")}
+    assert [r["gpus"] for r in doc["rows"]] == [1, 2, 3, 4]
+    host = doc["hosts"][0]
+    assert (host["budget_name"], host["budget_minutes"], host["rerun_minutes"]) == ("accuracy_window_hours 48", 2880, 0)
     # the CPU-only default fleet has no host for a nightly run
     assert cli.main(["plan", "--profile", "nightly"]) == 1
     assert "infeasible: resnet50_keras_cifar10: no GPU host" in capsys.readouterr().out
+
+
+def test_a_weekly_accuracy_run_longer_than_its_window_is_infeasible(gpu):
+    fleet = gpu.fleet.model_copy(update={"accuracy_window_hours": 1.0})
+    plan = night_plan(gpu.benchmarks, fleet, "full")
+    assert {r.repeats for r in plan.rows} == {1}
+    assert {(r.benchmark, r.epochs) for r in plan.rows} == {(b, bench.accuracy_cut()[0][0])
+                                                           for b, bench in gpu.benchmarks.items()}
+    assert not plan.feasible
+    assert any(p.startswith("host gpu-node-1: the weekly accuracy run takes") and "accuracy_window_hours 1 (60 min)" in p
+               for p in plan.problems)
 
 
 def test_capped_cells_say_their_steps_in_the_label(gpu):

@@ -51,3 +51,50 @@ def test_select_cells_gives_each_group_its_slice():
     planned = tasks.plan_cells.function("resnet50_keras_cifar10", ["local_1gpu", "local_2gpu"], **context())
     assert [c["gpus"] for c in tasks.select_cells.function(planned, "local_2gpu")] == [2]
     assert tasks.select_cells.function(planned, "local_3gpu") == []
+
+
+GPU_GROUPS = [f"gpu_node_1_{n}gpu" for n in (1, 2, 3, 4)]
+
+
+def scheduled_at(when: dt.datetime, **params):
+    ctx = context(**({"profile": "nightly", "gpu_counts": [1, 2, 3, 4]} | params))
+    ctx["dag_run"] = SimpleNamespace(run_id=f"scheduled__{when.isoformat()}", run_type="scheduled",
+                                     logical_date=when, run_after=when)
+    return ctx
+
+
+@pytest.mark.parametrize("when, skipped", [
+    (dt.datetime(2026, 12, 5, 1, tzinfo=dt.timezone.utc), False),   # Saturday 01:00: before the window
+    (dt.datetime(2026, 12, 6, 1, tzinfo=dt.timezone.utc), True),    # Sunday 01:00: Saturday 18:00 + 48 h
+    (dt.datetime(2026, 12, 7, 1, tzinfo=dt.timezone.utc), True),    # Monday 01:00
+    (dt.datetime(2026, 12, 8, 1, tzinfo=dt.timezone.utc), False),   # Tuesday 01:00: the window has closed
+])
+def test_a_scheduled_nightly_run_in_the_accuracy_window_plans_nothing_and_is_recorded_skipped(noted, monkeypatch,
+                                                                                           when, skipped):
+    from scalebench.store.results import Store
+    from tests.support import ROOT
+
+    monkeypatch.setenv("SCALEBENCH_FLEET", str(ROOT / "include/configs/fleet.gpu-example.yaml"))
+    planned = tasks.plan_cells.function("unet_torch_voc2007", GPU_GROUPS, **scheduled_at(when))
+    runs = Store().runs(when.date().isoformat())
+    if not skipped:
+        assert len(planned) == 12 and not noted and not runs  # 4 GPU counts x schedule_repeats 3
+        return
+    why = "weekly accuracy window on gpu-node-1, Sat 2026-12-05 18:00 to Mon 2026-12-07 18:00 UTC"
+    assert planned == [] and noted == [f"nightly run skipped: {why}"]
+    assert [(r["benchmark"], r["run_type"], r["counts"]) for r in runs] == [("unet_torch_voc2007", "scheduled",
+                                                                            {"skipped": why})]
+    # what follows an empty plan: no dataset check, a verdict that does not fail the run
+    assert tasks.check_dataset.function("unet_torch_voc2007", planned, **scheduled_at(when)) == {}
+    tasks.check_cells.function({"valid": 0, "invalid": 0, "failed": 0, "missing": 0, "not_valid": []})
+
+
+def test_the_accuracy_dags_runs_are_of_run_type_accuracy_and_run_inside_the_window(noted, monkeypatch):
+    from tests.support import ROOT
+
+    monkeypatch.setenv("SCALEBENCH_FLEET", str(ROOT / "include/configs/fleet.gpu-example.yaml"))
+    saturday = dt.datetime(2026, 12, 5, 18, tzinfo=dt.timezone.utc)
+    planned = tasks.plan_cells.function("unet_torch_voc2007", GPU_GROUPS, "accuracy",
+                                        **scheduled_at(saturday, profile="full", epochs=[100], repeats=1))
+    assert [(c["gpus"], c["epochs"], c["repeat"], c["profile"], c["run_type"]) for c in planned] == \
+        [(n, 100, 1, "full", "accuracy") for n in (1, 2, 3, 4)] and not noted

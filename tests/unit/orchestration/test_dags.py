@@ -21,9 +21,11 @@ def dagbag():
 
 def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
     assert dagbag.import_errors == {}
-    expected = {f"scalebench_{b}" for b in Configs().benchmarks} | {"scalebench_nightly_report", "scalebench_maintenance"}
+    benchmarks = Configs().benchmarks
+    expected = ({f"scalebench_{b}" for b in benchmarks} | {f"scalebench_{b}_accuracy" for b in benchmarks}
+                | {"scalebench_nightly_report", "scalebench_maintenance"})
     assert set(dagbag.dags) == expected
-    assert len(expected) == 8
+    assert len(expected) == 14
     maintenance = dagbag.dags["scalebench_maintenance"]
     assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
 
@@ -95,6 +97,22 @@ def test_params_reject_bad_trigger_input(dagbag, bad, why):
 def test_default_profile_follows_the_fleet(dagbag):
     params = dagbag.dags["scalebench_unet_torch_voc2007"].params
     assert params["profile"] == "smoke" and params["gpu_counts"] == [1, 2, 3, 4]
+    # a CPU-only fleet has no weekly accuracy run: its DAG is there to trigger, never scheduled
+    accuracy = dagbag.dags["scalebench_unet_torch_voc2007_accuracy"]
+    assert type(accuracy.timetable).__name__ == "NullTimetable" and accuracy.params["profile"] == "smoke"
+
+
+def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
+    from scalebench.orchestration.dag_factory import build_benchmark_dag
+
+    gpu = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
+    bench = gpu.benchmark("resnet50_keras_cifar10")
+    dag = build_benchmark_dag(bench, gpu.fleet, "accuracy")
+    assert dag.dag_id == "scalebench_resnet50_keras_cifar10_accuracy" and "accuracy" in dag.tags
+    assert dag.timetable.summary == "0 18 * * 6"  # the fleet's accuracy_schedule
+    assert (dag.params["profile"], dag.params["epochs"], dag.params["repeats"]) == ("full", [70], 1)
+    assert set(dag.task_ids) == set(build_benchmark_dag(bench, gpu.fleet).task_ids)  # the same tasks
+    assert dag.get_task("plan_cells").op_args[2] == "accuracy"
 
 
 def test_parsing_dags_imports_nothing_heavy():
@@ -118,7 +136,7 @@ def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    assert len(bag.dags) == 8 and "scalebench_nightly_report" in bag.dags
+    assert len(bag.dags) == 13 and "scalebench_nightly_report" in bag.dags  # 5 benchmarks x 2, a placeholder, 2
     placeholder = bag.dags["scalebench_unet_torch_voc2007"]
     assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
     assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md

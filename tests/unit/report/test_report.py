@@ -430,3 +430,37 @@ def test_a_metric_at_its_floor_or_without_variance_is_uninformative_never_equiva
     assert equivalence([1.0, 1.0], [1.0, 1.0], 0.01).why == "at its ceiling 1 on both sides"
     assert equivalence([0.5, 0.5], [0.5, 0.5], 0.01).kind == "uninformative"
     assert equivalence([0.5, 0.501], [0.5, 0.501], 0.01).kind == "equivalent"
+
+
+def test_the_weekly_accuracy_run_is_reported_beside_the_nightly_table_and_a_skipped_run_is_not_missing(isolated_state):
+    store = Store()
+    for g, t in ((1, 100), (2, 60)):
+        record(store, g, 3, 1, t)  # tonight's nightly run of resnet50
+    store.record_run(dag_id="scalebench_resnet50_keras_cifar10", run_id="scheduled__n1", benchmark="resnet50_keras_cifar10",
+                     run_type="scheduled", night=NIGHT, counts={"valid": 2})
+    week = "2026-11-22"
+    for g, prec in ((1, 0.62), (2, 0.61)):  # unet's weekly accuracy run, six nights before
+        cell = sample_cell(gpus=g, epochs=100, run_id="scheduled__w1", night=week, run_type="accuracy",
+                           profile="full", benchmark="unet_torch_voc2007", dag_id="scalebench_unet_torch_voc2007_accuracy")
+        store.record_attempt(cell, 1, "valid", contract=sample_contract(cell, train_s=900 / g, precision=prec))
+    why = "weekly accuracy window on gpu-node-1, Sat 2026-11-28 18:00 to Mon 2026-11-30 18:00 UTC"
+    store.record_run(dag_id="scalebench_unet_torch_voc2007", run_id="scheduled__n1u", benchmark="unet_torch_voc2007",
+                     run_type="scheduled", night=NIGHT, counts={"skipped": why})
+    opts = Options(expected=["resnet50_keras_cifar10", "unet_torch_voc2007"])
+    doc = build(store.figures(up_to_night=NIGHT), NIGHT, opts, store.runs(NIGHT))
+    assert doc.complete and doc.skipped == {"unet_torch_voc2007": why}
+    assert [r.benchmark for r in doc.rows] == ["resnet50_keras_cifar10"] and not doc.manual_runs
+    [weekly] = doc.accuracy_rows
+    assert (weekly.benchmark, weekly.profile, weekly.run_type, weekly.train_epochs) == \
+        ("unet_torch_voc2007", "full", "accuracy", {1: 100, 2: 100})
+    assert weekly.metrics["precision"] == {1: 0.62, 2: 0.61}
+    text = markdown(doc)
+    assert f"**Skipped**: unet_torch_voc2007's scheduled run planned no cells ({why})." in text
+    assert "a smoke signal only" in text
+    section = text[text.index("## Weekly accuracy run (full profile)"):text.index("## Detail per GPU count")]
+    assert "| unet_torch_voc2007 | scheduled__w1 | 2 | 100 | 450 |" in section
+    assert "0.610 (inconclusive)" in section  # one repeat: no interval, never "equivalent"
+    assert json.loads(json.dumps(doc.to_json(), default=str))["accuracy_rows"][0]["benchmark"] == "unet_torch_voc2007"
+    # a night after: no nightly figures yet, the weekly run is still the latest
+    later = build(store.figures(up_to_night="2026-11-29"), "2026-11-29", opts, store.runs("2026-11-29"))
+    assert [r.run_id for r in later.accuracy_rows] == ["scheduled__w1"] and later.missing == opts.expected
