@@ -126,23 +126,31 @@ def cmd_plan(args, configs: Configs) -> Listing:
 
 def cmd_rehearse(args, configs: Configs) -> Listing:
     """The nightly plan through the real DAGs on stand-in CPU hosts with the hold trainer."""
-    from scalebench.orchestration.rehearsal import rehearse
+    from scalebench.orchestration.rehearsal import Regression, rehearse
 
     from scalebench.core import paths
 
     work = Path(args.work) if args.work else paths.state_dir() / "rehearsal"
+    regression = Regression.parse(args.regress) if args.regress else None
     r = rehearse(configs, work, benchmarks=args.benchmark, gpu_counts=args.gpus, repeats=args.repeats,
-                 scale=args.scale, log=lambda line: print(line, file=sys.stderr))
+                 scale=args.scale, regression=regression, log=lambda line: print(line, file=sys.stderr))
     rows = r.rows()
     bad = [x for x in rows if x["off_pct"] is None or abs(x["off_pct"]) > args.tolerance * 100]
     notes = [f"host {h['host']}: makespan {h['makespan_s']} s; the plan's estimate x {args.scale:g} = "
              f"{h['plan_estimate_s']} s; lower bound (the cells' planted steps) {h['lower_bound_s']} s"
              for h in r.hosts(args.scale)]
     notes.append(f"report: {r.report}")
+    if regression:
+        notes.append(f"planted regression ({regression.line()}): "
+                     + (f"caught: confirmed by reruns: {r.confirmed[0]}" if r.caught else
+                        "NOT caught; flagged: " + ("; ".join(r.flagged) or "nothing")))
     notes.append(f"{len(rows) - len(bad)} of {len(rows)} relative times within {args.tolerance:.0%} of the planted ones"
                  + ("" if not bad else "; off: " + ", ".join(f"{x['benchmark']} at {x['gpus']}" for x in bad)))
+    regressed = {"planted": regression.line(), "caught": r.caught, "flagged": r.flagged,
+                 "confirmed": r.confirmed} if regression else None
     return Listing(list(rows[0]) if rows else ["benchmark"], rows,
-                   {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report}, notes, exit_code=1 if bad else 0)
+                   {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report, "regression": regressed}, notes,
+                   exit_code=1 if bad or (regression and not r.caught) else 0)
 
 
 def _stored_figures() -> list:
@@ -319,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
     p.add_argument("--scale", type=float, default=0.05, help="planted step time = the plan's x this (default 0.05)")
     p.add_argument("--tolerance", type=float, default=0.05, help="relative times must be within this (default 0.05)")
+    p.add_argument("--regress", metavar="BENCHMARK:GPUS:PERCENT",
+                   help="also plant a regression (e.g. unet_torch_voc2007:4:20): the plan runs the night before, "
+                        "its figures seed the baseline, then the benchmark runs slowed; exit 1 unless its reruns "
+                        "confirm it")
     p.add_argument("--work", help="work folder (default .state/rehearsal)")
     p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
     p = _listing(sub.add_parser("cells", help="the cell matrix of one run (its costs: scalebench plan)"))

@@ -9,12 +9,17 @@ the real scheduler, pools, leases, validation and recording without paying for t
 Hold time = S x the cell's epochs x relative[gpus - 1] (default: the study's relative training
 times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are warm-up.
 --planned (a rehearsal of a night's plan): at G devices, the cell's epochs of STEPS steps each
-of SECONDS, the cell's own warm-up steps first; --capped records the epochs as capped.
+of SECONDS, the cell's own warm-up steps first; --capped records the epochs as capped. A
+rehearsal plants a regression by writing hold-slowdown.json ({"benchmark", "gpus", "factor"})
+into the cells' cache folder: the system got slower, the config and image did not.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
+from pathlib import Path
 
 from .epochs import epoch_plan
 from .runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
@@ -45,10 +50,23 @@ def planned_steps(spec: str, gpus: int) -> tuple[int, float]:
     return int(steps), float(seconds)
 
 
+SLOWDOWN_FILE = "hold-slowdown.json"
+
+
+def planted_slowdown(benchmark: str, gpus: int) -> float:
+    """The factor a rehearsal planted for this benchmark and device count (1.0: none)."""
+    path = Path(os.environ.get("SCALEBENCH_CACHE_DIR", "/cache")) / SLOWDOWN_FILE
+    if not path.exists():
+        return 1.0
+    doc = json.loads(path.read_text())
+    return float(doc["factor"]) if (doc["benchmark"], int(doc["gpus"])) == (benchmark, gpus) else 1.0
+
+
 def rehearse(cell: Cell, spec: str, capped: bool) -> None:
     """Hold for the cell's planned steps at the planted step time, timed as a trainer times them."""
     train, n = cell.training, cell.devices["count"]
     per_epoch, step_s = planned_steps(spec, n)
+    step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n)
     timer = StepTimer(train["warmup_steps"])
     cell.events.log("model_ready", steps=per_epoch * train["epochs"], step_s=step_s)
     epoch_s = []

@@ -4,12 +4,21 @@ hosts, with the kit's hold trainer in place of each framework. Each cell holds f
 warm-up and timed steps at a planted step time (the plan's, scaled down), so the report must
 give back the planted relative times, and each host's makespan can be set against the plan.
 
+With a planted regression (`Regression`) it runs two nights: the plan on the night before
+(the baseline pass, whose relative times are checked), copies of that pass's figures as the
+scheduled nights before it (1 % noise), then on the night the regressed benchmark again with its
+step time slowed at one GPU count through the hold trainer's slowdown file (same config, same
+image: a slower system). Its DAG must flag the figure and its reruns confirm it.
+
 Isolated: its own Airflow home, results store and configs under one work folder.
 """
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -24,6 +33,30 @@ from scalebench.core.config import STACKS_FILE, ConfigError, Configs
 from scalebench.core.plan import NightPlan, PlanRow, night_plan
 
 HOLD_IMAGE = "scalebench/torch:cpu"  # the lightest image; the kit (and its hold trainer) is in every one
+BASELINE_NIGHTS = 8  # seeded scheduled nights: 3 reruns can confirm (one-sided U test, p < 0.01) from 7 on
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A planted regression: `benchmark`'s step time at `gpus` devices times `factor`."""
+    benchmark: str
+    gpus: int
+    factor: float
+
+    @classmethod
+    def parse(cls, text: str) -> "Regression":
+        """"BENCHMARK:GPUS:PERCENT", e.g. "unet_torch_voc2007:4:20" (20 % slower steps at 4 GPUs)."""
+        try:
+            bench, gpus, pct = text.split(":")
+            out = cls(bench, int(gpus), 1 + float(pct) / 100)
+        except ValueError:
+            raise ConfigError(f"--regress {text!r}: expected BENCHMARK:GPUS:PERCENT, e.g. unet_torch_voc2007:4:20")
+        if out.gpus < 1 or out.factor <= 1:
+            raise ConfigError(f"--regress {text!r}: expected GPUS >= 1 and a PERCENT above 0")
+        return out
+
+    def line(self) -> str:
+        return f"{self.benchmark} at {self.gpus} GPU(s), step time +{(self.factor - 1) * 100:g} %"
 
 
 @dataclass
@@ -58,6 +91,16 @@ class Rehearsal:
     valid: dict[str, tuple[int, int]] = field(default_factory=dict)       # (valid cells, cells)
     makespan_s: dict[str, float] = field(default_factory=dict)            # per host: its DAG runs, end to end
     report: str = ""
+    regression: Regression | None = None
+    flagged: list[str] = field(default_factory=list)    # the regressed run's flags (its DAG log)
+    confirmed: list[str] = field(default_factory=list)  # ... and the flags its reruns confirmed
+
+    @property
+    def caught(self) -> bool:
+        """The planted regression was flagged and confirmed by reruns, at its GPU count."""
+        r = self.regression
+        head = f"{r.benchmark} {r.gpus} GPU{'s' if r.gpus != 1 else ''} images_per_s" if r else ""
+        return bool(r) and any(line.startswith(head) for line in self.confirmed)
 
     def rows(self) -> list[dict]:
         out = []
@@ -122,10 +165,45 @@ def _airflow(env: dict, *args: str, timeout: float = 1800) -> tuple[int, str]:
     return out.returncode, out.stdout + out.stderr
 
 
+def seed_baseline(store, configs: Configs, planted: dict[str, Planted], night: str, nights: int = BASELINE_NIGHTS,
+                  seed: int = 0) -> int:
+    """The baseline pass's valid cells copied as `nights` scheduled nights before `night`, each
+    figure times 1 % noise: the history a regression is judged against (the pass itself is a
+    manual run, never a baseline). Returns the number of cells seeded."""
+    from scalebench.core.cells import plan
+
+    rng = random.Random(seed)
+    passed = {(c["benchmark"], c["gpus"], c["epochs"], c["repeat"]): c
+              for c in store.figures(up_to_night=night, since_night=night)
+              if c["figure"] is not None and c["role"] != "rerun"}
+    seeded = 0
+    for k in range(1, nights + 1):
+        day = (dt.date.fromisoformat(night) - dt.timedelta(days=k)).isoformat()
+        for bid, p in sorted(planted.items()):
+            for cell in plan(configs.benchmark(bid), configs.fleet, profile="smoke", run_id=f"scheduled__{day}",
+                             gpu_counts=sorted(p.rows), repeats=p.rows[min(p.rows)].repeats, run_type="scheduled",
+                             night=day):
+                src = passed.get((bid, cell["gpus"], cell["epochs"], cell["repeat"]))
+                if src is None:
+                    continue
+                contract = copy.deepcopy(store.contract(src["key"]))
+                noise = 1 + rng.gauss(0, 0.01)
+                contract["timing"]["images_per_s"] *= noise
+                contract["timing"]["train_s"] /= noise
+                store.record_attempt(cell, 1, "valid", contract=contract)
+                seeded += 1
+    return seeded
+
+
+def _lines(log: str, marker: str) -> list[str]:
+    return [line.split(marker, 1)[1].strip() for line in log.splitlines() if marker in line]
+
+
 def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = None, gpu_counts: list[int] | None = None,
-             repeats: int | None = None, scale: float = 0.05, log=print) -> Rehearsal:
+             repeats: int | None = None, scale: float = 0.05, regression: Regression | None = None,
+             log=print) -> Rehearsal:
     """Plan the nightly night on the configured fleet, run it through the real DAGs on stand-in CPU
-    hosts, and read back the report."""
+    hosts, and read back the report; with `regression`, then plant it and check it is caught."""
     from scalebench.report.build import build_report
     from scalebench.report.model import Options
     from scalebench.report.render import render
@@ -135,6 +213,10 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
     plan = night_plan(chosen, configs.fleet, "nightly", repeats=repeats, gpu_counts=gpu_counts)
     if not plan.feasible:
         raise ConfigError("the nightly plan is infeasible (see scalebench plan): " + "; ".join(plan.problems))
+    if regression and (regression.benchmark not in chosen or
+                       regression.gpus not in {r.gpus for r in plan.rows if r.benchmark == regression.benchmark}):
+        raise ConfigError(f"--regress: {regression.line()} is not in the rehearsed plan "
+                          f"(benchmarks {sorted(chosen)}, GPU counts {sorted({r.gpus for r in plan.rows})})")
     work = work.resolve()
     planted = stand_in(configs, plan, scale, work / "configs")
     home = work / "state"
@@ -154,18 +236,36 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         out = subprocess.run([str(scalebench), *cmd], env=env, capture_output=True, text=True)
         if out.returncode:
             raise RuntimeError(f"scalebench {' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
-    night = time.strftime("%Y-%m-%d", time.gmtime())
-    result = Rehearsal(night, plan, planted)
-    for bid, p in sorted(planted.items()):
+    today = dt.datetime.now(dt.timezone.utc).date()
+    night = (today - dt.timedelta(days=1) if regression else today).isoformat()  # the baseline pass's night
+    result = Rehearsal(night, plan, planted, regression=regression)
+
+    def run(bid: str, on: str, tag: str = "") -> tuple[int, str]:
+        p = planted[bid]
         conf = {"profile": "smoke", "gpu_counts": sorted(p.rows), "repeats": p.rows[min(p.rows)].repeats}
         t0 = time.perf_counter()
-        rc, out = _airflow(env, "dags", "test", f"scalebench_{bid}", "-c", json.dumps(conf))
+        rc, out = _airflow(env, "dags", "test", f"scalebench_{bid}", on, "-c", json.dumps(conf))
+        (work / f"{bid}{tag}.log").write_text(out)
+        log(f"{bid}{tag}: DAG run {'succeeded' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s "
+            f"(log {work / f'{bid}{tag}.log'})")
+        return rc, out
+
+    for bid, p in sorted(planted.items()):
+        t0 = time.perf_counter()
+        run(bid, night)
         result.makespan_s[p.host] = result.makespan_s.get(p.host, 0.0) + time.perf_counter() - t0
-        (work / f"{bid}.log").write_text(out)
-        log(f"{bid}: DAG run {'succeeded' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s "
-            f"(log {work / f'{bid}.log'})")
     store = Store(f"sqlite:///{home / 'results.db'}")
-    stand_ins = Configs(work / "configs", work / "configs" / "fleet.yaml").benchmarks
+    stand_in_configs = Configs(work / "configs", work / "configs" / "fleet.yaml")
+    stand_ins = stand_in_configs.benchmarks
+    if regression:
+        seeded = seed_baseline(store, stand_in_configs, planted, night)
+        log(f"seeded {seeded} cells as the {BASELINE_NIGHTS} scheduled nights before {night}")
+        (home / "cache").mkdir(parents=True, exist_ok=True)
+        (home / "cache" / "hold-slowdown.json").write_text(json.dumps(
+            {"benchmark": regression.benchmark, "gpus": regression.gpus, "factor": regression.factor}))
+        _, out = run(regression.benchmark, today.isoformat(), "-regressed")
+        result.flagged = _lines(out, "flagged, ")
+        result.confirmed = _lines(out, "confirmed by reruns: ")
     rep = build_report(store, night, Options(benchmarks=stand_ins, expected=sorted(stand_ins)))
     path = render(rep, work / "report")
     result.report = str(path)

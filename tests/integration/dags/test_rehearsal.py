@@ -1,5 +1,6 @@
 """`scalebench rehearse`: the nightly plan of two shipped benchmarks through their real DAGs on a
-CPU host standing in for the example fleet's GPU host, the hold trainer at planted step times."""
+CPU host standing in for the example fleet's GPU host, the hold trainer at planted step times;
+then a regression planted at one GPU count (a slower system, same config) must be caught."""
 import json
 import subprocess
 
@@ -12,7 +13,7 @@ from tests.support.engine import requires_docker
 
 @requires_docker
 @pytest.mark.slow
-def test_the_ci_rehearsal_gives_back_the_planted_relative_times(tmp_path):
+def test_the_ci_rehearsal_gives_back_the_planted_relative_times_and_catches_a_planted_regression(tmp_path):
     import os
 
     env = {**os.environ}
@@ -20,7 +21,8 @@ def test_the_ci_rehearsal_gives_back_the_planted_relative_times(tmp_path):
         env.pop(own, None)
     out = subprocess.run([BIN / "scalebench", "rehearse", "--fleet", str(CONFIGS / "fleet.gpu-example.yaml"),
                           "--benchmark", "resnet50_keras_cifar10", "--benchmark", "unet_torch_voc2007", "--gpus", "1,4",
-                          "--repeats", "1", "--work", str(tmp_path / "rehearsal"), "-o", "json"], env=env,
+                          "--repeats", "1", "--regress", "unet_torch_voc2007:4:20", "--work", str(tmp_path / "rehearsal"),
+                          "-o", "json"], env=env,
                          capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     doc = json.loads(out.stdout)
@@ -37,3 +39,8 @@ def test_the_ci_rehearsal_gives_back_the_planted_relative_times(tmp_path):
     report = (tmp_path / "rehearsal" / "report" / "report.md").read_text()
     assert "| resnet50_keras_cifar10 | throughput |" in report and "| unet_torch_voc2007 | throughput |" in report
     assert "(suspect)" not in report
+    # the regressed night: only the slowed GPU count is flagged, and its three reruns confirm it
+    regression = doc["regression"]
+    assert regression["caught"] and len(regression["flagged"]) == 1, regression
+    assert regression["confirmed"][0].startswith("unet_torch_voc2007 4 GPUs images_per_s: ")
+    assert "reruns" in regression["confirmed"][0] and ": confirmed (Mann-Whitney U p = " in regression["confirmed"][0]
