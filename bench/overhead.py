@@ -29,7 +29,7 @@ from tests.support.drill_configs import write_drill_configs  # noqa: E402
 from tests.support.service_clients import api_time as ts
 from tests.support.service_clients import local_service  # noqa: E402
 
-FIXED = ("plan_cells", "check_dataset")  # per-run tasks before the cell
+FIXED = ("plan_cells", "check_dataset_local")  # per-run tasks before the cell
 AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "check_cells")  # per-run tasks after it
 
 

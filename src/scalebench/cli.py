@@ -107,11 +107,18 @@ def cmd_stacks(args, configs: Configs) -> Listing | str:
 
 def cmd_plan(args, configs: Configs) -> Listing:
     """The night's plan: per benchmark, GPU count and host, steps and seconds; per host the night."""
-    from scalebench.core.plan import night_plan, stored_costs
+    from scalebench.core.assignment import ASSIGNED_PROFILES
+    from scalebench.core.plan import assigned_plan, night_plan, stored_costs
 
     benches = {args.benchmark: configs.benchmark(args.benchmark)} if args.benchmark else configs.benchmarks
-    night = night_plan(benches, configs.fleet, args.profile, stored=stored_costs(_stored_figures()),
-                       repeats=args.repeats)
+    stored = stored_costs(_stored_figures())
+    assignment = None
+    if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
+        # decided over every benchmark, as the nights decide it; shown, not stored
+        _, assignment = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored,
+                                      previous=_stored_assignment())
+    night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats,
+                       assigned=assignment.hosts if assignment else None)
     rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "global_batch": r.global_batch,
              "lr": round(r.lr, 6), "steps/epoch": f"{r.steps_per_epoch}{' (cap)' if r.capped else ''}",
              "epochs": r.epochs, "warmup": r.warmup_steps, "timed": r.timed_steps, "basis": r.timing_basis,
@@ -119,8 +126,12 @@ def cmd_plan(args, configs: Configs) -> Listing:
     notes = [f"host {h.host}: {h.minutes:.0f} min ({h.cell_minutes:.0f} cells + {h.rerun_minutes:.0f} rerun reserve) "
              f"of {h.budget_name} ({h.budget_minutes:g} min): {'fits' if h.fits else 'does NOT fit'}"
              for h in night.hosts]
+    if assignment:
+        notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" for b in sorted(benches)]
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
-    return Listing(list(rows[0]) if rows else ["benchmark"], rows, night.to_json(), notes,
+    doc = night.to_json() | ({"assignment": {b: {"host": assignment.hosts[b], "why": assignment.why[b]}
+                                             for b in sorted(benches)}} if assignment else {})
+    return Listing(list(rows[0]) if rows else ["benchmark"], rows, doc, notes,
                    exit_code=0 if night.feasible else 1)
 
 
@@ -151,6 +162,16 @@ def cmd_rehearse(args, configs: Configs) -> Listing:
     return Listing(list(rows[0]) if rows else ["benchmark"], rows,
                    {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report, "regression": regressed}, notes,
                    exit_code=1 if bad or (regression and not r.caught) else 0)
+
+
+def _stored_assignment() -> dict[str, str]:
+    """The stored host assignment; none when there is no results store yet."""
+    from scalebench.store.results import Store
+
+    try:
+        return {b: row["host"] for b, row in Store().assignments().items()}
+    except (StoreNotReady, ProjectNotFound):
+        return {}
 
 
 def _stored_figures() -> list:

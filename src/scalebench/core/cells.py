@@ -37,13 +37,14 @@ def timing_policy(profile: str, host: Host | None = None) -> str:
 def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]) -> Host:
     """All cells of one run go to one host, so their times compare like with like.
 
-    smoke runs on a CPU host (emulated devices) when there is one; nightly/full need GPUs.
+    smoke runs on a CPU host (emulated devices) when there is one; nightly/full need GPUs (and
+    on a GPU fleet take the benchmark's assigned host instead). Only the benchmark's `hosts:`.
     """
     kinds = ["cpu", "gpu"] if profile == "smoke" else ["gpu"]
     need = max(gpu_counts)
     for kind in kinds:
         for host in fleet.hosts_of(kind):
-            if len(host.device_ids) >= need:
+            if len(host.device_ids) >= need and (bench.hosts is None or host.name in bench.hosts):
                 return host
     raise ConfigError(f"{bench.id}: no {' or '.join(kinds).upper()} host in the fleet has {need} devices "
                       f"for profile {profile!r} (hosts: {[(h.name, h.kind, len(h.device_ids)) for h in fleet.hosts]}); "
@@ -61,9 +62,10 @@ def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
 
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
-         night: str | None = None, image_tag: str | None = None) -> list[PlannedCell]:
+         night: str | None = None, image_tag: str | None = None, host: Host | None = None) -> list[PlannedCell]:
     """Every cell of one run, in a stable order (GPU count, epochs, repeat). `image_tag`: run a
-    candidate image, another tag of the configured image's repository."""
+    candidate image, another tag of the configured image's repository. `host`: the benchmark's
+    assigned host (else the first that fits)."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
     epochs = sorted(epochs or res.epochs)
@@ -72,7 +74,9 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
     bad = [n for n in gpu_counts if n < 1 or n > fleet.max_devices]
     if bad:
         raise ConfigError(f"gpu_counts {bad} cannot be served: the largest host has {fleet.max_devices} devices")
-    host = host_for(bench, profile, fleet, gpu_counts)
+    if host is not None and len(host.device_ids) < max(gpu_counts):
+        raise ConfigError(f"{bench.id}: host {host.name} has {len(host.device_ids)} devices, gpu_counts {gpu_counts}")
+    host = host or host_for(bench, profile, fleet, gpu_counts)
     image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
     cells: list[PlannedCell] = []
     for n in gpu_counts:

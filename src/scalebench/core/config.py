@@ -310,6 +310,8 @@ class Benchmark(Strict):
     # largest of the full profile's) and repeats
     accuracy_epochs: Annotated[list[PosInt], Field(min_length=1)] | None = None
     accuracy_repeats: Annotated[int, Field(ge=1, le=10)] = 1
+    # the GPU hosts this benchmark may be assigned to (one: pinned); None: any with enough devices
+    hosts: Annotated[list[str], Field(min_length=1)] | None = None
     reference_accuracy: ReferenceAccuracy | None = None
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
@@ -378,7 +380,7 @@ class Benchmark(Strict):
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
                      "reference_accuracy", "schedule_repeats", "min_timed_steps", "accuracy_epochs",
-                     "accuracy_repeats"}
+                     "accuracy_repeats", "hosts"}
 
 
 @dataclass(frozen=True)
@@ -513,6 +515,17 @@ def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
     if too_big:
         raise ConfigError(f"{path}: field 'gpu_counts': {too_big} above the largest host in the fleet "
                           f"({fleet.max_devices} devices); expected counts <= {fleet.max_devices}")
+    if bench.hosts is not None:
+        known = {h.name: h for h in fleet.hosts}
+        unknown = [h for h in bench.hosts if h not in known]
+        if unknown:
+            raise ConfigError(f"{path}: field 'hosts': {unknown} are not hosts of the fleet; expected some of "
+                              f"{sorted(known)}")
+        kind = "gpu" if fleet.hosts_of("gpu") else "cpu"  # a GPU fleet assigns its GPU hosts
+        if not any(known[h].kind == kind and len(known[h].device_ids) >= max(bench.gpu_counts) for h in bench.hosts):
+            raise ConfigError(f"{path}: field 'hosts': none of {bench.hosts} is a {kind.upper()} host with "
+                              f"{max(bench.gpu_counts)} devices for gpu_counts {bench.gpu_counts} "
+                              f"({ {h: (known[h].kind, len(known[h].device_ids)) for h in bench.hosts} })")
     for profile in PROFILES:
         res = bench.resolved(profile)
         for n in bench.gpu_counts:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 
+from scalebench.core.assignment import ASSIGNED_PROFILES, Assignment, assign, candidates
 from scalebench.core.cells import host_for
 from scalebench.core.config import Benchmark, ConfigError, Fleet
 from scalebench.core.records import FigureRow
@@ -119,9 +120,11 @@ def config_cost(bench: Benchmark, gpus: int) -> Cost:
 
 
 def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, stored: dict[tuple, Cost] | None = None,
-               repeats: int | None = None, gpu_counts: list[int] | None = None) -> NightPlan:
+               repeats: int | None = None, gpu_counts: list[int] | None = None,
+               assigned: dict[str, str] | None = None) -> NightPlan:
     """The plan of one night of `profile` for these benchmarks (of the weekly accuracy run for
-    `full`). Repeats: the scheduled runs' (`schedule_repeats`, or the accuracy cut's) unless given."""
+    `full`). Repeats: the scheduled runs' (`schedule_repeats`, or the accuracy cut's) unless given.
+    `assigned`: each benchmark's assigned host (GPU profiles); else the first host that fits."""
     stored = stored or {}
     weekly = profile == "full"
     budget = (fleet.accuracy_window_hours * 60, f"accuracy_window_hours {fleet.accuracy_window_hours:g}") if weekly \
@@ -133,7 +136,8 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         res = bench.resolved(profile)
         counts = sorted(gpu_counts or bench.gpu_counts)
         try:
-            host = host_for(bench, profile, fleet, counts)
+            mine = (assigned or {}).get(bid) if profile in ASSIGNED_PROFILES else None
+            host = fleet.host(mine) if mine else host_for(bench, profile, fleet, counts)
         except ConfigError as exc:
             problems.append(str(exc))
             continue
@@ -171,3 +175,19 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
             problems.append(f"host {h.host}: {what} takes {h.minutes:.1f} min ({h.cell_minutes:.1f} cells + "
                             f"{h.rerun_minutes:.1f} rerun reserve) against {h.budget_name} ({h.budget_minutes:g} min)")
     return NightPlan(profile, rows, list(hosts.values()), problems)
+
+
+def assigned_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *,
+                  stored: dict[tuple, Cost] | None = None, previous: dict[str, str] | None = None,
+                  **kw) -> tuple[NightPlan, Assignment]:
+    """The plan on each benchmark's assigned host, and the assignment: decided on the nightly
+    night of every benchmark (each one's minutes on its first allowed host), `previous` kept
+    where nothing forces a move. The weekly accuracy run uses the same hosts."""
+    minutes = {}
+    for b, bench in benchmarks.items():
+        allowed = candidates(bench, fleet)
+        if allowed:
+            one = night_plan({b: bench}, fleet, "nightly", stored=stored, assigned={b: allowed[0].name})
+            minutes[b] = one.hosts[0].minutes if one.hosts else 0.0
+    a = assign(benchmarks, fleet, minutes, previous)
+    return night_plan(benchmarks, fleet, profile, stored=stored, assigned=a.hosts, **kw), a

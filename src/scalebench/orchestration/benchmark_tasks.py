@@ -7,7 +7,7 @@ inside the tasks, so parsing the DAG files stays light.
 from __future__ import annotations
 
 from airflow.sdk import Asset, task
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core import cells as cellmod
@@ -39,6 +39,7 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
         return []
     try:
         planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
+                               host=_assigned_host(configs, b, p["profile"]),
                                gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None,
                                repeats=cellmod.repeats_for(b, run_type, p["repeats"]), seed=p["seed"],
                                run_type=run_type, night=nights.night_of(run), image_tag=p.get("image_tag") or None)
@@ -50,6 +51,17 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
                                    "the fleet changed since the DAG was parsed")
     print(f"planned {len(planned)} cells: " + ", ".join(c["label"] for c in planned))
     return planned
+
+
+def _assigned_host(configs: Configs, bench, profile: str):
+    """The benchmark's assigned GPU host for a GPU profile (settled and stored now), else None."""
+    from scalebench.core.assignment import ASSIGNED_PROFILES
+    from scalebench.store.assignments import settle
+    from scalebench.store.results import Store
+
+    if profile not in ASSIGNED_PROFILES or not configs.fleet.hosts_of("gpu"):
+        return None
+    return configs.fleet.host(settle(configs, Store()).hosts[bench.id])
 
 
 def _in_accuracy_window(bench, configs: Configs, params: dict, run) -> str | None:
@@ -81,23 +93,25 @@ def select_cells(planned: list[dict], group: str) -> list[dict]:
 
 
 @task
-def check_dataset(bench_id: str, planned: list[dict], **context) -> dict:
-    """The dataset of the planned cells, checked once; if it fails, every planned cell is
-    recorded as failed with this task's reason, and the reason becomes this task's note."""
+def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context) -> dict:
+    """The dataset of this host's planned cells, checked once on the host itself (the task runs on
+    its queue: the data is on its disk); skipped when the run has no cell there. If it fails,
+    every planned cell is recorded as failed with this task's reason, which becomes its note."""
     from scalebench.cell.datasets import DatasetError, prepare
     from scalebench.cell.failures import Failure, fail_planned_cells
 
-    if not planned:
-        return {}  # nothing planned (a nightly run skipped for the accuracy window)
+    mine = [c for c in planned if c["host"] == host_name]
+    if not mine:  # the benchmark runs on another host (or nothing was planned: an accuracy window)
+        raise AirflowSkipException(f"no cell of this run on {host_name}")
     p = context["params"]
     configs = Configs()
     b = configs.benchmark(bench_id)
     try:
-        return prepare(b, p["profile"], cellmod.host_for(b, p["profile"], configs.fleet, p["gpu_counts"]))
+        return prepare(b, p["profile"], configs.fleet.host(host_name))
     except Exception as exc:
         reason = "dataset_missing" if isinstance(exc, DatasetError) else "unknown"
         detail = str(exc) if isinstance(exc, DatasetError) else f"{type(exc).__name__}: {exc}"
-        lines = fail_planned_cells(planned, "check_dataset", Failure(reason, None, detail))
+        lines = fail_planned_cells(mine, "check_dataset", Failure(reason, None, detail))
         print("\n".join(lines))
         fail_with_note(context["ti"], f"check_dataset failed ({reason}): {detail}; "
                                       f"{len(lines)} planned cells recorded as failed")

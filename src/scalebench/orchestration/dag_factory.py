@@ -1,7 +1,8 @@
 """One Airflow DAG per benchmark config, plus the routing that pools and queues need. The
 tasks themselves are module-level functions in `benchmark_tasks`; this module wires them.
 
-Chain: plan_cells -> check_dataset -> <host>_<n>gpu.{cells, train (mapped over the group's slice
+Chain: plan_cells -> check_dataset_<host> (on the host's queue; skipped where the run has no
+cell) -> <host>_<n>gpu.{cells, train (mapped over the group's slice
 of the plan; each cell trains, then is validated with GX inside its task)} -> record -> plan_reruns
 (GPU counts whose throughput looks regressed, k reruns each) -> <host>_<n>gpu.{reruns, rerun} ->
 record_reruns (confirms or clears each flag; emits the benchmark's results Asset, with the run's
@@ -94,7 +95,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
     ) as dag:
         groups = [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)]  # one place
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
-        checked = check_dataset(bench.id, plan)
+        checked = {h.name: check_dataset.override(task_id=f"check_dataset_{h.name.replace('-', '_')}", queue=h.queue)(
+            bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
         recorded = record(bench.dag_id, plan)
         reruns = plan_reruns(bench.id, plan, recorded)
         rerun_done = record_reruns.override(outlets=[asset])(bench.id, bench.dag_id, plan)
@@ -108,7 +110,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
                 partial_args = dict(
                     benchmark_id=bench.id,
                     host_name=host.name,
-                    dataset=checked,  # an XComArg: resolved at run time, and an upstream dependency
+                    dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
                     image=bench.images[host.kind],
                     queue=host.queue,
                     pool=host.pool,

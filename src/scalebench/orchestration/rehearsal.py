@@ -30,7 +30,7 @@ import yaml
 
 from scalebench.core import paths
 from scalebench.core.config import STACKS_FILE, ConfigError, Configs
-from scalebench.core.plan import NightPlan, PlanRow, night_plan
+from scalebench.core.plan import NightPlan, PlanRow, assigned_plan, night_plan
 
 HOLD_IMAGE = "scalebench/torch:cpu"  # the lightest image; the kit (and its hold trainer) is in every one
 BASELINE_NIGHTS = 8  # seeded scheduled nights: 3 reruns can confirm (one-sided U test, p < 0.01) from 7 on
@@ -124,7 +124,7 @@ class Rehearsal:
 
 def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict[str, Planted]:
     """The rehearsal's config folder: one CPU host per planned host (same name and device count), and per
-    benchmark a hold config at the plan's sizes (profile smoke on those hosts)."""
+    benchmark a hold config at the plan's sizes (profile smoke), pinned to its planned host."""
     if dst.exists():
         shutil.rmtree(dst)
     (dst / "benchmarks").mkdir(parents=True)
@@ -144,7 +144,7 @@ def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict
         spec = ",".join(f"{n}={r.steps_per_epoch}x{p.step_s[n]:.6f}" for n, r in sorted(rows.items()))
         doc = bench.model_dump(exclude_none=True)
         smoke = bench.profiles.get("smoke")
-        doc.update(images={"cpu": HOLD_IMAGE, "gpu": HOLD_IMAGE}, metrics=["precision", "recall"],
+        doc.update(images={"cpu": HOLD_IMAGE, "gpu": HOLD_IMAGE}, metrics=["precision", "recall"], hosts=[first.host],
                    bounds={"precision": [0.0, 1.0], "recall": [0.0, 1.0]}, gpu_counts=sorted(rows),
                    entrypoint=["python", "-m", "scalebench_kit.hold", "--planned", spec,
                                *(["--capped"] if first.capped else [])], retries=0)
@@ -210,7 +210,10 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
     from scalebench.store.results import Store
 
     chosen = {b: configs.benchmark(b) for b in (benchmarks or sorted(configs.benchmarks))}
-    plan = night_plan(chosen, configs.fleet, "nightly", repeats=repeats, gpu_counts=gpu_counts)
+    # on the hosts the nights would assign (decided over every benchmark, with no stored history)
+    _, assignment = assigned_plan(configs.benchmarks, configs.fleet, "nightly")
+    plan = night_plan(chosen, configs.fleet, "nightly", repeats=repeats, gpu_counts=gpu_counts,
+                      assigned=assignment.hosts)
     if not plan.feasible:
         raise ConfigError("the nightly plan is infeasible (see scalebench plan): " + "; ".join(plan.problems))
     if regression and (regression.benchmark not in chosen or

@@ -96,6 +96,15 @@ class BenchmarkRunRow(Base):
 
 
 
+class HostAssignmentRow(Base):
+    """The GPU host a benchmark runs on (scalebench.core.assignment), since when and why."""
+    __tablename__ = "host_assignments"
+    benchmark: Mapped[str] = mapped_column(String(100), primary_key=True)
+    host: Mapped[str] = mapped_column(String(100))
+    since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    reason: Mapped[str] = mapped_column(String(300))
+
+
 class Store:
     def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
@@ -162,6 +171,28 @@ class Store:
                 s.add(row)
             now = dt.datetime.now(dt.timezone.utc)
             row.run_type, row.night, row.counts, row.recorded_at = run_type, night or nights.today(), counts, now
+
+    def assignments(self) -> dict[str, dict]:
+        """benchmark -> {host, since, reason}: the stored host assignment."""
+        with Session(self.engine) as s:
+            return {r.benchmark: {"host": r.host, "since": r.since.isoformat(), "reason": r.reason}
+                    for r in s.scalars(select(HostAssignmentRow))}
+
+    def save_assignments(self, hosts: dict[str, str], reasons: dict[str, str]) -> dict[str, str]:
+        """Store the benchmarks whose host changed (or is new); returns them. Others keep their row."""
+        now = dt.datetime.now(dt.timezone.utc)
+        changed = {}
+        with Session(self.engine) as s, s.begin():
+            for bench, host in sorted(hosts.items()):
+                row = s.get(HostAssignmentRow, bench)
+                if row is not None and row.host == host:
+                    continue
+                if row is None:
+                    row = HostAssignmentRow(benchmark=bench)
+                    s.add(row)
+                row.host, row.since, row.reason = host, now, reasons.get(bench, "new")[:300]
+                changed[bench] = host
+        return changed
 
     def runs(self, night: str | None = None) -> list[dict]:
         with Session(self.engine) as s:

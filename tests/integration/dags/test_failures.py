@@ -80,7 +80,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     assert "| flaky | train time | – | – | 100.0% |" in text  # precision and recall verdicts need the 2-GPU cell
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
-    [check] = [t for t in det_ti["task_instances"] if t["task_id"] == "check_dataset"]
+    [check] = [t for t in det_ti["task_instances"] if t["task_id"] == "check_dataset_local"]
     assert check["state"] == "failed" and check["note"].startswith(
         "check_dataset failed (dataset_missing): host 'local' has no data_root in the fleet config; profile 'smoke' "
         "of nodata needs the real cifar10 dataset"), check["note"]

@@ -3,7 +3,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from scalebench.orchestration import benchmark_tasks as tasks
 from scalebench.orchestration import notes
@@ -84,8 +84,9 @@ def test_a_scheduled_nightly_run_in_the_accuracy_window_plans_nothing_and_is_rec
     assert planned == [] and noted == [f"nightly run skipped: {why}"]
     assert [(r["benchmark"], r["run_type"], r["counts"]) for r in runs] == [("unet_torch_voc2007", "scheduled",
                                                                             {"skipped": why})]
-    # what follows an empty plan: no dataset check, a verdict that does not fail the run
-    assert tasks.check_dataset.function("unet_torch_voc2007", planned, **scheduled_at(when)) == {}
+    # what follows an empty plan: the dataset checks skip (and the cells with them), the verdict passes
+    with pytest.raises(AirflowSkipException, match="no cell of this run on gpu-node-1"):
+        tasks.check_dataset.function("unet_torch_voc2007", "gpu-node-1", planned, **scheduled_at(when))
     tasks.check_cells.function({"valid": 0, "invalid": 0, "failed": 0, "missing": 0, "not_valid": []})
 
 
@@ -98,3 +99,23 @@ def test_the_accuracy_dags_runs_are_of_run_type_accuracy_and_run_inside_the_wind
                                         **scheduled_at(saturday, profile="full", epochs=[100], repeats=1))
     assert [(c["gpus"], c["epochs"], c["repeat"], c["profile"], c["run_type"]) for c in planned] == \
         [(n, 100, 1, "full", "accuracy") for n in (1, 2, 3, 4)] and not noted
+
+
+def test_a_gpu_run_plans_every_cell_on_the_benchmarks_assigned_host(noted, monkeypatch, tmp_path):
+    import yaml
+
+    from scalebench.store.results import Store
+
+    hosts = [{"name": f"gpu-node-{i}", "kind": "gpu", "queue": f"gpu-node-{i}", "device_ids": ["0", "1", "2", "3"]}
+             for i in (1, 2)]
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"hosts": hosts}))
+    monkeypatch.setenv("SCALEBENCH_FLEET", str(tmp_path / "fleet.yaml"))
+    groups = [f"gpu_node_{i}_{n}gpu" for i in (1, 2) for n in (1, 2, 3, 4)]
+    hosts_of = {}
+    for bench in ("resnet50_keras_cifar10", "unet_torch_voc2007", "maskrcnn_mmdet_voc2012"):
+        planned = tasks.plan_cells.function(bench, groups, **context(profile="nightly", gpu_counts=[1, 2, 3, 4]))
+        hosts_of[bench] = {c["host"] for c in planned}
+    stored = Store().assignments()
+    assert len(stored) == 6  # settled for every benchmark at once, as the nights decide it
+    assert all(hosts == {stored[b]["host"]} for b, hosts in hosts_of.items())  # one host per run: like for like
+    assert {r["host"] for r in stored.values()} == {"gpu-node-1", "gpu-node-2"}

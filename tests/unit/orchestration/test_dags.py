@@ -53,12 +53,13 @@ def test_unpausing_waits_for_the_next_cron_time_instead_of_running_the_past_one(
 def test_task_chain_routing_and_names(dagbag):
     dag = dagbag.dags["scalebench_resnet50_keras_cifar10"]
     assert dag.timetable.summary == "0 1 * * *"
-    assert dag.get_task("check_dataset").upstream_task_ids == {"plan_cells"}
+    assert dag.get_task("check_dataset_local").upstream_task_ids == {"plan_cells"}
+    assert dag.get_task("check_dataset_local").queue == "default"  # the host's own queue
     for n in (1, 2, 3, 4):
         train = dag.get_task(f"local_{n}gpu.train")
         assert (train.partial_kwargs["pool"], train.partial_kwargs["pool_slots"], train.partial_kwargs["queue"]) == \
             ("scalebench_local", n, "default")
-        assert "check_dataset" in train.upstream_task_ids
+        assert "check_dataset_local" in train.upstream_task_ids
         assert f"local_{n}gpu.train" in dag.get_task("record").upstream_task_ids  # validated inside the cell task
         rerun = dag.get_task(f"local_{n}gpu.rerun")  # same routing; cells from plan_reruns
         assert rerun.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.reruns" in rerun.upstream_task_ids
@@ -100,6 +101,26 @@ def test_default_profile_follows_the_fleet(dagbag):
     # a CPU-only fleet has no weekly accuracy run: its DAG is there to trigger, never scheduled
     accuracy = dagbag.dags["scalebench_unet_torch_voc2007_accuracy"]
     assert type(accuracy.timetable).__name__ == "NullTimetable" and accuracy.params["profile"] == "smoke"
+
+
+def test_every_task_that_touches_a_hosts_disk_or_engine_runs_on_its_queue(tmp_path):
+    import yaml
+
+    from scalebench.orchestration.dag_factory import build_benchmark_dag
+
+    hosts = [{"name": f"gpu-node-{i}", "kind": "gpu", "queue": f"q{i}", "device_ids": ["0", "1", "2", "3"]}
+             for i in (1, 2)]
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"hosts": hosts}))
+    gpu = Configs(fleet_path=tmp_path / "fleet.yaml")
+    dag = build_benchmark_dag(gpu.benchmark("unet_torch_voc2007"), gpu.fleet)
+    for i in (1, 2):
+        check = dag.get_task(f"check_dataset_gpu_node_{i}")
+        assert check.queue == f"q{i}"
+        for n in (1, 2, 3, 4):
+            for name in ("train", "rerun"):
+                task = dag.get_task(f"gpu_node_{i}_{n}gpu.{name}")
+                assert task.partial_kwargs["queue"] == f"q{i}" and check.task_id in task.upstream_task_ids
+                assert f"check_dataset_gpu_node_{3 - i}" not in task.upstream_task_ids
 
 
 def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
