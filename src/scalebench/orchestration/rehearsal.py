@@ -267,7 +267,7 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         (home / "cache" / "hold-slowdown.json").write_text(json.dumps(
             {"benchmark": regression.benchmark, "gpus": regression.gpus, "factor": regression.factor}))
         _, out = run(regression.benchmark, today.isoformat(), "-regressed")
-        result.flagged = _lines(out, "flagged, ")
+        result.flagged = [line.split(" reruns: ", 1)[-1] for line in _lines(out, "flagged, ")]  # "k reruns: ..."
         result.confirmed = _lines(out, "confirmed by reruns: ")
     rep = build_report(store, night, Options(benchmarks=stand_ins, expected=sorted(stand_ins)))
     path = render(rep, work / "report")
