@@ -71,8 +71,9 @@ def _in_accuracy_window(bench, configs: Configs, params: dict, run) -> str | Non
     from scalebench.store.db import outlasting_outages
     from scalebench.store.results import Store
 
-    try:
-        host = cellmod.host_for(bench, params["profile"], configs.fleet, params["gpu_counts"])
+    try:  # the host the run would plan on: its assigned one on a GPU fleet
+        host = (_assigned_host(configs, bench, params["profile"])
+                or cellmod.host_for(bench, params["profile"], configs.fleet, params["gpu_counts"]))
     except ConfigError:
         return None  # plan() below refuses it with its own message
     window = window_at(configs.fleet, host, run.logical_date or run.run_after)
