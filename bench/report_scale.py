@@ -51,10 +51,10 @@ def fill(store: Store, n_cells: int, seed: int = 0) -> str:
                     for r in (1, 2, 3):
                         cid += 1
                         ident = {"dag_id": f"scalebench_{b}", "run_id": run_id, "benchmark": b, "host": "gpu-node-1",
-                                 "gpus": g, "epochs": e, "repeat": r, "profile": "nightly"}
+                                 "gpus": g, "epochs": e, "repeat": r, "profile": "nightly", "precision": "bf16"}
                         cells.append({**ident, "id": cid, "key": cell_key(ident), "run_type": "scheduled", "seed": r,
                                       "scaling_mode": "weak", "per_device_batch": 16, "global_batch": 16 * g,
-                                      "label": cell_label(g, e, r), "night": night, "created_at": now})
+                                      "label": cell_label(g, e, r, precision="bf16"), "night": night, "created_at": now})
                         t = 100 * e * REL[g] * (1 + rng.gauss(0, 0.02))
                         attempts.append({"cell_id": cid, "attempt": 1, "status": "valid", "train_s": t,
                                          "images_per_s": 1600 * e * g / t, "metrics": {"precision": 0.8 + rng.gauss(0, 0.005),

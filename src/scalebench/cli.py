@@ -119,7 +119,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
                                       previous=_stored_assignment())
     night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats,
                        assigned=assignment.hosts if assignment else None)
-    rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "global_batch": r.global_batch,
+    rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "dtype": r.precision, "global_batch": r.global_batch,
              "lr": round(r.lr, 6), "steps/epoch": f"{r.steps_per_epoch}{' (cap)' if r.capped else ''}",
              "epochs": r.epochs, "warmup": r.warmup_steps, "timed": r.timed_steps, "basis": r.timing_basis,
              "cell_min": round(r.cell_s / 60, 1), "repeats": r.repeats, "cost": r.cost_source} for r in night.rows]

@@ -10,10 +10,10 @@ def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
     from scalebench.core.cells import cell_key, cell_label
 
     ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
-             "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke"}
+             "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke", "precision": "fp32"}
     ident.update({k: v for k, v in over.items() if k in ident})  # the key follows the identity it is given
-    cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-e{epochs}-r{repeat}",
-            "label": cell_label(gpus, epochs, repeat), "run_type": "manual", "seed": repeat - 1,
+    cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-{ident['precision']}-e{epochs}-r{repeat}",
+            "label": cell_label(gpus, epochs, repeat, precision=ident["precision"]), "run_type": "manual", "seed": repeat - 1,
             "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}
     cell.update(over)
     return cell
@@ -29,7 +29,8 @@ def sample_spec(cell: dict, **over) -> dict:
         "devices": {"kind": "cpu", "ids": [str(i) for i in range(n)], "count": n},
         "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
                      "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
-                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None,
+                     "precision": cell["precision"]},
         "data": {"name": "none", "format": "none", "path": "/data", "fingerprint": "sha256:test", "train_limit": None,
                  "test_limit": None, "image_size": None},
         "model": {"name": cell["benchmark"]}, "provenance": {}, **over}
@@ -65,6 +66,10 @@ def sample_breakdown(n: int, step_s: float, sync_share: float | None = None, dat
     return combine_ranks(ranks, {"sync_s": "test"})
 
 
+from scalebench_kit.names import COMPUTE_DTYPE as PRECISION_DTYPES  # noqa: E402
+from scalebench_kit.precision import record as precision_record  # noqa: E402
+
+
 def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **metrics):
     """A result document that satisfies the contract for `cell`."""
     n = cell["gpus"]
@@ -76,7 +81,8 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **
                     "names": [f"/cpu:{i}" for i in range(n)]},
         "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
                      "scaling_mode": "weak", "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256},
-                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None},
+                     "lr": cell["lr"], "warmup_steps": 2, "epochs": cell["epochs"], "max_steps_per_epoch": None,
+                     "precision": cell["precision"]},
         "data": {"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:abc",
                  "train_limit": 384, "test_limit": 128, "image_size": None},
         "model": {"name": "resnet50_keras_cifar10", "parameters": 23608202},
@@ -89,6 +95,7 @@ def sample_contract(cell, train_s=10.0, precision=0.5, recall=0.4, attempt=1, **
                    "breakdown": sample_breakdown(n, train_s)},
         "loss_curve": [2.0, 1.0, 0.5][: cell["epochs"]] or [1.0],
         "metrics": {"precision": precision, "recall": recall, "accuracy": 0.5, **metrics},
+        "precision": precision_record(cell["precision"], PRECISION_DTYPES[cell["precision"]], "sample layer", {}),
     })
 
 

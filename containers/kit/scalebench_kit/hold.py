@@ -22,11 +22,13 @@ import time
 from pathlib import Path
 
 from .epochs import epoch_plan
+from .precision import not_observed, requested
 from .runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
 
 STUDY_RELATIVE = (1.0, 0.662, 0.557, 0.512)  # the study's mean relative training time at 1-4 GPUs
 METHOD = {"compute_s": "sleeping: the hold trainer occupies its devices and computes nothing",
           "data_wait_s": "none: no data", "sync_s": "none: no gradients"}
+NO_MODEL = "none: the hold trainer runs no model"
 
 
 def hold_seconds(epoch_s: float, epochs: int, gpus: int, relative: tuple[float, ...] = STUDY_RELATIVE) -> float:
@@ -84,7 +86,8 @@ def rehearse(cell: Cell, spec: str, capped: bool) -> None:
     cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
                 cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=epoch_s, eval_s=0.0,
                 loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
-                breakdown=combine_ranks([timer.summary(r) for r in range(n)], METHOD), extra={"epoch": plan})
+                breakdown=combine_ranks([timer.summary(r) for r in range(n)], METHOD), extra={"epoch": plan},
+                precision=not_observed(requested(cell.spec), NO_MODEL))
 
 
 def main() -> None:
@@ -125,7 +128,7 @@ def main() -> None:
     cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
                 cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=[round(total / train["epochs"], 4)] *
                 train["epochs"], eval_s=0.0, loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
-                breakdown=combine_ranks(ranks, METHOD))
+                breakdown=combine_ranks(ranks, METHOD), precision=not_observed(requested(cell.spec), NO_MODEL))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ THROUGHPUT = Metric("images_per_s", "images/s", True, False)
 TRAIN_TIME = Metric("train_s", "train s", False, False)
 ALL_METRICS: dict[str, Metric] = {**ACCURACY_METRICS, THROUGHPUT.name: THROUGHPUT, TRAIN_TIME.name: TRAIN_TIME}
 
+# -- numeric precision (scalebench_kit.precision applies them; each stack names its switch) -------
+# fp32: TF32 off; tf32: fp32 storage, TF32 tensor-core math; bf16 / fp16: mixed precision
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+COMPUTE_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+MIN_COMPUTE_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0)}  # Ampere or newer
+
 # -- dataset formats (scalebench_kit.datasets registers a reader and a synthetic writer for each) ---
 DATASET_FORMATS = ("cifar10-python", "vocdevkit-2007-seg", "vocdevkit-2007-det", "vocdevkit-2012-ins")
 
@@ -59,6 +65,7 @@ FAILURE_REASONS: dict[str, bool] = {
     "worker_lost": True,          # the task's own process died with its worker: no record was written
     "communication_error": True,
     "preflight_failed": True,
+    "precision_unsupported": False,  # the GPU's compute capability is below the precision's (bf16, tf32: 8.0)
     "engine_unreachable": True,
     "lease_timeout": True,
     "dataset_missing": False,

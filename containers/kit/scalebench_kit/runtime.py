@@ -63,8 +63,10 @@ class Cell:
     def finish(self, *, system: dict, world_size: int, device_names: list[str], setup_s: float,
                timer: StepTimer, epoch_s: list[float], eval_s: float, loss_curve: list[float],
                metrics: dict, breakdown: dict, model: dict | None = None, samples_per_step: int | None = None,
-               evaluations: list[dict] | None = None, extra: dict | None = None) -> Path | None:
-        """Write the result contract (rank 0 only); returns the metrics.json path."""
+               evaluations: list[dict] | None = None, extra: dict | None = None,
+               precision: dict | None = None) -> Path | None:
+        """Write the result contract (rank 0 only); returns the metrics.json path. `precision`:
+        scalebench_kit.precision.record(...) of what ran."""
         if self.rank != 0:
             return None
         images = (samples_per_step or self.training["global_batch"]) * timer.timed_steps
@@ -93,6 +95,7 @@ class Cell:
             "evaluations": evaluations or [],
             "loss_curve": [float(v) for v in loss_curve],
             "metrics": metrics,
+            "precision": precision,
             **(extra or {}),  # trainer-specific records (e.g. detections_file, the epoch definition)
         }
         path = write_result(self.results_dir, doc)

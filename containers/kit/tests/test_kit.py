@@ -154,3 +154,19 @@ def test_gpu_sampler_reads_utilisation_and_memory_through_nvml(monkeypatch):
     with gpu_monitor.sample_gpus("cpu", [0]) as none:
         pass
     assert none.summary() is None and none.fingerprint() == {}  # CPU hosts: absent, no pynvml import
+
+
+def test_the_contract_knows_every_precision_preset_and_its_dtype():
+    from scalebench_kit.contract import schema
+    from scalebench_kit.names import COMPUTE_DTYPE, PRECISIONS
+    from scalebench_kit.precision import PrecisionError, record, requested
+
+    doc = schema()
+    assert doc["$defs"]["training"]["properties"]["precision"]["enum"] == list(PRECISIONS) == list(COMPUTE_DTYPE)
+    assert doc["result"]["properties"]["precision"]["properties"]["requested"]["enum"] == list(PRECISIONS)
+    assert sorted(doc["result"]["properties"]["precision"]["properties"]["expected_dtype"]["enum"]) == \
+        sorted(set(COMPUTE_DTYPE.values()))
+    assert record("bf16", "bfloat16", "conv", {})["expected_dtype"] == "bfloat16"
+    assert requested({"training": {}}) == "fp32"  # a cell spec from before presets
+    with pytest.raises(PrecisionError, match="training.precision 'fp8'"):
+        requested({"training": {"precision": "fp8"}})

@@ -25,6 +25,10 @@ Time breakdown per step (mmengine hooks): data wait = from the end of the previo
 after-iteration hooks done) to the first before-iteration hook; exposed sync = the UNet
 trainer's DDP communication hook, up to the end of OptimWrapper.backward; compute = the rest of
 the train step (the data preprocessor's copy to the device, forward, backward, optimiser).
+
+Precision (cell.json training.precision): mmengine's AmpOptimWrapper (bf16 / fp16, which asserts
+CUDA: CPU slots run fp32 only), the TF32 flags, cudnn_benchmark on CUDA; the output dtype of
+backbone.layer2 in the first training step is recorded.
 """
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ from scalebench_kit import masks, voc_det, voc_ins
 from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
+from scalebench_kit.names import COMPUTE_DTYPE
+from scalebench_kit.precision import ObservedDtype, PrecisionError, record, requested
 from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 from trainers.unet_voc import SyncProbe, nccl_version, setup_distributed
 
@@ -170,14 +176,13 @@ def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: 
                               dataset=train_set),
         test_dataset=test_set,
         train_cfg=dict(type="EpochBasedTrainLoop", max_epochs=train["epochs"], val_interval=train["epochs"] + 1),
-        optim_wrapper=dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9,
-                                                                weight_decay=0.0001)),
+        optim_wrapper=optim_wrapper(train, device_kind),
         param_scheduler=[],  # constant LR from the benchmark's policy
         auto_scale_lr=dict(enable=bool(spec["model"].get("auto_scale_lr", False)), base_batch_size=16),
         default_hooks=dict(timer=dict(type="IterTimerHook"), logger=dict(type="LoggerHook", interval=20),
                            param_scheduler=dict(type="ParamSchedulerHook"),
                            sampler_seed=dict(type="DistSamplerSeedHook"), checkpoint=None),
-        env_cfg=dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
+        env_cfg=dict(cudnn_benchmark=device_kind == "cuda", mp_cfg=dict(mp_start_method="fork", opencv_num_threads=0),
                      dist_cfg=dict(backend="nccl" if device_kind == "cuda" else "gloo")),
         launcher="pytorch" if world > 1 else "none",
         model_wrapper_cfg=(dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False)
@@ -315,6 +320,27 @@ def gather(torch, mine: list, world: int) -> list:
     return [x for part in parts for x in part]
 
 
+def optim_wrapper(train: dict, device_kind: str) -> dict:
+    """mmengine's optimiser wrapper for the cell's precision: AmpOptimWrapper (autocast to bf16 /
+    fp16; a dynamic loss scale for fp16) for mixed precision, which needs CUDA."""
+    precision = train.get("precision", "fp32")
+    out = dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9, weight_decay=0.0001))
+    if precision in ("bf16", "fp16"):
+        if device_kind != "cuda":
+            raise PrecisionError(f"{precision} needs CUDA: mmengine's AmpOptimWrapper asserts CUDA in its constructor")
+        out.update(type="AmpOptimWrapper", dtype=COMPUTE_DTYPE[precision],
+                   loss_scale="dynamic" if precision == "fp16" else 1.0)  # bf16 has fp32's range: no scaling
+    elif precision == "tf32" and device_kind != "cuda":
+        raise PrecisionError("tf32 is a CUDA tensor-core mode; CPU runs fp32")
+    return out
+
+
+def set_tf32(torch, precision: str) -> dict:
+    """The TF32 flags mmengine leaves alone: off for fp32, on otherwise."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision != "fp32"
+    return {"allow_tf32": precision != "fp32"}
+
+
 def main(name: str) -> None:
     cell = Cell()
     cell.events.log("init_start")
@@ -356,6 +382,8 @@ def main(name: str) -> None:
 
     if spec["model"].get("init_checkpoint"):  # mmengine checkpoints are not weights-only pickles
         os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    precision = requested(spec)
+    tf32 = set_tf32(torch, precision)
     cfg = runner_config(cell.spec, model_config(name, len(CLASSES)), plan, train_cfg, test_cfg, device.type, world)
     if rank == 0:
         Config(cfg).dump(str(cell.results_dir / CONFIG_FILE))
@@ -376,6 +404,8 @@ def main(name: str) -> None:
     runner = Runner(**runner_kwargs, cfg=Config(cfg), work_dir=tempfile.mkdtemp(prefix="mmengine-"),
                     custom_hooks=step_hooks(torch, cell, timer, state, evaluate))
     params = sum(p.numel() for p in runner.model.parameters())
+    inner = getattr(runner.model, "module", runner.model)
+    observed = ObservedDtype(inner.backbone.layer2, "backbone.layer2")  # the first training forward tells
     cell.events.log("model_ready", params, backend=backend, strategy=type(runner.model).__name__)
     setup_s = cell.elapsed()
     cell.events.log("init_stop", setup_s)
@@ -422,7 +452,11 @@ def main(name: str) -> None:
                        "launcher": cfg["launcher"], "resolved_config_file": CONFIG_FILE, "effective_lr": lr,
                        "auto_scale_lr": cfg["auto_scale_lr"]["enable"]},
                 extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in state["step_losses"]],
-                       "epoch": plan, "prepare_s": round(prepare_s, 3)})
+                       "epoch": plan, "prepare_s": round(prepare_s, 3)},
+                precision=record(precision, observed.dtype, observed.name,
+                                 {"optim_wrapper": cfg["optim_wrapper"]["type"],
+                                  "amp_dtype": cfg["optim_wrapper"].get("dtype"),
+                                  "cudnn_benchmark": cfg["env_cfg"]["cudnn_benchmark"], **tf32}))
     if world > 1:
         torch.distributed.destroy_process_group()
 

@@ -6,6 +6,9 @@ Scaling and LR policy come from cell.json: global batch = per-device batch x rep
 or fixed (strong); lr = base_lr x global_batch / reference_batch (linear rule).
 Warm-up steps are timed apart from steady training; evaluation (precise BatchNorm statistics
 over a few training batches, then prediction on the test split) is timed on its own.
+Precision (cell.json training.precision): Keras' global dtype policy (mixed_bfloat16 /
+mixed_float16, loss-scaled by Keras for float16) and TensorFlow's TF32 switch; the softmax
+runs in float32 whatever the policy, and an inner convolution's output dtype is recorded.
 
 Time breakdown (scalebench_kit.timing): Keras' train function runs a plain Python iterator's
 batches through its compiled step one at a time, so the trainer takes each batch from the
@@ -20,6 +23,7 @@ import time
 from scalebench_kit import cifar10
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
+from scalebench_kit.precision import keras_observed, keras_policy, record, requested
 from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 
 BREAKDOWN_METHOD = {
@@ -29,6 +33,7 @@ BREAKDOWN_METHOD = {
     "other_s": "Keras' loop and callbacks between steps: unattributed",
     "epoch_fixed_s": "per epoch: from the epoch's start to its first batch request (iterator set-up)",
 }
+OBSERVED_LAYER = "conv3_block1_1_conv"  # an inner convolution: its output dtype is what the policy ran
 
 
 def time_each_fetch(tf, model, on_step, delay_s=None):
@@ -112,6 +117,8 @@ def main() -> None:
 
     spec, train = cell.spec, cell.training
     keras.utils.set_random_seed(spec["cell"]["seed"])
+    precision = requested(spec)
+    switches = keras_policy(tf, keras, precision, gpu=cell.devices["kind"] == "gpu")
     strategy, device_names = make_strategy(tf, cell.devices)
     replicas = strategy.num_replicas_in_sync
     global_batch = train["global_batch"]
@@ -135,11 +142,15 @@ def main() -> None:
     cell.events.log("data_ready", len(x_train), test_images=len(x_test))
 
     with strategy.scope():
-        model = keras.applications.ResNet50(weights=None, input_shape=x_train.shape[1:], classes=10)
+        body = keras.applications.ResNet50(weights=None, input_shape=x_train.shape[1:], classes=10,
+                                           classifier_activation=None)
+        probs_out = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(body.output)
+        model = keras.Model(body.inputs, probs_out, name="resnet50")
         # no gradient clipping, as in the study's trainer: clipping at norm 1 held a short run at chance
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=train["lr"], momentum=0.9),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     params = int(model.count_params())
+    observed = keras_observed(keras, model, OBSERVED_LAYER, prep(x_train[:2]))
     cell.events.log("model_ready", params, replicas=replicas, strategy=type(strategy).__name__)
     setup_s = cell.elapsed()
     cell.events.log("init_stop", setup_s)
@@ -203,6 +214,7 @@ def main() -> None:
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
                 epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
                 breakdown=breakdown, extra={"epoch": plan},
+                precision=record(precision, observed, OBSERVED_LAYER, switches),
                 model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})
 
 

@@ -30,6 +30,8 @@ from scalebench_kit import voc_det
 from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores
+from scalebench_kit.names import COMPUTE_DTYPE
+from scalebench_kit.precision import PrecisionError, record, requested
 from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 from trainers.resnet50_keras import make_strategy
 from trainers.voc_tfrecord import convert_cached
@@ -57,7 +59,7 @@ def experiment(cell: Cell, record_dir: Path):
     train, data, model = cell.training, cell.spec["data"], cell.spec["model"]
     size = data.get("image_size") or 512
     cfg = exp_factory.get_exp_config("fasterrcnn_resnetfpn_coco")
-    cfg.runtime.mixed_precision_dtype = "float32"
+    cfg.runtime.mixed_precision_dtype = COMPUTE_DTYPE[requested(cell.spec)]  # Model Garden's own switch
     t = cfg.task
     t.init_checkpoint = model.get("init_checkpoint")  # a local path or None: nothing is downloaded
     t.annotation_file = None
@@ -80,6 +82,20 @@ def experiment(cell: Cell, record_dir: Path):
         "learning_rate": {"type": "constant", "constant": {"learning_rate": train["lr"]}},
     })
     return cfg
+
+
+def set_precision(tf, cell: Cell, cfg) -> tuple[str, dict]:
+    """Model Garden's policy from `runtime.mixed_precision_dtype` (its train driver's call, made here
+    because this trainer runs its own loop) and TensorFlow's TF32 switch."""
+    from official.modeling import performance
+
+    precision = requested(cell.spec)
+    if precision in ("tf32", "fp16") and cell.devices["kind"] != "gpu":
+        raise PrecisionError(f"{precision} needs a CUDA device; this CPU twin trains in fp32")
+    performance.set_mixed_precision_policy(cfg.runtime.mixed_precision_dtype)
+    tf.config.experimental.enable_tensor_float_32_execution(precision != "fp32")
+    return precision, {"runtime.mixed_precision_dtype": cfg.runtime.mixed_precision_dtype,
+                       "tensor_float_32": precision != "fp32", "loss_scale": precision == "fp16"}
 
 
 def main() -> None:
@@ -114,12 +130,17 @@ def main() -> None:
 
     cfg = experiment(cell, record_dir)
     write_json_atomic(cell.results_dir / CONFIG_FILE, cfg.as_dict())
+    precision, switches = set_precision(tf, cell, cfg)
     task = task_factory.get_task(cfg.task)
     with strategy.scope():
         model = task.build_model()
         task.initialize(model)
-        optimizer = task.create_optimizer(cfg.trainer.optimizer_config, cfg.runtime)
+        optimizer = task.create_optimizer(cfg.trainer.optimizer_config, cfg.runtime)  # loss-scaled for float16
     params = int(model.count_params())
+    size = cfg.task.model.input_size
+    endpoints = model.backbone(tf.zeros([1, *size]), training=False)  # what the backbone computes in
+    level = sorted(endpoints)[0]
+    observed = record(precision, endpoints[level].dtype.name, f"backbone endpoint {level}", switches)
     batches = iter(strategy.distribute_datasets_from_function(lambda ctx: task.build_inputs(cfg.task.train_data, ctx)))
 
     @tf.function
@@ -187,7 +208,7 @@ def main() -> None:
                        "strategy": type(strategy).__name__, "resolved_config_file": CONFIG_FILE,
                        "sync_batchnorm": False},
                 extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in step_losses],
-                       "epoch": plan, "prepare_s": round(prepare_s, 3)})
+                       "epoch": plan, "prepare_s": round(prepare_s, 3)}, precision=observed)
 
 
 def predict(tf, task, model, cfg, source_ids: dict[int, str]) -> list[dict]:

@@ -16,6 +16,10 @@ bucket reduced, i.e. the all-reduce time the backward pass did not hide; compute
 forward, backward and the optimiser step. On GPUs the sync span is taken with CUDA events and
 the step is synchronised at its end.
 
+Precision (cell.json training.precision, scalebench_kit.precision.TorchPrecision): autocast to
+bf16/fp16 for forward, loss and evaluation (a GradScaler for fp16), the TF32 flags, and on CUDA
+cudnn.benchmark and channels_last; an inner convolution's output dtype is recorded.
+
 `python -m trainers.unet_voc --evaluate WEIGHTS` evaluates saved weights in one process on the
 cell's val split (the check that a DDP evaluation counts every image once).
 """
@@ -25,12 +29,14 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 
 from scalebench_kit import voc_seg
 from scalebench_kit.contract import load_cell_spec
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
+from scalebench_kit.precision import TorchPrecision, requested
 from scalebench_kit.runtime import (RESULTS_DIR_ENV, Cell, StepTimer, combine_ranks, epoch_plan, main_guard,
                                    system_fingerprint)
 from scalebench_kit.timing import delayed
@@ -148,7 +154,7 @@ def to_tensors(torch, x, y, mean, std):
     return x, torch.from_numpy(y.astype("int64"))
 
 
-def evaluate(torch, model, x_v, y_v, *, rank: int, world: int, batch: int, device) -> dict:
+def evaluate(torch, model, x_v, y_v, *, rank: int, world: int, batch: int, device, autocast=nullcontext) -> dict:
     """Scores over the whole val split: each rank predicts a disjoint slice, the confusion
     matrices are summed, so every image counts exactly once whatever the world size."""
     import numpy as np
@@ -156,7 +162,7 @@ def evaluate(torch, model, x_v, y_v, *, rank: int, world: int, batch: int, devic
     model.eval()
     mine = list(range(rank, len(x_v), world))
     cm = np.zeros((voc_seg.NUM_CLASSES, voc_seg.NUM_CLASSES), dtype=np.int64)
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         for start in range(0, len(mine), batch):
             idx = mine[start:start + batch]
             pred = model(x_v[idx].to(device)).argmax(dim=1).cpu().numpy()
@@ -180,6 +186,7 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     spec, train = cell.spec, cell.training
     rank, world, device, backend = setup_distributed(torch, cell.devices)
+    prec = TorchPrecision(torch, requested(spec), device)
     if train["global_batch"] != train["per_device_batch"] * world:
         raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} x {world}")
     seed = spec["cell"]["seed"]
@@ -196,7 +203,9 @@ def main() -> None:
     steps_per_epoch = plan["steps_per_epoch"]
     cell.events.log("data_ready", len(train_set), val_images=len(x_val), steps_per_epoch=steps_per_epoch)
 
-    model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(device)
+    model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(device,
+                                                                                     memory_format=prec.memory_format)
+    observed = prec.observe(model.down[2][0], "down.2.0 (Conv2d)")
     params = sum(p.numel() for p in model.parameters())
     probe = None
     if world > 1:
@@ -231,22 +240,20 @@ def main() -> None:
                 if probe:
                     probe.last = None
                 x, y = next(batches)
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                x = x.to(device, non_blocking=True, memory_format=prec.memory_format)
+                y = y.to(device, non_blocking=True)
                 settle()
                 t_data = time.perf_counter()
                 optimiser.zero_grad(set_to_none=True)
-                loss = loss_fn(model(x), y)
-                loss.backward()  # under DDP: returns once every gradient bucket is all-reduced
-                if probe:
-                    if cuda:
-                        backward_end = torch.cuda.Event(enable_timing=True)
-                        backward_end.record()
-                    else:
-                        backward_end = time.perf_counter()
-                optimiser.step()
+                with prec.autocast():
+                    loss = loss_fn(model(x), y)
+                # under DDP, backward returns once every gradient bucket is all-reduced: mark it
+                backward_end = []
+                prec.backward_step(loss, optimiser, between=(lambda: backward_end.append(probe.mark()))
+                                   if probe else None)
                 settle()
                 t_done = time.perf_counter()
-                sync_s = probe.exposed_since_last_bucket(backward_end) if probe else 0.0
+                sync_s = probe.exposed_since_last_bucket(backward_end[0]) if probe else 0.0
                 losses.append(loss.item())
                 timer.step_done(data_wait_s=t_data - t_fetch, compute_s=t_done - t_data - sync_s, sync_s=sync_s)
                 if len(timer.steps) == timer.warmup_steps:
@@ -257,7 +264,7 @@ def main() -> None:
             if train.get("eval_each_epoch") and epoch + 1 < train["epochs"]:
                 t_eval = time.perf_counter()
                 scored = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"],
-                                  device=device)
+                                  device=device, autocast=prec.autocast)
                 eval_s += time.perf_counter() - t_eval
                 evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
                 cell.events.log("metric", scored, epoch=epoch + 1)
@@ -265,7 +272,8 @@ def main() -> None:
 
         cell.events.log("eval_start")
         t_eval = time.perf_counter()
-        metrics = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device)
+        metrics = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device,
+                           autocast=prec.autocast)
         eval_s += time.perf_counter() - t_eval
         if train.get("eval_each_epoch"):
             evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
@@ -291,7 +299,7 @@ def main() -> None:
     cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer, epoch_s=epoch_s,
                 eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evaluations,
                 model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"},
-                extra={"epoch": plan})
+                extra={"epoch": plan}, precision=prec.record(observed))
     if world > 1:
         torch.distributed.destroy_process_group()
 

@@ -1,7 +1,8 @@
 """The nightly series the regression detector judges, built from stored cells, and what tonight's
 judgements mean together.
 
-Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image line):
+Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image line,
+precision):
 the median of the night's scheduled measuring cells, the same night's reruns beside it (never
 as nights), the system fingerprint, and for throughput the host's night factor. Per benchmark
 and GPU count n > 1 also the scaling efficiency T(1) / (n T(n)) of the night, on the report's
@@ -23,7 +24,7 @@ from scalebench.core.records import FigureRow
 def _key(c: FigureRow, lineage: dict[str, str], metric: str, gpus: int | None = None) -> SeriesKey:
     return SeriesKey(benchmark=c["benchmark"], gpus=c["gpus"] if gpus is None else gpus, metric=metric,
                      profile=c["profile"], host_class=c["host"], scaling_mode=c["scaling_mode"],
-                     image_lineage=lineage.get(c["benchmark"], ""))
+                     image_lineage=lineage.get(c["benchmark"], ""), precision=c["precision"])
 
 
 def _measured_on(f: dict) -> dict:

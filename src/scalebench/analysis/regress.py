@@ -29,6 +29,7 @@ from pathlib import Path
 from scalebench_kit.names import ALL_METRICS
 
 from scalebench.analysis.stats import robust_z
+from scalebench.core.records import DEFAULT_PRECISION
 
 # metric -> +1 if higher is better, -1 if lower is better
 DIRECTION = {name: +1 if m.higher_is_better else -1 for name, m in ALL_METRICS.items()}
@@ -77,6 +78,7 @@ class SeriesKey:
     host_class: str = ""
     scaling_mode: str = "weak"
     image_lineage: str = ""
+    precision: str = DEFAULT_PRECISION
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Judgement:
 
     def line(self) -> str:
         k = self.key
-        head = f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''} {k.metric}"
+        head = f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''}{' ' + k.precision if k.precision != DEFAULT_PRECISION else ''} {k.metric}"
         if self.changed_with:
             return (f"{head}: changed with {self.changed_with}: {self.value:.4g} vs {self.baseline:.4g} the night "
                     f"before ({-self.change * 100:+.1f}%) on {self.night}; baseline restarted")

@@ -1,8 +1,11 @@
 """Pre-flight of a timed cell's GPUs through NVML (nvidia-ml-py): no foreign processes, no
-active throttling; clocks and temperature recorded. Skipped (and recorded so) without NVML."""
+active throttling, a compute capability that runs the cell's precision (bf16 and tf32 need 8.0,
+Ampere); clocks and temperature recorded. Skipped (and recorded so) without NVML."""
 from __future__ import annotations
 
 from typing import Any
+
+from scalebench_kit.names import MIN_COMPUTE_CAPABILITY
 
 # Clock-event reasons that do not distort a measurement (NVML bit masks).
 BENIGN_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting"}
@@ -14,6 +17,10 @@ class PreflightFailed(RuntimeError):
     def __init__(self, message: str, report: dict):
         super().__init__(message)
         self.report = report
+
+
+class PrecisionUnsupported(PreflightFailed):
+    """A leased GPU cannot run the cell's precision: no retry helps (a different host would)."""
 
 
 def _load_nvml():
@@ -28,15 +35,18 @@ def _reasons(nvml, handle) -> int:
     return int(fn(handle))
 
 
-def check(device_ids: list[str], nvml: Any = None, own_pids: set[int] | None = None) -> dict:
-    """Report per device; raises PreflightFailed when a leased GPU is busy or throttled."""
+def check(device_ids: list[str], nvml: Any = None, own_pids: set[int] | None = None,
+          precision: str | None = None) -> dict:
+    """Report per device; raises PreflightFailed when a leased GPU is busy or throttled, and
+    PrecisionUnsupported when its compute capability is below what `precision` needs."""
     if nvml is None:
         try:
             nvml = _load_nvml()
         except Exception as exc:  # CPU host, no driver: nothing to check
             return {"status": "skipped", "reason": f"NVML not available ({type(exc).__name__}: {exc})"}
     own_pids = own_pids or set()
-    devices, problems = [], []
+    devices, problems, unsupported = [], [], []
+    need = MIN_COMPUTE_CAPABILITY.get(precision or "")
     for dev in device_ids:
         h = nvml.nvmlDeviceGetHandleByIndex(int(dev))
         procs = [p.pid for p in nvml.nvmlDeviceGetComputeRunningProcesses(h)] + \
@@ -52,6 +62,7 @@ def check(device_ids: list[str], nvml: Any = None, own_pids: set[int] | None = N
             "temperature_c": nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU),
             "foreign_pids": foreign,
             "throttle_reasons": active,
+            "compute_capability": ".".join(map(str, nvml.nvmlDeviceGetCudaComputeCapability(h))),
         }
         if isinstance(info["name"], bytes):
             info["name"] = info["name"].decode()
@@ -60,7 +71,13 @@ def check(device_ids: list[str], nvml: Any = None, own_pids: set[int] | None = N
             problems.append(f"GPU {dev} runs foreign processes {foreign}")
         if active:
             problems.append(f"GPU {dev} is throttled ({', '.join(active)}) at {info['temperature_c']} C")
-    report = {"status": "failed" if problems else "passed", "devices": devices, "problems": problems}
+        if need and tuple(nvml.nvmlDeviceGetCudaComputeCapability(h)) < need:
+            unsupported.append(f"GPU {dev} ({info['name']}) has compute capability {info['compute_capability']}; "
+                               f"precision {precision} needs {'.'.join(map(str, need))} or newer (Ampere)")
+    report = {"status": "failed" if problems or unsupported else "passed", "devices": devices,
+              "problems": unsupported + problems, "precision": precision}
+    if unsupported:
+        raise PrecisionUnsupported("pre-flight failed: " + "; ".join(unsupported), report)
     if problems:
         raise PreflightFailed("pre-flight failed: " + "; ".join(problems), report)
     return report

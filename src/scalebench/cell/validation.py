@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scalebench_kit.names import ACCURACY_METRICS
+from scalebench_kit.names import ACCURACY_METRICS, COMPUTE_DTYPE
 
 REQUIRED = ("train_s", "total_s", "setup_s", "eval_s", "images_per_s", "world_size", "device_count",
             "per_device_batch", "global_batch", "epochs_recorded")
@@ -52,6 +52,8 @@ def flatten(contract: dict) -> dict:
         row[name] = value
     if "per_device_batch" in row and "world_size" in row:
         row["per_device_x_world"] = row["per_device_batch"] * row["world_size"]
+    if isinstance(_get(contract, "precision"), dict):  # null observed: the trainer has no layer to observe
+        row["observed_dtype"] = contract["precision"].get("observed_dtype")
     b = _get(contract, "timing", "breakdown")
     if isinstance(b, dict) and b.get("step_s"):
         # the parts a trainer measured plus the unattributed rest must make up the step
@@ -102,6 +104,9 @@ def expectations(cell: dict, metrics: list[str], bounds: dict[str, tuple[float, 
     out.append(E.ExpectColumnValuesToBeBetween(column="epochs_recorded", min_value=cell["epochs"], max_value=cell["epochs"]))
     out.append(E.ExpectColumnValuesToBeBetween(column="step_parts_over_step", min_value=0.99, max_value=1.01))
     out.append(E.ExpectColumnPairValuesToBeEqual(column_A="ranks", column_B="ranks_reported"))
+    if cell.get("precision") in COMPUTE_DTYPE:  # the preset asked for is what an inner layer computed in
+        out.append(E.ExpectColumnToExist(column="observed_dtype"))
+        out.append(E.ExpectColumnValuesToBeInSet(column="observed_dtype", value_set=[COMPUTE_DTYPE[cell["precision"]]]))
     return out
 
 

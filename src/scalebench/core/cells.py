@@ -1,4 +1,4 @@
-"""The cell matrix: benchmark x GPU count x epochs x repeat x profile, within one DAG run.
+"""The cell matrix: benchmark x GPU count x precision x epochs x repeat x profile, within one DAG run.
 
 A cell's key includes its DAG run so nights accumulate history; the attempt (task try) is not
 part of the key, so a retry is a new attempt of the same cell.
@@ -11,7 +11,7 @@ import json
 from scalebench.core.config import Benchmark, ConfigError, Fleet, Host, with_tag
 from scalebench.core.records import PlannedCell
 
-IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat", "profile")
+IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat", "profile", "precision")
 
 
 def cell_key(identity: dict) -> str:
@@ -19,10 +19,11 @@ def cell_key(identity: dict) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:20]
 
 
-def cell_label(gpus: int, epochs: int, repeat: int, capped_at: int | None = None) -> str:
-    """"2 GPUs · 3 epochs · repeat 1"; a capped epoch says its steps ("5 epochs of 15 steps")."""
+def cell_label(gpus: int, epochs: int, repeat: int, capped_at: int | None = None, precision: str = "fp32") -> str:
+    """"2 GPUs · bf16 · 3 epochs · repeat 1"; a capped epoch says its steps ("5 epochs of 15 steps")."""
     steps = f" of {capped_at} steps" if capped_at else ""
-    return f"{gpus} GPU{'s' if gpus != 1 else ''} · {epochs} epoch{'s' if epochs != 1 else ''}{steps} · repeat {repeat}"
+    return (f"{gpus} GPU{'s' if gpus != 1 else ''} · {precision} · {epochs} epoch{'s' if epochs != 1 else ''}{steps} "
+            f"· repeat {repeat}")
 
 
 def timing_policy(profile: str, host: Host | None = None) -> str:
@@ -62,10 +63,12 @@ def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
 
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
-         night: str | None = None, image_tag: str | None = None, host: Host | None = None) -> list[PlannedCell]:
-    """Every cell of one run, in a stable order (GPU count, epochs, repeat). `image_tag`: run a
-    candidate image, another tag of the configured image's repository. `host`: the benchmark's
-    assigned host (else the first that fits)."""
+         night: str | None = None, image_tag: str | None = None, host: Host | None = None,
+         precisions: list[str] | None = None) -> list[PlannedCell]:
+    """Every cell of one run, in a stable order (GPU count, precision, epochs, repeat). `image_tag`:
+    run a candidate image, another tag of the configured image's repository. `host`: the
+    benchmark's assigned host (else the first that fits). `precisions`: the trigger's presets
+    (default: the profile's), each one the stack runs on the host's kind."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
     epochs = sorted(epochs or res.epochs)
@@ -78,24 +81,29 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
         raise ConfigError(f"{bench.id}: host {host.name} has {len(host.device_ids)} devices, gpu_counts {gpu_counts}")
     host = host or host_for(bench, profile, fleet, gpu_counts)
     image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
+    precisions = list(precisions or res.precision)
+    refusal = bench.stack_config.precision.check(bench.stack, host.kind, precisions)
+    if refusal:
+        raise ConfigError(f"{bench.id}: parameter 'precisions' on host {host.name}: {refusal}")
     cells: list[PlannedCell] = []
     for n in gpu_counts:
         per_device, global_batch = res.batches(n)
-        for e in epochs:
-            steps = res.steps(n, e)
-            capped_at = steps.steps_per_epoch if steps and steps.capped else None
-            for r in range(1, repeats + 1):
-                ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
-                         "gpus": n, "epochs": e, "repeat": r, "profile": profile}
-                cell = PlannedCell(
-                    **ident, key=cell_key(ident), cell_id=f"g{n}-e{e}-r{r}", label=cell_label(n, e, r, capped_at),
-                    run_type=run_type, night=night,
-                    seed=seed + r - 1,  # distinct per repeat, the same across GPU counts
-                    per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
-                    lr=bench.lr_policy.lr_for(global_batch))
-                if image:
-                    cell["image"] = image
-                cells.append(cell)
+        for p in precisions:
+            for e in epochs:
+                steps = res.steps(n, e)
+                capped_at = steps.steps_per_epoch if steps and steps.capped else None
+                for r in range(1, repeats + 1):
+                    ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
+                             "gpus": n, "epochs": e, "repeat": r, "profile": profile, "precision": p}
+                    cell = PlannedCell(
+                        **ident, key=cell_key(ident), cell_id=f"g{n}-{p}-e{e}-r{r}",
+                        label=cell_label(n, e, r, capped_at, p), run_type=run_type, night=night,
+                        seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
+                        per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
+                        lr=bench.lr_policy.lr_for(global_batch))
+                    if image:
+                        cell["image"] = image
+                    cells.append(cell)
     return cells
 
 

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from scalebench_kit.epochs import epoch_plan, timed_steps
-from scalebench_kit.names import ACCURACY_METRICS, DATASET_FORMATS
+from scalebench_kit.names import ACCURACY_METRICS, DATASET_FORMATS, PRECISIONS
 
 from scalebench.core import paths
 from scalebench.core.records import TIMING_BASES
@@ -27,6 +27,10 @@ PROFILES = ("smoke", "nightly", "full")
 # Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
 MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
 IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
+# What runs when neither the benchmark nor its profile names a precision: smoke runs on CPU hosts
+# (fp32); the timed profiles run on GPU hosts, where tuned users train in bf16
+DEFAULT_PRECISION = {"smoke": ["fp32"], "nightly": ["bf16"], "full": ["bf16"]}
+Precision = Literal[PRECISIONS]
 PosInt = Annotated[int, Field(gt=0)]
 PosFloat = Annotated[float, Field(gt=0)]
 
@@ -145,6 +149,36 @@ def _plain_images(v: dict) -> dict:
     return v
 
 
+def _precision_list(v):
+    """`precision: bf16` or `precision: [fp32, bf16]` (a matrix axis, one report row each)."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and len(set(v)) != len(v):
+        raise ValueError(f"precisions must not repeat, got {v}")
+    return v
+
+
+PrecisionList = Annotated[list[Precision], Field(min_length=1)]
+
+
+class StackPrecision(Strict):
+    """How a stack switches precision (its framework's own switch, named for users) and which
+    presets each kind of host runs; `cpu_refusal` says why a CPU host refuses the others."""
+    switch: str
+    cpu: PrecisionList
+    gpu: PrecisionList
+    cpu_refusal: str
+
+    def check(self, stack: str, kind: str, wanted: list[str]) -> str | None:
+        """Why `wanted` cannot run on `kind` hosts with this stack, or None."""
+        bad = [p for p in wanted if p not in getattr(self, kind)]
+        if not bad:
+            return None
+        why = self.cpu_refusal if kind == "cpu" else f"stack {stack!r} does not run it"
+        return (f"precision {', '.join(bad)} cannot run on {kind.upper()} hosts with stack {stack!r} ({why}); "
+                f"expected some of {getattr(self, kind)}")
+
+
 class Stack(Strict):
     """A training stack (include/configs/stacks.yaml): its folder containers/<name>/ holds the
     Dockerfile and trainers; benchmarks name it with `stack: <name>`."""
@@ -154,6 +188,7 @@ class Stack(Strict):
     launcher: str                      # how a cell's processes start (tf-distribute, torchrun, mmengine, ...)
     processes_per_device: bool         # torchrun-style one process per device, else one process for all
     formats: Annotated[list[Literal[DATASET_FORMATS]], Field(min_length=1)]  # what its trainers read
+    precision: StackPrecision
 
     _i = field_validator("images")(lambda cls, v: _plain_images(v))
 
@@ -270,8 +305,11 @@ class Sizes(Strict):
     cell_timeout_minutes: PosFloat | None = None
     bounds: dict[str, tuple[float, float]] | None = None
     reference_accuracy: ReferenceAccuracy | None = None  # a profile's plausible accuracy (smoke data is random)
+    # not a size, but per profile like one: the presets its runs train in (default DEFAULT_PRECISION)
+    precision: PrecisionList | None = None
 
     _b = field_validator("bounds")(lambda cls, v: v if v is None else _check_bounds(v))
+    _p = field_validator("precision", mode="before")(lambda cls, v: _precision_list(v))
 
 
 class AccuracyTarget(Strict):
@@ -313,9 +351,11 @@ class Benchmark(Strict):
     # the GPU hosts this benchmark may be assigned to (one: pinned); None: any with enough devices
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     reference_accuracy: ReferenceAccuracy | None = None
+    precision: PrecisionList | None = None  # every profile's presets (a profile may set its own)
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+    _p = field_validator("precision", mode="before")(lambda cls, v: _precision_list(v))
     _i = field_validator("images")(lambda cls, v: _plain_images(v))
     _stack: Stack | None = PrivateAttr(default=None)  # set by load_benchmark from the stacks file
     _splits: SplitSizes | None = PrivateAttr(default=None)  # the dataset's split sizes, from the stacks file
@@ -371,6 +411,7 @@ class Benchmark(Strict):
         over = self.profiles.get(profile)
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
+        base["precision"] = base["precision"] or DEFAULT_PRECISION[profile]
         res = Resolved(benchmark=self, profile=profile, **base)
         res._splits = self._splits
         return res
@@ -445,10 +486,11 @@ class Resolved(Sizes):
                               f"does not divide over {gpus} GPUs; choose a global batch divisible by every GPU count")
         return glob // gpus, glob
 
-    def summary(self) -> dict:
+    def summary(self, precision: str | None = None) -> dict:
         """Everything in the config that changes a result (sizes, model, image, entrypoint,
-        stack and its launcher, dataset, scaling, LR policy, warm-up), the same for every GPU count
-        of a run: the cell's `resolved_config`, whose hash is its config identity."""
+        stack and its launcher, dataset, scaling, LR policy, warm-up, the cell's `precision`), the
+        same for every GPU count of a run: the cell's `resolved_config`, whose hash is its config
+        identity (without `precision`: the profile's list)."""
         out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
         stack = self.benchmark._stack
         if stack is not None:
@@ -456,7 +498,14 @@ class Resolved(Sizes):
         out |= self.model_dump(exclude={"benchmark", "cell_timeout_minutes", "bounds", "epochs",  # a cell has its own
                                         "reference_accuracy", "min_timed_steps"})
         out["benchmark"] = self.benchmark.id
+        if precision is not None:
+            out["precision"] = precision
         return out
+
+    def precision_kind(self, fleet: "Fleet") -> str | None:
+        """The kind of host this profile's runs go to (smoke: a CPU host when the fleet has one)."""
+        kinds = ["cpu", "gpu"] if self.profile == "smoke" else ["gpu"]
+        return next((k for k in kinds if fleet.hosts_of(k)), None)
 
 
 def _format_errors(source: Path, exc: ValidationError) -> str:
@@ -534,6 +583,11 @@ def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
             except ConfigError as exc:
                 raise ConfigError(f"{path}: field 'global_batch': {exc}") from None
         _check_steps(path, res)
+        kind = res.precision_kind(fleet)
+        refusal = kind and stack.precision.check(bench.stack, kind, res.precision)
+        if refusal:
+            where = f"profiles.{profile}.precision" if (bench.profiles.get(profile) or Sizes()).precision else "precision"
+            raise ConfigError(f"{path}: field '{where}' (profile {profile!r}): {refusal}")
     return bench
 
 

@@ -52,6 +52,7 @@ class PlanRow:
     repeats: int
     cost_source: str
     timeout_s: float            # the cell's limit: an estimate above it cannot finish
+    precision: str = "fp32"
 
     @property
     def seconds(self) -> float:
@@ -103,7 +104,8 @@ def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[
         b = t.get("breakdown") or {}
         if not f or not b.get("timed_steps") or c["role"] == "rerun":
             continue
-        s = seen.setdefault((c["benchmark"], c["profile"], c["host"], c["gpus"]), {"nights": [], "cells": []})
+        s = seen.setdefault((c["benchmark"], c["profile"], c["host"], c["gpus"], c["precision"]),
+                            {"nights": [], "cells": []})
         s["cells"].append((c["night"], t["setup_s"], b["step_s"] / b["timed_steps"], t["eval_s"]))
     out = {}
     for key, s in seen.items():
@@ -146,8 +148,8 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         epochs, planned_repeats = bench.accuracy_cut() if weekly else (res.epochs, bench.schedule_repeats)
         basis = res.timing_basis(counts) or "unknown"
         longest = 0.0
-        for n in counts:
-            cost = stored.get((bid, profile, host.name, n)) or config_cost(bench, n)
+        for n, p in ((n, p) for n in counts for p in res.precision):
+            cost = stored.get((bid, profile, host.name, n, p)) or config_cost(bench, n)
             for e in epochs:
                 steps = res.steps(n, e)
                 if steps is None:
@@ -158,7 +160,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 row = PlanRow(bid, profile, host.name, n, steps.global_batch, bench.lr_policy.lr_for(steps.global_batch),
                               steps.steps_per_epoch, steps.capped, e, steps.warmup_steps, steps.timed_steps, basis,
                               cost.step_s, cell_s, repeats or planned_repeats, cost.source,
-                              res.cell_timeout_minutes * 60)
+                              res.cell_timeout_minutes * 60, p)
                 rows.append(row)
                 night.cell_minutes += row.seconds / 60
                 longest = max(longest, cell_s)

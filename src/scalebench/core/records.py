@@ -25,6 +25,7 @@ class StoredCellFields(TypedDict):
     epochs: int
     repeat: int
     profile: str
+    precision: str           # fp32 | tf32 | bf16 | fp16 (scalebench_kit.names.PRECISIONS); older cells "framework default"
     seed: int
     scaling_mode: str
     per_device_batch: int
@@ -34,8 +35,8 @@ class StoredCellFields(TypedDict):
 
 class PlannedCell(StoredCellFields):
     """One cell of a run as `core.cells.plan` makes it: what the train task is mapped over. Its
-    `key` hashes the identity (dag_id, run_id, benchmark, host, gpus, epochs, repeat, profile);
-    its `label` ("2 GPUs · 3 epochs · repeat 1") names the mapped task in the UI."""
+    `key` hashes the identity (dag_id, run_id, benchmark, host, gpus, epochs, repeat, profile,
+    precision); its `label` ("2 GPUs · bf16 · 3 epochs · repeat 1") names the mapped task in the UI."""
     cell_id: str             # g<gpus>-e<epochs>-r<repeat>: the attempt folder's name
     night: str | None        # ISO date (UTC) of the run
     lr: float
@@ -94,7 +95,7 @@ class StoredCell(StoredCellFields):
 
 CELL_FIELDS = tuple(StoredCellFields.__annotations__)  # the columns of the store's cells table
 
-DEFAULT_PRECISION = "framework default"   # what runs until a benchmark names a precision
+DEFAULT_PRECISION = "framework default"   # what cells recorded before precision presets ran
 # How a row's relative time is taken: "train time", T(n)/T(1) over the same full passes; or
 # "throughput", X(1)/X(n) from steady samples per second where epochs are capped (fixed steps)
 TIMING_BASES = ("train time", "throughput")

@@ -20,6 +20,8 @@ from airflow.timetables.trigger import CronTriggerTimetable
 
 from scalebench.core import cells as cellmod
 from scalebench.core.attempt_folders import safe
+from scalebench_kit.names import PRECISIONS
+
 from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet
 from scalebench.orchestration.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_reruns, record,
                                                       record_reruns, results_asset, select_cells)
@@ -60,6 +62,11 @@ def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[st
         "profile": Param(profile, type="string", enum=list(PROFILES), title="Profile",
                          description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
                                      "full: the study's epochs on the full dataset."),
+        "precisions": Param(None, type=["null", "array"], items={"type": "string", "enum": list(PRECISIONS)},
+                            uniqueItems=True, title="Precisions",
+                            description="Numeric precisions to run, each its own report row (fp32: TF32 off; tf32; "
+                                        "bf16 and fp16: mixed precision). Empty: the profile's "
+                                        f"({', '.join(f'{p}: {bench.resolved(p).precision}' for p in PROFILES)})."),
         "seed": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Seed"),
         "image_tag": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
                            title="Candidate image tag",

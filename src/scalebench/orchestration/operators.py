@@ -221,10 +221,11 @@ class CellDockerOperator(DockerOperator):
         if a.host.kind != "gpu":
             return {"status": "skipped", "reason": "CPU host (emulated devices)"}
         try:
-            return preflight.check(lease.device_ids)
+            return preflight.check(lease.device_ids, precision=a.cell["precision"])
         except preflight.PreflightFailed as exc:
             write_json_atomic(a.out / PREFLIGHT_FILE, exc.report)
-            raise self.fail(a, Failure("preflight_failed", None, str(exc))) from None
+            reason = "precision_unsupported" if isinstance(exc, preflight.PrecisionUnsupported) else "preflight_failed"
+            raise self.fail(a, Failure(reason, None, str(exc))) from None
 
     def spec(self, a: Attempt, lease, checked: dict) -> None:
         """Write cell.json (what runs, with provenance) and set the container's settings."""
@@ -243,14 +244,14 @@ class CellDockerOperator(DockerOperator):
                          "scaling_mode": cell["scaling_mode"], "lr_policy": bench.lr_policy.model_dump(),
                          "lr": cell["lr"], "warmup_steps": a.resolved.warmup_steps, "epochs": cell["epochs"],
                          "max_steps_per_epoch": a.resolved.max_steps_per_epoch,
-                         "eval_each_epoch": a.resolved.eval_each_epoch},
+                         "eval_each_epoch": a.resolved.eval_each_epoch, "precision": cell["precision"]},
             "data": {"name": self.dataset["name"], "format": self.dataset["format"], "path": "/data",
                      "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
                      "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
             "model": {"name": bench.id, **bench.model},
             "provenance": {"image": self.image, "image_digest": self._image_digest(a),
                            "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
-                           "resolved_config": a.resolved.summary()},
+                           "resolved_config": a.resolved.summary(cell["precision"])},
         }
         write_json_atomic(a.out / CELL_SPEC_FILE, doc)
         cache = paths.cache_dir()

@@ -137,7 +137,10 @@ def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict
     planted = {}
     for bid in sorted({r.benchmark for r in plan.rows}):
         bench = configs.benchmark(bid)
-        rows = {r.gpus: r for r in plan.rows if r.benchmark == bid}
+        # the stand-in holds one precision's cells (the plan's first): the hold trainer runs no model,
+        # so every precision would hold the same planted steps
+        mine = [r for r in plan.rows if r.benchmark == bid]
+        rows = {r.gpus: r for r in mine if r.precision == mine[0].precision}
         first = rows[min(rows)]
         p = planted[bid] = Planted(bid, first.host, first.timing_basis, rows,
                                    {n: r.step_s * scale for n, r in rows.items()})
@@ -149,12 +152,14 @@ def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict
                    entrypoint=["python", "-m", "scalebench_kit.hold", "--planned", spec,
                                *(["--capped"] if first.capped else [])], retries=0)
         doc.pop("time_to_accuracy", None)
+        doc.pop("precision", None)
         doc.pop("reference_accuracy", None)
         doc["profiles"] = {"smoke": {**(smoke.model_dump(exclude_none=True) if smoke else {}),
                                      "epochs": [first.epochs], "per_gpu_batch": first.global_batch // min(rows),
                                      "warmup_steps": first.warmup_steps, "min_timed_steps": 0,
                                      "cell_timeout_minutes": 30}}
         doc["profiles"]["smoke"].pop("reference_accuracy", None)
+        doc["profiles"]["smoke"].pop("precision", None)
         (dst / "benchmarks" / f"{bid}.yaml").write_text(yaml.safe_dump(doc, width=1000))
     return planted
 

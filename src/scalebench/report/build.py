@@ -11,7 +11,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Callable
 
-from scalebench_kit.names import ACCURACY_METRICS
+from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
 from scalebench.analysis import history
 from scalebench.analysis.regress import judge
@@ -25,17 +25,25 @@ from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
 
 
+def precision_order(p: str) -> tuple[int, str]:
+    """fp32, tf32, bf16, fp16, then anything older ("framework default")."""
+    return (PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS), p)
+
+
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
     measured = [c for c in cells if c.get("role", "measure") != "rerun"]  # reruns confirm flags, never fill the table
     chosen, source = choose_runs(measured, night)
-    def row_of(b: str, run: str):
-        return bench_row(b, [c for c in measured if c["benchmark"] == b and c["run_id"] == run], opts, model_size(b, run))
+    def rows_of(b: str, run: str):
+        """One row per precision of the run (a matrix axis: like is compared only with like)."""
+        mine = [c for c in measured if c["benchmark"] == b and c["run_id"] == run]
+        return [bench_row(b, [c for c in mine if c["precision"] == p], opts, model_size(b, run))
+                for p in sorted({c["precision"] for c in mine}, key=precision_order)]
 
-    rows = [row_of(b, run) for b, run in sorted(chosen.items())]
-    accuracy_rows = [row_of(b, run) for b, run in sorted(latest_accuracy_runs(measured).items())]
+    rows = [r for b, run in sorted(chosen.items()) for r in rows_of(b, run)]
+    accuracy_rows = [r for b, run in sorted(latest_accuracy_runs(measured).items()) for r in rows_of(b, run)]
     for r in rows + accuracy_rows:
         r.suspect = plausibility(r, opts.reference(r.benchmark, r.profile))
     avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])

@@ -97,7 +97,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
-        key=RowKey(bench, mine[0]["profile"], mine[0]["host"], timing_basis=basis or "mixed"),
+        key=RowKey(bench, mine[0]["profile"], mine[0]["host"], mine[0]["precision"], timing_basis=basis or "mixed"),
         benchmark=bench, run_id=mine[0]["run_id"], run_type=mine[0]["run_type"], profile=mine[0]["profile"],
         scaling_mode=mine[0]["scaling_mode"], lr_policy=opts.lr_policy(bench), parameters=parameters,
         global_batch={c["gpus"]: c["global_batch"] for c in mine}, train_epochs=train_epochs,
@@ -177,7 +177,8 @@ def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
 
 
 def alert_detail(j: Judgement) -> dict:
-    return {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "metric": j.key.metric, "host": j.key.host_class,
+    return {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric,
+            "host": j.key.host_class,
             "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
             "reruns": list(j.reruns), "rerun_p": j.rerun_p,
             "confirmed_by": "reruns" if j.confirmed_by_reruns else "next night", "line": j.line()}

@@ -61,8 +61,8 @@ class Options:
 
 @dataclass
 class Row:
-    """One row of the study's table: one benchmark's run of the night (its identity in `key`), every
-    figure the report states about it."""
+    """One row of the study's table: one benchmark's run of the night at one precision (its identity
+    in `key`), every figure the report states about it."""
     key: RowKey
     benchmark: str
     run_id: str
@@ -96,6 +96,11 @@ class Row:
     suspect: dict[int, list[str]] = field(default_factory=dict)  # GPU count -> why its figures are not plausible
     images_per_s: dict[int, float] = field(default_factory=dict)  # median steady throughput per GPU count
     basis_refusal: str | None = None    # why the row has no ratios (its cells mix timing bases)
+
+    @property
+    def name(self) -> str:
+        """How prose names the row: its benchmark and precision ("unet_torch_voc2007 (bf16)")."""
+        return f"{self.benchmark} ({self.key.precision})"
 
 
 @dataclass

@@ -32,7 +32,7 @@ def step_sentence(row: Row) -> str | None:
                          f"{names[p]} {'grows' if d > 0 else 'falls'} from {100 * a[p]:.0f}% to {100 * b[p]:.0f}%")
     unmeasured = [names[p] for p in STEP_PARTS if p not in known]
     tail = f" ({', '.join(unmeasured)} not exposed by this framework)" if unmeasured else ""
-    return f"{row.benchmark}: " + "; ".join(parts) + tail + "."
+    return f"{row.name}: " + "; ".join(parts) + tail + "."
 
 
 def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[str]:
@@ -54,9 +54,9 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
         r_, n_, row = best
         figure = f"{100 * r_:.1f}% of the 1-GPU time (speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%)"
         if r_ < 1:
-            out.append(f"The largest saving: {row.benchmark} at {n_} GPUs, {figure}.")
+            out.append(f"The largest saving: {row.name} at {n_} GPUs, {figure}.")
         else:
-            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row.benchmark} "
+            out.append(f"No benchmark trained faster with more devices; the smallest slow-down: {row.name} "
                        f"at {n_} GPUs, {figure}.")
         top = max(multi)
         pts = [(r.parameters, r.efficiency[top]) for r in rows if top in r.efficiency and r.parameters]
@@ -72,7 +72,7 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
             verdict = "supported" if rho[0] > 0 and rho[1] < 0.05 else "not supported"
             out.append(f"More complex models gain more: {verdict} (Spearman's rho between parameter count and "
                        f"{top}-GPU efficiency {rho[0]:+.2f}, p = {rho[1]:.2f}, {len(pts)} benchmarks).")
-    verdicts = [(r.benchmark, m, n, v) for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
+    verdicts = [(r.name, m, n, v) for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     uninformative = [f"{b} {m}" for b, m, n, v in verdicts if v.kind == "uninformative"]
     verdicts = [x for x in verdicts if x[3].kind != "uninformative"]
     if verdicts:
@@ -93,7 +93,7 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
     for r in rows:
         if r.epoch_mismatch:
             figs = ", ".join(f"{r.steps_per_epoch[n]} at {n} GPUs" for n in sorted(r.steps_per_epoch))
-            out.append(f"{r.benchmark}: an epoch is not one pass over the train split at {', '.join(map(str, r.epoch_mismatch))} "
+            out.append(f"{r.name}: an epoch is not one pass over the train split at {', '.join(map(str, r.epoch_mismatch))} "
                        f"GPUs (steps per epoch: {figs}; expected to fall with the global batch): its training times "
                        "are not comparable across GPU counts.")
     return out

@@ -43,6 +43,7 @@ class StudyLine:
     relative_time: dict
     suspect: dict
     basis: str = ""
+    precision: str = ""
 
 
 def study_columns(rep: Report) -> list[Column]:
@@ -50,7 +51,8 @@ def study_columns(rep: Report) -> list[Column]:
         None if s.verdicts is None else s.verdicts.get(m, {}))) for m in rep.metrics]
     times = [Column(f"{n} GPU", lambda s, n=n: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else ""))
              for n in rep.gpu_counts]
-    return [Column("benchmark", lambda s: s.label), Column("timed by", lambda s: s.basis), *verdicts, *times]
+    return [Column("benchmark", lambda s: s.label), Column("dtype", lambda s: s.precision),
+            Column("timed by", lambda s: s.basis), *verdicts, *times]
 
 
 def detail_columns(rep: Report) -> list[Column]:
@@ -67,7 +69,7 @@ def detail_columns(rep: Report) -> list[Column]:
     sp = lambda item: item[0].speedup.get(item[1])  # noqa: E731
     metric = [Column(ACCURACY_METRICS[m].display, lambda it, m=m: it[0].metrics.get(m, {}).get(it[1]),
                      lambda v: "–" if v is None else f"{v:.3f}") for m in rep.metrics]
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("GPUs", lambda it: it[1]),
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("GPUs", lambda it: it[1]),
             Column("scaling", lambda it: it[0].scaling_mode), Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
             Column("LR policy", lambda it: it[0].lr_policy), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s, median (IQR)", lambda it: f"{it[0].train_s[it[1]]:.2f} ({it[0].iqr_s[it[1]]:.2f})"),
@@ -93,7 +95,7 @@ def accuracy_columns(rep: Report) -> list[Column]:
             v, verdict = r.metrics.get(m, {}).get(n), r.verdicts.get(m, {}).get(n)
             return ("–" if v is None else f"{v:.3f}") + (f" ({verdict.kind})" if verdict else "")
         return Column(ACCURACY_METRICS[m].display, value)
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("run", lambda it: it[0].run_id),
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("run", lambda it: it[0].run_id),
             Column("GPUs", lambda it: it[1]), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s", lambda it: f"{it[0].train_s[it[1]]:.0f}"),
             Column("time to accuracy", lambda it: (it[0].tta_target or "") + (": " if it[0].tta_target else "") + tta(it)),
@@ -108,7 +110,7 @@ def step_columns() -> list[Column]:
             s, share = r.step_s[n][p], r.step_shares[n][p]
             return "–" if s is None else f"{s:.3f}" + ("" if share is None else f" ({100 * share:.0f}%)")
         return Column(p.replace("_", " "), value)
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("GPUs", lambda it: it[1]),
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("GPUs", lambda it: it[1]),
             *[part(p) for p in STEP_PARTS]]
 
 
@@ -135,7 +137,8 @@ def markdown(rep: Report) -> str:
     incomplete = [n for n in rep.gpu_counts if sum(n in r.relative_time for r in rows) < len(rows)]
     average = StudyLine("average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else ""),
                         None, rep.average, {})
-    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis) for r in rows] + [average]
+    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis, r.key.precision)
+             for r in rows] + [average]
     out += ["## The study's table", "", *table(study_columns(rep), lines)]
     out += ["", "The accuracy verdicts above come from this night's runs: on the nightly profile (a few dozen "
             "steps) they are a smoke signal only, never whether accuracy suffers; that is the weekly accuracy "
@@ -146,9 +149,9 @@ def markdown(rep: Report) -> str:
             "`accuracy_cut`), metrics at its longest epoch count with the verdict against 1 GPU.", ""]
     if rep.accuracy_rows:
         out += table(accuracy_columns(rep), [(r, n) for r in rep.accuracy_rows for n in sorted(r.train_s)])
-        out += [f"- {r.benchmark} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rep.accuracy_rows
+        out += [f"- {r.name} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rep.accuracy_rows
                 for n, why in sorted(r.suspect.items())]
-        out += [f"- {r.benchmark} weekly run {r.run_id}: {x['label']}: {x['status']} ({x['reason']})"
+        out += [f"- {r.name} weekly run {r.run_id}: {x['label']}: {x['status']} ({x['reason']})"
                 for r in rep.accuracy_rows for x in r.not_valid]
     else:
         out.append(f"- none recorded in the last {LOOKBACK_NIGHTS} nights")
@@ -164,12 +167,12 @@ def markdown(rep: Report) -> str:
         figs = ", ".join(f"{n} GPU{'s' if n != 1 else ''}: " + ("not reached" if v is None else
                                                                  f"{v:.1f} s (training {r.train_s.get(n, 0):.1f} s)")
                          for n, v in sorted(r.time_to_accuracy.items()))
-        out.append(f"- {r.benchmark} ({r.tta_target}): {figs}")
+        out.append(f"- {r.name} ({r.tta_target}): {figs}")
     if not tta:
         out.append("- not measured this night (per-epoch evaluation runs in the full profile of benchmarks with a "
                    "time_to_accuracy target)")
     out += ["", "## Accuracy verdicts (vs 1 GPU)", ""]
-    lines = [f"- {r.benchmark} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
+    lines = [f"- {r.name} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
              for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
     out += ["", "## Regressions", ""]
@@ -181,16 +184,16 @@ def markdown(rep: Report) -> str:
     if not (rep.alerts or rep.flagged or rep.cleared or rep.changes):
         out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Suspect figures", ""]
-    sus = [f"- {r.benchmark} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rows
+    sus = [f"- {r.name} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rows
            for n, why in sorted(r.suspect.items())]
     out += sus or ["- none (efficiency at most 1, epochs consistent, accuracy near its reference where one is set)"]
     out += ["", "## Table checks (Great Expectations)", ""]
     out += [f"- {x}" for x in rep.table_checks] or ["- all passed"]
     out += ["", "## Cells missing, invalid or refused", ""]
-    bad = [f"- {r.benchmark}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
-    bad += [f"- {r.benchmark}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
+    bad = [f"- {r.name}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
+    bad += [f"- {r.name}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
             for r in rows for lab in r.refused]
-    bad += [f"- {r.benchmark}: every ratio refused ({r.basis_refusal})" for r in rows if r.basis_refusal]
+    bad += [f"- {r.name}: every ratio refused ({r.basis_refusal})" for r in rows if r.basis_refusal]
     out += bad or ["- none"]
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:

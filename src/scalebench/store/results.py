@@ -16,7 +16,7 @@ from scalebench.core import nights
 from scalebench.core import paths
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.core.provenance import system_of
-from scalebench.core.records import CELL_FIELDS, AttemptRecord, Figure, FigureRow, PlannedCell, StoredCell
+from scalebench.core.records import CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell, StoredCell
 
 STATUSES = ("valid", "invalid", "failed")
 
@@ -45,6 +45,7 @@ class CellRow(Base):
     epochs: Mapped[int] = mapped_column(Integer)
     repeat: Mapped[int] = mapped_column(Integer)
     profile: Mapped[str] = mapped_column(String(16))
+    precision: Mapped[str] = mapped_column(String(16), default=DEFAULT_PRECISION, server_default=DEFAULT_PRECISION)
     seed: Mapped[int] = mapped_column(Integer)
     scaling_mode: Mapped[str] = mapped_column(String(16))
     per_device_batch: Mapped[int] = mapped_column(Integer)

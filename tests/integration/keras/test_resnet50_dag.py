@@ -35,7 +35,7 @@ def test_task_logs_carry_no_migration_chatter_and_no_gpu_probe(smoke_run):
 def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
     home, env, _ = smoke_run
     contracts = sorted((home / "results" / DAG_ID).glob("*/g*/attempt-1/metrics.json"))
-    assert [p.parent.parent.name for p in contracts] == ["g1-e3-r1", "g2-e3-r1"]
+    assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e3-r1", "g2-fp32-e3-r1"]
     for path in contracts:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]
@@ -70,7 +70,7 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
     with sqlite3.connect(home / "airflow" / "airflow.db") as db:
         names = dict(db.execute("select task_id, rendered_map_index from task_instance where task_id like '%.train' "
                                 "and map_index = 0").fetchall())
-    assert names == {"local_1gpu.train": "1 GPU · 3 epochs · repeat 1", "local_2gpu.train": "2 GPUs · 3 epochs · repeat 1"}
+    assert names == {"local_1gpu.train": "1 GPU · fp32 · 3 epochs · repeat 1", "local_2gpu.train": "2 GPUs · fp32 · 3 epochs · repeat 1"}
     rc, out = run([BIN / "scalebench", "report", "--out", str(home / "report")], env, 120)
     assert rc == 0, out
     text = (home / "report" / "report.md").read_text()

@@ -48,7 +48,7 @@ def test_each_detector_trains_under_torchrun_on_1_and_2_devices(mmdet_runs, benc
     rc, log = runs[bench]
     assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
     paths = contracts(home, bench)
-    assert [p.parent.parent.name for p in paths] == ["g1-e1-r1", "g2-e1-r1"]
+    assert [p.parent.parent.name for p in paths] == ["g1-fp32-e1-r1", "g2-fp32-e1-r1"]
     for path in paths:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]
@@ -181,3 +181,27 @@ def test_the_kits_coco_map_is_pycocotools_cocoeval_on_random_boxes_and_masks():
     for r in rows:
         assert r["kit"] == pytest.approx(r["pycocotools"], abs=1e-12), r
     assert min(r["kit"] for r in rows) > 0.05  # scenes where detections do match: not a comparison of zeros
+
+
+AMP_ON_CPU = """
+import json, torch
+from mmengine.optim import AmpOptimWrapper
+from trainers.mmdet_train import optim_wrapper
+cfg = optim_wrapper({"lr": 0.02, "precision": "bf16"}, "cuda")  # what a GPU host's bf16 cell builds
+cfg.pop("type")
+optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=cfg["optimizer"]["lr"])
+try:
+    AmpOptimWrapper(optimizer=optimizer, dtype=cfg["dtype"], loss_scale=cfg["loss_scale"])
+    print(json.dumps({"built": True}))
+except AssertionError as exc:
+    print(json.dumps({"built": False, "error": str(exc)}))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_mmengines_amp_wrapper_asserts_cuda_as_the_cpu_refusal_says():
+    proc = subprocess.run(["docker", "run", "--rm", IMAGE, "python", "-c", AMP_ON_CPU], capture_output=True, text=True,
+                          timeout=110)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["built"] is False and "cuda" in out["error"].lower(), out

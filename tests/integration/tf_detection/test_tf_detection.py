@@ -99,7 +99,7 @@ def frcnn_run(tmp_path_factory):
 def test_faster_rcnn_trains_under_mirrored_strategy_on_1_and_2_devices(frcnn_run):
     home, _ = frcnn_run
     contracts = sorted((home / "results" / DAG).glob("*/g*/attempt-1/metrics.json"))
-    assert [p.parent.parent.name for p in contracts] == ["g1-e3-r1", "g2-e3-r1"]
+    assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e3-r1", "g2-fp32-e3-r1"]
     for path in contracts:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]

@@ -24,7 +24,7 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     (tmp_path / "dags-test.log").write_text(log)
     assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
     contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
-    assert [p.parent.parent.name for p in contracts] == ["g1-e12-r1", "g2-e12-r1"]
+    assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e12-r1", "g2-fp32-e12-r1"]
     for path in contracts:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]

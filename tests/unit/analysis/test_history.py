@@ -22,6 +22,7 @@ def cell(bench, night, gpus, train_s, *, epochs=1, repeat=1, role="measure", fin
     key = f"{bench}-{night}-{gpus}-{epochs}-{repeat}-{role}"
     return {"key": key, "dag_id": f"scalebench_{bench}", "run_id": f"scheduled__{night}", "run_type": "scheduled",
             "benchmark": bench, "host": host, "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "nightly",
+            "precision": "bf16",
             "seed": 0, "scaling_mode": "weak", "per_device_batch": 32, "global_batch": 32 * gpus,
             "label": key, "night": night, "role": role, "rerun_of": None, "status": "valid", "reason": None,
             "figure": {"attempt": 1, "train_s": train_s, "images_per_s": 32 * gpus * 100 / train_s,
@@ -78,7 +79,7 @@ def test_a_new_framework_version_restarts_the_baseline_and_says_what_changed():
     newer = {**TORCH, "image_digest": "sha256:" + "b" * 64, "framework_version": "2.6.0"}
     rng = random.Random(3)
     cells = study("b", nights[:20], rng) + study("b", nights[20:], rng, slow=lambda i, g: 1.2, fingerprint=newer)
-    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "")
+    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "", "bf16")
     [s] = [s for s in build_series(cells, {}) if s.key == key]
     js = judge(s)
     first = js[20]
@@ -100,7 +101,7 @@ def test_a_changed_plan_restarts_the_baseline_like_a_new_system():
     cells = study("b", nights[:20], rng) + study("b", nights[20:], rng, slow=lambda i, g: 1.2)
     for c in cells[20 * 4:]:
         c["figure"]["config_sha"] = "d" * 64
-    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "")
+    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "", "bf16")
     js = judge(next(s for s in build_series(cells, {}) if s.key == key))
     assert js[20].changed_with == f"config sha {'c' * 19} -> {'d' * 19}"
     assert "baseline restarted" in js[20].line() and not any(j.alert for j in js)
@@ -200,4 +201,4 @@ def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
     from scalebench.report.render import markdown
 
     md = markdown(rep)
-    assert "(suspect)" in md and "- b at 2 GPUs: efficiency 1.11 is above 1" in md
+    assert "(suspect)" in md and "- b (bf16) at 2 GPUs: efficiency 1.11 is above 1" in md

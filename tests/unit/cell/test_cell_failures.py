@@ -50,7 +50,7 @@ def test_nccl_like_error_is_a_transient_communication_error_with_its_output_tail
     exc = _run(op, ctx)
     assert isinstance(exc, CellFailed) and not isinstance(exc, CellFailedPermanently)
     assert exc.failure.reason == "communication_error" and exc.failure.transient
-    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: communication_error, "
+    assert str(exc).startswith("cell g1-fp32-e3-r1 (1 GPU · fp32 · 3 epochs · repeat 1) attempt 1 failed: communication_error, "
                                "exit code 1 (transient)")
     failure = json.loads((op_attempt_dir(cell) / "failure.json").read_text())
     assert len(failure["output_tail"]) == 50  # stdout and stderr interleave freely; the error is in the tail

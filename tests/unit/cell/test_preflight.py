@@ -33,6 +33,9 @@ class FakeNVML:
     def nvmlDeviceGetTemperature(self, h, kind):
         return h.get("temp", 35)
 
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return h.get("cc", (9, 0))
+
 
 def test_idle_gpus_pass_and_their_clocks_are_recorded():
     nvml = FakeNVML({0: {"reasons": 0x1}, 1: {"reasons": 0x0}})
@@ -40,7 +43,7 @@ def test_idle_gpus_pass_and_their_clocks_are_recorded():
     assert report["status"] == "passed"
     assert report["devices"][0] == {"id": "0", "name": "NVIDIA H100 80GB HBM3", "sm_clock_mhz": 1980,
                                     "mem_clock_mhz": 2619, "temperature_c": 35, "foreign_pids": [],
-                                    "throttle_reasons": []}
+                                    "throttle_reasons": [], "compute_capability": "9.0"}
 
 
 @pytest.mark.parametrize("gpu, expected", [
@@ -66,3 +69,17 @@ def test_without_nvml_it_is_skipped_and_says_why(monkeypatch):
     monkeypatch.setattr(preflight, "_load_nvml", no_driver)
     report = preflight.check(["0"])
     assert report == {"status": "skipped", "reason": "NVML not available (OSError: NVML Shared Library Not Found)"}
+
+
+@pytest.mark.parametrize("precision, cc, passes", [
+    ("bf16", (8, 0), True), ("bf16", (7, 0), False), ("tf32", (7, 5), False), ("tf32", (9, 0), True),
+    ("fp16", (7, 0), True), ("fp32", (6, 0), True), (None, (6, 0), True)])
+def test_bf16_and_tf32_need_compute_capability_8(precision, cc, passes):
+    nvml = FakeNVML({0: {"cc": cc}})
+    if passes:
+        assert preflight.check(["0"], nvml, precision=precision)["devices"][0]["compute_capability"] == "%d.%d" % cc
+        return
+    with pytest.raises(preflight.PrecisionUnsupported) as exc:
+        preflight.check(["0"], nvml, precision=precision)
+    assert f"has compute capability {cc[0]}.{cc[1]}; precision {precision} needs 8.0 or newer" in str(exc.value)
+    assert exc.value.report["precision"] == precision and exc.value.report["status"] == "failed"

@@ -21,7 +21,7 @@ def test_matrix_counts_batches_and_seeds():
     assert {c["seed"] for c in planned if c["gpus"] == 2 and c["epochs"] == 40} == {7, 8, 9}
     lrs = {c["gpus"]: c["lr"] for c in planned}
     assert lrs[4] == pytest.approx(4 * lrs[1])  # linear LR rule on the global batch
-    assert planned[0]["label"] == "1 GPU · 40 epochs · repeat 1"
+    assert planned[0]["label"] == "1 GPU · bf16 · 40 epochs · repeat 1"
     assert {c["host"] for c in planned} == {"gpu-node-1"}  # full needs GPUs; all cells on one host
 
 
@@ -80,3 +80,38 @@ def test_a_candidate_image_tag_stays_in_the_configured_repository(configs):
     for bad in ("other/repo:x", "x;rm", ".hidden", "a" * 129):
         with pytest.raises(ConfigError, match=r"image_tag .*expected a plain tag of scalebench/tensorflow"):
             cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1], image_tag=bad)
+
+
+def test_precision_is_a_matrix_axis_of_the_cells_identity_folder_and_config(configs):
+    b = configs.benchmark("unet_torch_voc2007")
+    assert b.resolved("smoke").precision == ["fp32"] and b.resolved("nightly").precision == ["bf16"]
+    both = cellmod.plan(b, configs.fleet, profile="smoke", run_id="r", gpu_counts=[1, 2], precisions=["fp32", "bf16"])
+    assert [(c["gpus"], c["precision"], c["cell_id"]) for c in both] == [
+        (1, "fp32", "g1-fp32-e12-r1"), (1, "bf16", "g1-bf16-e12-r1"), (2, "fp32", "g2-fp32-e12-r1"),
+        (2, "bf16", "g2-bf16-e12-r1")]
+    assert len({c["key"] for c in both}) == 4 and both[1]["label"] == "1 GPU · bf16 · 12 epochs · repeat 1"
+    assert both[0]["seed"] == both[1]["seed"]  # the same data order: only the precision differs
+    res = b.resolved("smoke")
+    assert res.summary("fp32")["precision"] == "fp32" and res.summary("fp32") != res.summary("bf16")
+
+
+@pytest.mark.parametrize("bench, precisions, refusal", [
+    ("unet_torch_voc2007", ["fp16"], "precision fp16 cannot run on CPU hosts with stack 'torch' (tf32 is a CUDA "
+                                     "tensor-core mode and fp16 needs torch.amp.GradScaler on CUDA)"),
+    ("frcnn_mmdet_voc2007", ["fp32", "bf16"], "precision bf16 cannot run on CPU hosts with stack 'mmdet' (mmengine's "
+                                              "AmpOptimWrapper asserts CUDA in its constructor)"),
+])
+def test_a_cpu_host_refuses_a_precision_its_stack_cannot_run_there(configs, bench, precisions, refusal):
+    with pytest.raises(ConfigError) as exc:
+        cellmod.plan(configs.benchmark(bench), configs.fleet, profile="smoke", run_id="r", precisions=precisions)
+    assert f"{bench}: parameter 'precisions' on host local: {refusal}" in str(exc.value)
+
+
+def test_a_gpu_host_runs_every_preset(configs):
+    from tests.support import CONFIGS
+
+    gpu = Configs(CONFIGS, CONFIGS / "fleet.gpu-example.yaml")
+    b = gpu.benchmark("frcnn_mmdet_voc2007")
+    cells = cellmod.plan(b, gpu.fleet, profile="nightly", run_id="r", gpu_counts=[1], repeats=1,
+                         precisions=["fp32", "tf32", "bf16", "fp16"])
+    assert [c["precision"] for c in cells] == ["fp32", "tf32", "bf16", "fp16"]

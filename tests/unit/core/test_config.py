@@ -59,6 +59,11 @@ def _edit(tree, bench_id, fn):
      "stack 'tensorflow' reads ['cifar10-python'], got 'vocdevkit-2007-seg'"),
     (lambda d: d.update(entrypoint=["sh", "-c", "{{ dag_run.conf.cmd }}"]), "entrypoint", "only placeholder allowed"),
     (lambda d: d.update(entrypoint=["python", "--x={epochs}"]), "entrypoint", "only placeholder allowed"),
+    (lambda d: d.update(precision="fp8"), "precision", "Input should be 'fp32', 'tf32', 'bf16' or 'fp16'"),
+    (lambda d: d.update(precision=["bf16", "bf16"]), "precision", "precisions must not repeat"),
+    (lambda d: d["profiles"]["smoke"].update(precision="fp16"), "profiles.smoke.precision",
+     "(profile 'smoke'): precision fp16 cannot run on CPU hosts with stack 'tensorflow' (tf32 is a CUDA tensor-core "
+     "mode and fp16 needs CUDA kernels); expected some of ['fp32', 'bf16']"),
 ])
 def test_bad_benchmark_file_names_file_field_and_expectation(config_tree, edit, field, expected):
     path = _edit(config_tree, "resnet50_keras_cifar10", edit)
@@ -205,7 +210,9 @@ def test_a_new_stack_is_a_stacks_entry_and_a_container_folder(config_tree, tmp_p
     stacks = yaml.safe_load((config_tree / "stacks.yaml").read_text())
     stacks["stacks"]["jax"] = {"title": "JAX with pmap", "images": {"cpu": "scalebench/jax:cpu", "gpu": "scalebench/jax:gpu"},
                                "base": None, "launcher": "jax-pmap", "processes_per_device": False,
-                               "formats": ["cifar10-python"]}
+                               "formats": ["cifar10-python"],
+                               "precision": {"switch": "jax.default_matmul_precision", "cpu": ["fp32"],
+                                             "gpu": ["fp32", "bf16"], "cpu_refusal": "not tried on CPU"}}
     (config_tree / "stacks.yaml").write_text(yaml.safe_dump(stacks))
     doc = yaml.safe_load((config_tree / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
     doc.update(id="resnet50_jax_cifar10", title="ResNet50 + JAX", stack="jax", entrypoint=["python", "-m", "trainers.r50"])

@@ -84,18 +84,18 @@ def test_stored_figures_set_the_cost_and_an_over_budget_night_is_infeasible(gpu)
 
     def stored(night, step_s, role="measure"):
         timing = {"setup_s": 30.0, "eval_s": 10.0, "breakdown": {"timed_steps": 55, "step_s": 55 * step_s}}
-        return {"benchmark": bench.id, "profile": "nightly", "host": "gpu-node-1", "gpus": 2, "night": night,
+        return {"benchmark": bench.id, "profile": "nightly", "host": "gpu-node-1", "gpus": 2, "precision": "bf16", "night": night,
                 "role": role, "figure": {"timing": timing}}
 
     figures = [stored(f"2026-11-{d:02d}", 0.4 + d / 100) for d in range(1, 11)] + [stored("2026-11-10", 9.0, "rerun")]
     costs = stored_costs(figures)
-    cost = costs[(bench.id, "nightly", "gpu-node-1", 2)]
+    cost = costs[(bench.id, "nightly", "gpu-node-1", 2, "bf16")]
     assert cost.source == "stored: median of 7 nights" and cost.step_s == pytest.approx(0.47)  # nights 4-10
     plan = night_plan({bench.id: bench}, gpu.fleet, "nightly", stored=costs)
     two = next(r for r in plan.rows if r.gpus == 2)
     assert two.cost_source == cost.source and two.cell_s == pytest.approx(30 + 75 * 0.47 + 10)
     assert next(r for r in plan.rows if r.gpus == 1).cost_source == "config estimate"
-    slow = {(bench.id, "nightly", "gpu-node-1", n): Cost(60, 30.0, 20, "stored: median of 1 night") for n in (1, 2, 3, 4)}
+    slow = {(bench.id, "nightly", "gpu-node-1", n, "bf16"): Cost(60, 30.0, 20, "stored: median of 1 night") for n in (1, 2, 3, 4)}
     late = night_plan({bench.id: bench}, gpu.fleet, "nightly", stored=slow)
     assert not late.feasible
     assert any("above its cell_timeout_minutes 30" in p for p in late.problems)
@@ -141,5 +141,5 @@ def test_capped_cells_say_their_steps_in_the_label(gpu):
 
     cells = cellmod.plan(gpu.benchmark("resnet50_keras_cifar10"), gpu.fleet, profile="nightly", run_id="n",
                          gpu_counts=[1])
-    assert cells[0]["label"] == "1 GPU · 5 epochs of 15 steps · repeat 1"
+    assert cells[0]["label"] == "1 GPU · bf16 · 5 epochs of 15 steps · repeat 1"
     assert sample_benchmark("x").resolved("nightly").timing_basis([1, 2, 3, 4]) == "throughput"

@@ -154,7 +154,7 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
     assert broken["body"]["kind"] == "broken_night" and broken["body"]["missing"] == ["unet_torch_voc2007"]
     assert broken["body"]["lines"] == [
         "unet_torch_voc2007: no run recorded by the report's deadline (its run is still going, stuck or never started)",
-        f"{BENCH}: 3 GPUs · 1 epoch · repeat 1: failed (oom)"]
+        f"{BENCH}: 3 GPUs · fp32 · 1 epoch · repeat 1: failed (oom)"]
     assert got["path"] == "/alerts" and got["body"]["night"] == "2026-11-30"
     [alert] = got["body"]["alerts"]
     assert (alert["benchmark"], alert["gpus"], alert["metric"]) == (BENCH, 2, "images_per_s")

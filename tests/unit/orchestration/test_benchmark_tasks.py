@@ -42,9 +42,9 @@ def test_plan_cells_plans_the_params_and_refuses_what_cannot_run_with_a_note(not
 def test_check_cells_fails_the_run_naming_each_cell_without_a_valid_result(capsys):
     tasks.check_cells.function({"valid": 2, "not_valid": []})
     assert "all 2 cells valid" in capsys.readouterr().out
-    with pytest.raises(AirflowFailException, match=r"^1 of 3 cells have no valid result: 2 GPUs · 3 epochs · repeat 1: "
+    with pytest.raises(AirflowFailException, match=r"^1 of 3 cells have no valid result: 2 GPUs · fp32 · 3 epochs · repeat 1: "
                                                    r"failed \(killed\)$"):
-        tasks.check_cells.function({"valid": 2, "not_valid": ["2 GPUs · 3 epochs · repeat 1: failed (killed)"]})
+        tasks.check_cells.function({"valid": 2, "not_valid": ["2 GPUs · fp32 · 3 epochs · repeat 1: failed (killed)"]})
 
 
 def test_select_cells_gives_each_group_its_slice():

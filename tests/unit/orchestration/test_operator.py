@@ -99,7 +99,7 @@ def test_exit_classification_retry_xcom_note_and_record(cell_op, exit_code, oom,
     exc = _fails(op, ctx)
     assert exc.failure.reason == reason and words in str(exc)
     assert isinstance(exc, CellFailedPermanently) is (not transient) and isinstance(exc, CellFailed) is transient
-    line = (f"cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: {reason}, exit code {exit_code}"
+    line = (f"cell g1-fp32-e3-r1 (1 GPU · fp32 · 3 epochs · repeat 1) attempt 1 failed: {reason}, exit code {exit_code}"
             f"{' (transient)' if transient else ''}: ")
     assert str(exc).startswith(line)
     stage = "collect" if reason == "contract_missing_or_invalid" else "classify"
@@ -162,14 +162,14 @@ def test_no_free_devices_is_a_recorded_transient_lease_timeout(cell_op):
     exc = _fails(op, ctx)
     other.release()
     assert isinstance(exc, CellFailed) and exc.failure.reason == "lease_timeout"
-    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed at lease: lease_timeout, "
+    assert str(exc).startswith("cell g1-fp32-e3-r1 (1 GPU · fp32 · 3 epochs · repeat 1) attempt 1 failed at lease: lease_timeout, "
                                "exit code none (transient): no 1 free devices on local")
     assert _record(cell)["stage"] == "lease" and notes_set == [str(exc)]
     client.create_container.assert_not_called()
     # recorded as a failed attempt with its class, not as "missing"
     counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
     assert counts["failed"] == 1 and counts["missing"] == 0
-    assert counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: failed (lease_timeout)"]
+    assert counts["not_valid"] == ["1 GPU · fp32 · 3 epochs · repeat 1: failed (lease_timeout)"]
     [stored] = Store().cells()
     assert stored["attempts"][0]["reason"] == "lease_timeout" and stored["attempts"][0]["message"] == str(exc)
 
@@ -177,7 +177,7 @@ def test_no_free_devices_is_a_recorded_transient_lease_timeout(cell_op):
 def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypatch):
     op, ctx, cell, client, _ = cell_op(0, host_update={"kind": "gpu"})
 
-    def throttled(ids):
+    def throttled(ids, precision=None):
         raise preflight.PreflightFailed(f"GPU {ids[0]}: active throttle reason: power cap", {"devices": ids})
 
     monkeypatch.setattr("scalebench.orchestration.operators.preflight.check", throttled)
@@ -310,13 +310,13 @@ def test_a_result_that_fails_validation_fails_its_cell_and_is_stored_invalid(cel
     client.start.side_effect = start
     exc = _fails(op, ctx)
     assert isinstance(exc, CellFailedPermanently) and exc.failure.reason == "validation_failed"
-    assert str(exc).startswith("cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed: validation_failed, exit code 0: ")
+    assert str(exc).startswith("cell g1-fp32-e3-r1 (1 GPU · fp32 · 3 epochs · repeat 1) attempt 1 failed: validation_failed, exit code 0: ")
     assert "column=world_size, min_value=1.0, max_value=1.0) got [2]" in str(exc)
     assert notes_set == [str(exc)]
     verdict = json.loads((attempt_dir(cell, 1) / "validation.json").read_text())
     assert verdict["success"] is False and "world_size" in verdict["message"]
     counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
-    assert counts["invalid"] == 1 and counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: invalid (validation_failed)"]
+    assert counts["invalid"] == 1 and counts["not_valid"] == ["1 GPU · fp32 · 3 epochs · repeat 1: invalid (validation_failed)"]
     assert _no_leases_held()
 
 

@@ -82,7 +82,7 @@ def test_conclusions_are_written_from_the_numbers():
     c = doc.conclusions
     assert c[0] == ("Averaged over 3 benchmarks, training took 65.0% at 2 GPUs, 48.3% at 4 GPUs of the 1-GPU time "
                     "(the study reported 66.2%, 51.2%).")
-    assert c[1] == "The largest saving: c_big at 4 GPUs, 30.0% of the 1-GPU time (speedup 3.33x, efficiency 83%)."
+    assert c[1] == "The largest saving: c_big (fp32) at 4 GPUs, 30.0% of the 1-GPU time (speedup 3.33x, efficiency 83%)."
     # 3 benchmarks in perfect rank order: rho = 1, yet an exact p of 2/6 -- too few to claim it
     assert c[2] == ("More complex models gain more: not supported (Spearman's rho between parameter count and 4-GPU "
                     "efficiency +1.00, p = 0.33, 3 benchmarks).")
@@ -95,7 +95,7 @@ def test_no_saving_is_said_plainly():
     record(store, 1, 3, 1, 100)
     record(store, 2, 3, 1, 113.5)
     assert doc_for(store).conclusions[1] == ("No benchmark trained faster with more devices; the smallest slow-down: "
-                                                "resnet50_keras_cifar10 at 2 GPUs, 113.5% of the 1-GPU time "
+                                                "resnet50_keras_cifar10 (fp32) at 2 GPUs, 113.5% of the 1-GPU time "
                                                 "(speedup 0.88x, efficiency 44%).")
 
 
@@ -105,7 +105,7 @@ def test_a_ratio_against_a_mismatched_baseline_is_refused():
     record(store, 2, 3, 1, 50, digest="sha256:new")
     doc = doc_for(store)
     [row] = doc.rows
-    assert 2 not in row.relative_time and row.refused == ["2 GPUs · 3 epochs · repeat 1"]
+    assert 2 not in row.relative_time and row.refused == ["2 GPUs · fp32 · 3 epochs · repeat 1"]
 
 
 def test_partial_until_every_scheduled_benchmark_recorded():
@@ -137,7 +137,7 @@ def test_a_confirmed_throughput_regression_is_alerted_and_manual_runs_do_not_fee
     first = doc_for(store, night="2026-11-21", gates=Gates())
     assert first.alerts == [] and len(first.flagged) == 1 and "images_per_s" in first.flagged[0]
     second = doc_for(store, night="2026-11-22", gates=Gates())
-    assert len(second.alerts) == 1 and second.alerts[0].startswith("resnet50_keras_cifar10 2 GPUs images_per_s: 850")
+    assert len(second.alerts) == 1 and second.alerts[0].startswith("resnet50_keras_cifar10 2 GPUs fp32 images_per_s: 850")
 
 
 def test_report_files_plots_index_and_invalid_cells(isolated_state):
@@ -149,9 +149,9 @@ def test_report_files_plots_index_and_invalid_cells(isolated_state):
     md = write_report(store, night=NIGHT, opts=Options(expected=["x"]))  # published: with the index
     text = md.read_text()
     # no config metrics given: every accuracy metric the cells report is shown (here precision, recall, accuracy)
-    assert "| benchmark | timed by | precision verdict | recall verdict | accuracy verdict | 1 GPU | 2 GPU |" in text
-    assert "| resnet50_keras_cifar10 | train time | inconclusive at 2 | inconclusive at 2 | inconclusive at 2 | 100.0% | 55.0% |" in text
-    assert "2 GPUs · 3 epochs · repeat 2: invalid (validation_failed)" in text
+    assert "| benchmark | dtype | timed by | precision verdict | recall verdict | accuracy verdict | 1 GPU | 2 GPU |" in text
+    assert "| resnet50_keras_cifar10 | fp32 | train time | inconclusive at 2 | inconclusive at 2 | inconclusive at 2 | 100.0% | 55.0% |" in text
+    assert "2 GPUs · fp32 · 3 epochs · repeat 2: invalid (validation_failed)" in text
     assert "**Partial report**: scheduled runs not yet recorded for this night: x." in text
     for png in ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png"):
         assert (md.parent / png).read_bytes()[:4] == b"\x89PNG"
@@ -175,15 +175,15 @@ def test_scheduled_runs_feed_the_table_and_manual_runs_get_their_own_section(iso
     assert row.run_id == "scheduled__n1" and row.relative_time[2] == pytest.approx(0.6)
     [manual] = doc.manual_runs
     assert (manual["run_id"], manual["cells"], manual["valid"]) == ("manual__try", 3, 1)
-    assert manual["not_valid"] == [{"label": "2 GPUs · 3 epochs · repeat 1", "status": "failed", "reason": "killed"},
-                                   {"label": "4 GPUs · 3 epochs · repeat 1", "status": "missing",
+    assert manual["not_valid"] == [{"label": "2 GPUs · fp32 · 3 epochs · repeat 1", "status": "failed", "reason": "killed"},
+                                   {"label": "4 GPUs · fp32 · 3 epochs · repeat 1", "status": "missing",
                                     "reason": "never started"}]
     md = write_report(store, isolated_state / "r", night=NIGHT, opts=Options(expected=["resnet50_keras_cifar10"]))
     text = md.read_text()
     section = text[text.index("## Manual runs of this night"):]
     assert "- resnet50_keras_cifar10 run manual__try: 1 of 3 cells valid" in section
-    assert "  - 2 GPUs · 3 epochs · repeat 1: failed (killed)" in section
-    assert "<li>2 GPUs · 3 epochs · repeat 1: failed (killed)</li>" in (md.parent / "report.html").read_text()
+    assert "  - 2 GPUs · fp32 · 3 epochs · repeat 1: failed (killed)" in section
+    assert "<li>2 GPUs · fp32 · 3 epochs · repeat 1: failed (killed)</li>" in (md.parent / "report.html").read_text()
     assert "Manual runs only" not in text
 
 
@@ -307,7 +307,7 @@ def test_a_configured_metric_is_reported_never_dropped():
                                                                                 bounds={"map50": (0, 1)})})
     assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
     text = __import__("scalebench.report.render", fromlist=["markdown"]).markdown(rep)
-    assert "| benchmark | timed by | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
+    assert "| benchmark | dtype | timed by | mAP@0.5 verdict | 1 GPU | 2 GPU |" in text
 
 
 def test_table_json_keeps_its_keys(isolated_state):
@@ -331,13 +331,13 @@ def test_step_breakdown_table_and_the_sentence_on_what_grows_with_the_gpu_count(
     [row] = rep.rows
     assert row.step_shares[4] == {"data_wait": 0.05, "compute": pytest.approx(0.63), "sync": 0.3, "other": 0.02}
     assert row.step_s[2]["sync"] == pytest.approx(0.1 * 60.0 / 20)  # per steady step: 20 timed steps
-    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
-    assert sentence == ("resnet50_keras_cifar10: sync is 30% of the step at 4 devices, 0% at 1; data wait flat (5%); "
+    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10 (fp32):"))
+    assert sentence == ("resnet50_keras_cifar10 (fp32): sync is 30% of the step at 4 devices, 0% at 1; data wait flat (5%); "
                         "compute falls from 93% to 63%; unattributed time flat (2%).")
     from scalebench.report.render import markdown
     text = markdown(rep)
     table = text.split("## Where a steady step goes")[1]
-    assert "| resnet50_keras_cifar10 | 4 | 0.100 (5%) | 1.260 (63%) | 0.600 (30%) | 0.040 (2%) |" in table
+    assert "| resnet50_keras_cifar10 | fp32 | 4 | 0.100 (5%) | 1.260 (63%) | 0.600 (30%) | 0.040 (2%) |" in table
 
 
 def test_a_part_the_framework_does_not_expose_is_said_not_guessed():
@@ -352,8 +352,8 @@ def test_a_part_the_framework_does_not_expose_is_said_not_guessed():
         store.record_attempt(cell, 1, "valid", contract=contract)
     rep = doc_for(store)
     assert rep.rows[0].step_s[2]["sync"] is None
-    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10:"))
-    assert sentence == ("resnet50_keras_cifar10: no part of the step grows with the GPU count (data wait 5%, "
+    sentence = next(c for c in rep.conclusions if c.startswith("resnet50_keras_cifar10 (fp32):"))
+    assert sentence == ("resnet50_keras_cifar10 (fp32): no part of the step grows with the GPU count (data wait 5%, "
                         "compute 93%, unattributed time 2% at 2 devices) (sync not exposed by this framework).")
 
 
@@ -372,7 +372,7 @@ def test_time_to_accuracy_is_the_first_evaluation_reaching_the_target():
         "resnet50_keras_cifar10", metrics=["iou"], bounds={"iou": (0, 1)}, time_to_accuracy=target)})
     assert rep.rows[0].time_to_accuracy == {1: 20.0, 2: None} and rep.rows[0].tta_target == "IoU >= 0.5"
     from scalebench.report.render import markdown
-    assert ("- resnet50_keras_cifar10 (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
+    assert ("- resnet50_keras_cifar10 (fp32) (IoU >= 0.5): 1 GPU: 20.0 s (training 30.0 s), 2 GPUs: not reached"
             in markdown(rep))
     assert doc_for(store).rows[0].time_to_accuracy == {}  # no target configured: nothing claimed
 
@@ -386,7 +386,7 @@ def test_an_epoch_that_does_not_fall_with_the_global_batch_is_flagged():
         store.record_attempt(cell, 1, "valid", contract=contract)
     rep = doc_for(store)
     assert rep.rows[0].steps_per_epoch == {1: 16, 2: 8, 4: 16} and rep.rows[0].epoch_mismatch == [4]
-    assert ("resnet50_keras_cifar10: an epoch is not one pass over the train split at 4 GPUs (steps per epoch: "
+    assert ("resnet50_keras_cifar10 (fp32): an epoch is not one pass over the train split at 4 GPUs (steps per epoch: "
             "16 at 1 GPUs, 8 at 2 GPUs, 16 at 4 GPUs; expected to fall with the global batch)") in " ".join(rep.conclusions)
 
 
@@ -423,9 +423,9 @@ def test_a_metric_at_its_floor_or_without_variance_is_uninformative_never_equiva
                                                                      "uninformative")
     assert v["precision"][2].text() == "uninformative (at its floor 0 on both sides)"
     assert v["accuracy"][2].why == "no variance: every repeat gave the same value on both sides"
-    assert "| resnet50_keras_cifar10 | train time |" + " uninformative |" * 4 + " 100.0% | 50.0% |" in markdown(rep_)
-    assert any(c.startswith("Accuracy comparisons that say nothing, counted apart: 4 (resnet50_keras_cifar10 "
-                            "accuracy, resnet50_keras_cifar10 map50") for c in rep_.conclusions)
+    assert "| resnet50_keras_cifar10 | fp32 | train time |" + " uninformative |" * 4 + " 100.0% | 50.0% |" in markdown(rep_)
+    assert any(c.startswith("Accuracy comparisons that say nothing, counted apart: 4 (resnet50_keras_cifar10 (fp32) "
+                            "accuracy, resnet50_keras_cifar10 (fp32) map50") for c in rep_.conclusions)
     assert not any(c.startswith("Accuracy: ") for c in rep_.conclusions)
     assert equivalence([1.0, 1.0], [1.0, 1.0], 0.01).why == "at its ceiling 1 on both sides"
     assert equivalence([0.5, 0.5], [0.5, 0.5], 0.01).kind == "uninformative"
@@ -458,7 +458,7 @@ def test_the_weekly_accuracy_run_is_reported_beside_the_nightly_table_and_a_skip
     assert f"**Skipped**: unet_torch_voc2007's scheduled run planned no cells ({why})." in text
     assert "a smoke signal only" in text
     section = text[text.index("## Weekly accuracy run (full profile)"):text.index("## Detail per GPU count")]
-    assert "| unet_torch_voc2007 | scheduled__w1 | 2 | 100 | 450 |" in section
+    assert "| unet_torch_voc2007 | fp32 | scheduled__w1 | 2 | 100 | 450 |" in section
     assert "0.610 (inconclusive)" in section  # one repeat: no interval, never "equivalent"
     assert json.loads(json.dumps(doc.to_json(), default=str))["accuracy_rows"][0]["benchmark"] == "unet_torch_voc2007"
     # a night after: no nightly figures yet, the weekly run is still the latest

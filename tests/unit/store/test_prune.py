@@ -24,8 +24,8 @@ def write(path, size=1000, mtime=None):
 def grown(isolated_state, monkeypatch):
     home = isolated_state
     monkeypatch.setenv("AIRFLOW_HOME", str(home / "airflow"))
-    old = home / "results" / "scalebench_x" / "scheduled__a" / "g1-e3-r1" / "attempt-1"
-    new = home / "results" / "scalebench_x" / "scheduled__b" / "g1-e3-r1" / "attempt-1"
+    old = home / "results" / "scalebench_x" / "scheduled__a" / "g1-fp32-e3-r1" / "attempt-1"
+    new = home / "results" / "scalebench_x" / "scheduled__b" / "g1-fp32-e3-r1" / "attempt-1"
     files = {
         "old_record": [write(old / n, 100, OLD) for n in ("cell.json", "metrics.json", "events.jsonl", "validation.json")],
         "old_bulky": [write(old / "checkpoint.h5", 3 * 2**20, OLD), write(old / "work_dirs" / "run.log", 5000, OLD)],

@@ -16,8 +16,8 @@ def test_record_run_reads_every_attempt_folder_and_is_idempotent():
     planned = [ok, retried, invalid, missing]
     counts = record_run(store, ok["dag_id"], ok["run_id"], planned)
     assert {k: v for k, v in counts.items() if k != "not_valid"} == {"valid": 2, "invalid": 1, "failed": 1, "missing": 1}
-    assert counts["not_valid"] == ["3 GPUs · 3 epochs · repeat 1: invalid (validation_failed)",
-                                   "4 GPUs · 3 epochs · repeat 1: missing (never started)"]
+    assert counts["not_valid"] == ["3 GPUs · fp32 · 3 epochs · repeat 1: invalid (validation_failed)",
+                                   "4 GPUs · fp32 · 3 epochs · repeat 1: missing (never started)"]
     assert record_run(store, ok["dag_id"], ok["run_id"], planned) == counts
     stored = {c["gpus"]: c for c in store.cells()}
     assert sorted(stored) == [1, 2, 3, 4]
@@ -35,12 +35,12 @@ def test_a_failed_task_before_the_cells_marks_each_planned_cell_failed_with_its_
     _attempt(cells[1], 1, failure={"reason": "killed", "message": "it had started"})  # its own record stands
     lines = fail_planned_cells(cells, "check_dataset",
                                Failure("dataset_missing", None, "/data/VOCdevkit/VOC2007: ImageSets/Segmentation missing"))
-    assert lines == ["cell g1-e3-r1 (1 GPU · 3 epochs · repeat 1) attempt 1 failed at check_dataset: dataset_missing, "
+    assert lines == ["cell g1-fp32-e3-r1 (1 GPU · fp32 · 3 epochs · repeat 1) attempt 1 failed at check_dataset: dataset_missing, "
                      "exit code none: /data/VOCdevkit/VOC2007: ImageSets/Segmentation missing"]
     counts = record_run(Store(), cells[0]["dag_id"], "manual__y", cells)
     assert counts["missing"] == 0 and counts["failed"] == 2
-    assert counts["not_valid"] == ["1 GPU · 3 epochs · repeat 1: failed (dataset_missing)",
-                                   "2 GPUs · 3 epochs · repeat 1: failed (killed)"]
+    assert counts["not_valid"] == ["1 GPU · fp32 · 3 epochs · repeat 1: failed (dataset_missing)",
+                                   "2 GPUs · fp32 · 3 epochs · repeat 1: failed (killed)"]
     stored = {c["gpus"]: c["attempts"][-1] for c in Store().cells()}
     assert stored[1]["message"] == lines[0] and stored[1]["reason"] == "dataset_missing"
 
@@ -50,15 +50,15 @@ def test_results_command_prints_each_failed_cells_class_exit_code_and_message(ca
 
     ok, killed = sample_cell(gpus=1, run_id="manual__z"), sample_cell(gpus=2, run_id="manual__z")
     _attempt(ok, 1, contract=sample_contract(ok, train_s=12.5), validation={"success": True})
-    _attempt(killed, 1, failure={"reason": "killed", "exit_code": 137, "message": "cell g2-e3-r1 ... SIGKILL"})
-    _attempt(killed, 2, failure={"reason": "killed", "exit_code": 143, "message": "cell g2-e3-r1 ... SIGTERM"})
+    _attempt(killed, 1, failure={"reason": "killed", "exit_code": 137, "message": "cell g2-fp32-e3-r1 ... SIGKILL"})
+    _attempt(killed, 2, failure={"reason": "killed", "exit_code": 143, "message": "cell g2-fp32-e3-r1 ... SIGTERM"})
     record_run(Store(), ok["dag_id"], "manual__z", [ok, killed])
     assert main(["results"]) == 0
     head, valid, failed = capsys.readouterr().out.splitlines()
     assert head.split() == ["benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
     assert "valid" in valid and " 12.5 " in valid and valid.endswith("50.0 images/s")
     assert "failed" in failed and " 2 of 2 " in failed
-    assert failed.endswith("killed, exit code 143: cell g2-e3-r1 ... SIGTERM")
+    assert failed.endswith("killed, exit code 143: cell g2-fp32-e3-r1 ... SIGTERM")
 
 
 def test_listing_commands_print_a_table_json_or_csv(capsys):
