@@ -29,6 +29,7 @@ class CellDiff:
     ratio_ci: tuple[float, float] | None          # 95 % bootstrap CI (None: < 2 repeats a side)
     images_per_s: tuple[float, float]
     accuracy: dict[str, Verdict] = field(default_factory=dict)
+    precision: str = ""
 
     @property
     def verdict(self) -> str:
@@ -67,13 +68,13 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
     a, b = _run_cells(store, run_a, benchmark), _run_cells(store, run_b, benchmark)
     if a[0]["benchmark"] != b[0]["benchmark"]:
         raise CompareError(f"run {run_a!r} is of {a[0]['benchmark']!r}, run {run_b!r} of {b[0]['benchmark']!r}")
-    groups: dict[tuple[int, int], tuple[list, list]] = {}
+    groups: dict[tuple[int, str, int], tuple[list, list]] = {}  # like with like: GPUs, precision, epochs
     for side, cells in ((0, a), (1, b)):
         for c in cells:
             if c["figure"] is not None:
-                groups.setdefault((c["gpus"], c["epochs"]), ([], []))[side].append(c["figure"])
+                groups.setdefault((c["gpus"], c["precision"], c["epochs"]), ([], []))[side].append(c["figure"])
     diffs = []
-    for (n, e), (fa, fb) in sorted(groups.items()):
+    for (n, p, e), (fa, fb) in sorted(groups.items()):
         if not fa or not fb:
             continue
         ta, tb = [f["train_s"] for f in fa], [f["train_s"] for f in fb]
@@ -86,9 +87,9 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
         diffs.append(CellDiff(n, e, (len(fa), len(fb)), (statistics.median(ta), statistics.median(tb)),
                               statistics.median(tb) / statistics.median(ta), bootstrap_ratio_ci(ta, tb),
                               (statistics.median(f["images_per_s"] for f in fa),
-                               statistics.median(f["images_per_s"] for f in fb)), acc))
+                               statistics.median(f["images_per_s"] for f in fb)), acc, p))
     def only(side: int) -> list[str]:
-        return sorted(f"{n} GPU{'s' if n != 1 else ''} x {e} epochs" for (n, e), g in groups.items()
+        return sorted(f"{n} GPU{'s' if n != 1 else ''} {p} x {e} epochs" for (n, p, e), g in groups.items()
                       if g[side] and not g[1 - side])
 
     def system(cells: list[StoredCell]) -> dict | None:
@@ -100,17 +101,17 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
 def render(cmp: Comparison) -> str:
     out = [f"{cmp.benchmark}: A = {cmp.run_a}, B = {cmp.run_b}",
            f"systems differ in: {cmp.changed}" if cmp.changed else "systems: same fingerprint (or not recorded)", "",
-           f"{'GPUs':>4} {'epochs':>6} {'repeats':>7} {'train s A':>9} {'train s B':>9} {'B/A':>6} {'95% CI':>13} "
+           f"{'GPUs':>4} {'dtype':>17} {'epochs':>6} {'repeats':>7} {'train s A':>9} {'train s B':>9} {'B/A':>6} {'95% CI':>13} "
            f"{'img/s A':>8} {'img/s B':>8}  verdict"]
     for d in cmp.cells:
         ci = f"{d.ratio_ci[0]:.3f}-{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"
-        out.append(f"{d.gpus:>4} {d.epochs:>6} {d.repeats[0]:>3}/{d.repeats[1]:<3} {d.train_s[0]:>9.2f} "
+        out.append(f"{d.gpus:>4} {d.precision:>17} {d.epochs:>6} {d.repeats[0]:>3}/{d.repeats[1]:<3} {d.train_s[0]:>9.2f} "
                    f"{d.train_s[1]:>9.2f} {d.ratio:>6.3f} {ci:>13} {d.images_per_s[0]:>8.1f} {d.images_per_s[1]:>8.1f}"
                    f"  {d.verdict}")
         for m, v in d.accuracy.items():
-            out.append(f"{'':>30}{ACCURACY_METRICS[m].display}: {v.text()}")
+            out.append(f"{'':>48}{ACCURACY_METRICS[m].display}: {v.text()}")
     if not cmp.cells:
-        out.append("no (GPU count, epochs) cell has a valid result in both runs")
+        out.append("no (GPU count, precision, epochs) cell has a valid result in both runs")
     for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
         if only:
             out.append(f"only in {name}: {', '.join(only)}")

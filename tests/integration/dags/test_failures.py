@@ -76,8 +76,8 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "- flaky: 2 GPUs · fp32 · 3 epochs · repeat 1: failed (communication_error)" in text
-    assert "| flaky | train time | – | – | 100.0% |" in text  # precision and recall verdicts need the 2-GPU cell
+    assert "- flaky (fp32): 2 GPUs · fp32 · 3 epochs · repeat 1: failed (communication_error)" in text
+    assert "| flaky | fp32 | train time | – | – | 100.0% |" in text  # precision and recall verdicts need the 2-GPU cell
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
     [check] = [t for t in det_ti["task_instances"] if t["task_id"] == "check_dataset_local"]

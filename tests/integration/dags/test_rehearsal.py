@@ -37,10 +37,10 @@ def test_the_ci_rehearsal_gives_back_the_planted_relative_times_and_catches_a_pl
     [host] = doc["hosts"]
     assert host["host"] == "gpu-node-1" and host["makespan_s"] >= host["lower_bound_s"] > 0
     report = (tmp_path / "rehearsal" / "report" / "report.md").read_text()
-    assert "| resnet50_keras_cifar10 | throughput |" in report and "| unet_torch_voc2007 | throughput |" in report
+    assert "| resnet50_keras_cifar10 | fp32 | throughput |" in report and "| unet_torch_voc2007 | fp32 | throughput |" in report
     assert "(suspect)" not in report
     # the regressed night: only the slowed GPU count is flagged, and its three reruns confirm it
     regression = doc["regression"]
     assert regression["caught"] and len(regression["flagged"]) == 1, regression
-    assert regression["confirmed"][0].startswith("unet_torch_voc2007 4 GPUs images_per_s: ")
+    assert regression["confirmed"][0].startswith("unet_torch_voc2007 4 GPUs fp32 images_per_s: ")
     assert "reruns" in regression["confirmed"][0] and ": confirmed (Mann-Whitney U p = " in regression["confirmed"][0]

@@ -95,8 +95,8 @@ def test_slowed_reruns_confirm_the_flag_and_fast_reruns_clear_it(rerun_run):
     store, level, log = rerun_run
     confirmed = [line for line in log.splitlines() if "confirmed by reruns: " in line]
     cleared = [line for line in log.splitlines() if "cleared by reruns: " in line]
-    assert len(confirmed) == 1 and f"{BENCH} 1 GPU images_per_s" in confirmed[0] and ": confirmed (" in confirmed[0]
-    assert len(cleared) == 1 and f"{BENCH} 2 GPUs images_per_s" in cleared[0] and ": cleared (" in cleared[0]
+    assert len(confirmed) == 1 and f"{BENCH} 1 GPU fp32 images_per_s" in confirmed[0] and ": confirmed (" in confirmed[0]
+    assert len(cleared) == 1 and f"{BENCH} 2 GPUs fp32 images_per_s" in cleared[0] and ": cleared (" in cleared[0]
     reruns = {c["gpus"]: [] for c in store.cells(benchmark=BENCH)}
     for c in store.cells(benchmark=BENCH):
         if c["role"] == "rerun":
@@ -116,11 +116,11 @@ def test_the_report_alerts_the_confirmed_figure_with_its_reruns_and_not_the_clea
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     cells = [{**c, "run_type": "scheduled"} for c in store.figures(up_to_night=today)]
     rep = build(cells, today, Options(), [])
-    assert len(rep.alerts) == 1 and f"{BENCH} 1 GPU images_per_s" in rep.alerts[0] and "reruns " in rep.alerts[0]
+    assert len(rep.alerts) == 1 and f"{BENCH} 1 GPU fp32 images_per_s" in rep.alerts[0] and "reruns " in rep.alerts[0]
     [detail] = rep.alert_details
     assert detail["confirmed_by"] == "reruns" and len(detail["reruns"]) == RERUNS and detail["rerun_p"] < 0.01
-    assert any(f"{BENCH} 2 GPUs images_per_s" in line for line in rep.cleared)
-    assert not any("2 GPUs images_per_s" in a for a in rep.alerts)
+    assert any(f"{BENCH} 2 GPUs fp32 images_per_s" in line for line in rep.cleared)
+    assert not any("2 GPUs fp32 images_per_s" in a for a in rep.alerts)
     # the reruns are not part of the study's table
     [row] = rep.rows
     assert row.cells == 2
