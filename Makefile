@@ -17,11 +17,12 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
+	@echo "make images-gpu - on a GPU host: the GPU images (CUDA devel base; GPU_BASE_IMAGE, CUDA_VERSION, TORCH_CUDA_ARCH_LIST)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
@@ -44,6 +45,9 @@ docker:
 
 images: docker venv  # every stack of include/configs/stacks.yaml, each after the stack it is built FROM
 	@for stack in $$($(BIN)/scalebench stacks --build-order); do containers/build.sh $$stack cpu || exit 1; done
+
+images-gpu: docker venv  # on a GPU host with network: the GPU variants on a CUDA devel base (GPU_BASE_IMAGE, TORCH_CUDA_ARCH_LIST)
+	containers/build-gpu.sh
 
 browser:  # Debian's headless Chromium + driver, for the UI test
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
