@@ -17,13 +17,14 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
 	@echo "make images-gpu - on a GPU host: the GPU images (CUDA devel base; GPU_BASE_IMAGE, CUDA_VERSION, TORCH_CUDA_ARCH_LIST)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
+	@echo "make airflow-units - the same components as systemd units (survive a reboot), verified with systemd-analyze"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
 	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale, regression detectors"
@@ -65,6 +66,12 @@ airflow-db: venv
 
 airflow: venv images airflow-db  # api-server, scheduler, dag-processor, triggerer; prints the login
 	$(BIN)/python deploy/local/airflow_service.py start
+
+airflow-units: venv images airflow-db  # systemd units for the same components (a GPU machine survives a reboot)
+	$(BIN)/python deploy/local/airflow_service.py units $(STATE)/systemd
+	@if command -v systemd-analyze >/dev/null; then \
+	  systemd-analyze verify $(STATE)/systemd/scalebench-airflow* && echo "systemd-analyze verify: ok"; \
+	else echo "systemd-analyze not found: units written, not verified"; fi
 
 airflow-stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python deploy/local/airflow_service.py stop; fi

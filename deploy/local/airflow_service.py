@@ -6,7 +6,11 @@ a new user would otherwise guess (sizing, plugins, examples off, the note connec
 unpaused at creation). Records each process it started, so `stop` ends those processes and
 their children, and nothing else.
 
-Usage: python deploy/local/airflow_service.py start|stop|status|restart COMPONENT   (the Makefile sets the env)
+`units DIR` writes the same components as systemd units instead (one service each, a target
+that wants them all, and their environment file), so a GPU machine runs its nightly schedule
+again after a reboot; `make airflow-units` writes and verifies them.
+
+Usage: python deploy/local/airflow_service.py start|stop|status|restart COMPONENT|units DIR   (the Makefile sets the env)
 """
 from __future__ import annotations
 
@@ -72,6 +76,78 @@ def service_env(keys: dict) -> dict:
         "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{USER}:{keys['password']}@localhost:{PORT}",
     })
     return env
+
+
+TARGET = "scalebench-airflow.target"
+# what the Makefile exports (and any SCALEBENCH_* setting): the environment a unit must carry
+CARRIED = ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__PLUGINS_FOLDER", "AIRFLOW__CORE__LOAD_EXAMPLES",
+           "AIRFLOW__CORE__EXECUTOR", "GX_ANALYTICS_ENABLED", "DOCKER_HOST")
+
+
+def unit_name(component: str) -> str:
+    return f"scalebench-airflow-{component}.service"
+
+
+def units(out_dir: Path) -> dict[str, str]:
+    """{file name: text} of the systemd units: one service per component, restarted on failure,
+    after Docker and the network; a target wanting them all, enabled for multi-user boot. Their
+    environment file holds the secrets (mode 0600, beside the service's other secrets)."""
+    keys = load_secrets()
+    env = service_env(keys)
+    carried = {k: v for k, v in env.items() if k in CARRIED or k.startswith(("SCALEBENCH_", "AIRFLOW__"))
+               or k == "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API"}
+    env_file = SERVICE / "systemd.env"
+    env_file.touch(mode=0o600)
+    env_file.write_text("".join(f"{k}={json.dumps(v, ensure_ascii=False)}\n" for k, v in sorted(carried.items())))
+    user = psutil.Process().username()
+    project = Path(__file__).resolve().parents[2]
+    out = {}
+    for i, name in enumerate(COMPONENTS):
+        after = " ".join(["network-online.target", "docker.service", *(unit_name(c) for c in COMPONENTS[:i][:1])])
+        out[unit_name(name)] = f"""[Unit]
+Description=scalebench: Airflow {name}
+Documentation=file://{project}/docs/deploy.md
+Wants=network-online.target docker.service
+After={after}
+PartOf={TARGET}
+
+[Service]
+Type=simple
+User={user}
+WorkingDirectory={project}
+EnvironmentFile={env_file}
+ExecStart={AIRFLOW} {name}
+Restart=on-failure
+RestartSec=10
+# SIGTERM to the component first (the scheduler then stops its task processes), the rest after
+KillMode=mixed
+TimeoutStopSec=90
+
+[Install]
+WantedBy={TARGET}
+"""
+    out[TARGET] = f"""[Unit]
+Description=scalebench: Airflow (api-server, scheduler, dag-processor, triggerer)
+Wants={" ".join(unit_name(c) for c in COMPONENTS)}
+After=network-online.target docker.service
+
+[Install]
+WantedBy=multi-user.target
+"""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fname, text in out.items():
+        (out_dir / fname).write_text(text)
+    return out
+
+
+def write_units(out_dir: str) -> int:
+    d = Path(out_dir)
+    written = units(d)
+    print(f"wrote {len(written)} systemd units to {d} (environment: {SERVICE / 'systemd.env'}, mode 0600)")
+    print("install (stop `make airflow`'s processes first: make airflow-stop):")
+    print(f"  sudo cp {d}/scalebench-airflow* /etc/systemd/system/ && sudo systemctl daemon-reload")
+    print(f"  sudo systemctl enable --now {TARGET}")
+    return 0
 
 
 def recorded() -> dict[str, psutil.Process]:
@@ -197,6 +273,8 @@ if __name__ == "__main__":
     action = sys.argv[1] if len(sys.argv) > 1 else ""
     if action == "restart" and len(sys.argv) == 3:
         sys.exit(restart(sys.argv[2]))
+    if action == "units" and len(sys.argv) == 3:
+        sys.exit(write_units(sys.argv[2]))
     if action not in ("start", "stop", "status"):
-        sys.exit("usage: airflow_service.py start|stop|status|restart COMPONENT")
+        sys.exit("usage: airflow_service.py start|stop|status|restart COMPONENT|units DIR")
     sys.exit({"start": start, "stop": stop, "status": status}[action]())

@@ -1,0 +1,52 @@
+"""`make airflow-units`: the one-machine service's components as systemd units, written into a
+folder and checked with `systemd-analyze verify` where systemd is installed."""
+import importlib.util
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from tests.support import ROOT
+
+COMPONENTS = ["api-server", "scheduler", "dag-processor", "triggerer"]
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("SCALEBENCH_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(ROOT / "dags"))
+    spec = importlib.util.spec_from_file_location("airflow_service", ROOT / "deploy" / "local" / "airflow_service.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_one_unit_per_component_and_a_target_that_wants_them_all(service, tmp_path):
+    written = service.units(tmp_path / "units")
+    assert sorted(written) == sorted([*(f"scalebench-airflow-{c}.service" for c in COMPONENTS), "scalebench-airflow.target"])
+    for c in COMPONENTS:
+        text = written[f"scalebench-airflow-{c}.service"]
+        [exec_start] = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+        assert exec_start.endswith(f"/airflow {c}"), exec_start
+        assert "Restart=on-failure" in text and "After=network-online.target docker.service" in text
+        assert "PartOf=scalebench-airflow.target" in text and "WantedBy=scalebench-airflow.target" in text
+    assert "After=network-online.target docker.service scalebench-airflow-api-server.service" in \
+        written["scalebench-airflow-scheduler.service"]  # the others call the api-server
+    target = written["scalebench-airflow.target"]
+    assert all(f"scalebench-airflow-{c}.service" in target for c in COMPONENTS) and "WantedBy=multi-user.target" in target
+    env = tmp_path / "airflow" / "service" / "systemd.env"
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600  # it holds the admin password and the JWT secret
+    lines = dict(line.split("=", 1) for line in env.read_text().splitlines())
+    assert lines["AIRFLOW_HOME"] == f'"{tmp_path / "airflow"}"' and lines["AIRFLOW__CORE__DAGS_FOLDER"] == f'"{ROOT / "dags"}"'
+    assert "AIRFLOW__API_AUTH__JWT_SECRET" in lines and "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API" in lines
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verifies_the_units(service, tmp_path):
+    service.units(tmp_path / "units")
+    files = sorted(str(p) for p in (tmp_path / "units").iterdir())
+    proc = subprocess.run(["systemd-analyze", "verify", *files], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "scalebench-airflow" not in proc.stderr, proc.stderr  # no warning about our units either
