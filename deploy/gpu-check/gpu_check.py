@@ -8,11 +8,14 @@ fills beside this script, installed into a venv that sees the host's torch.
     python3 deploy/gpu-check/gpu_check.py OUT_DIR          # on the GPU host (make gpu-check)
     python3 deploy/gpu-check/gpu_check.py --cpu OUT_DIR    # the CPU twin: same steps, gloo, no NVML
 
-Steps: NVML pre-flight of device 0 (the orchestrator's own check); a synthetic VOC2007 tree in
-the real layout; cell.json for a nightly-size UNet cell on every GPU the process sees; the UNet
-trainer under torchrun (NCCL on GPUs) with NVML sampling; the contract validated and summarised.
-Writes cell.json, metrics.json, events.jsonl and gpu-check.json into OUT_DIR; exits non-zero
-with the reason when any step fails.
+Steps: NVML pre-flight of device 0 (the orchestrator's own check, with bf16's compute
+capability); a synthetic VOC2007 tree in the real layout; cell.json for a nightly-size UNet cell
+on every GPU the process sees; the UNet trainer under torchrun (NCCL on GPUs) with NVML sampling,
+once in fp32 and once in bf16 (the nightly default), each contract validated and summarised with
+its throughput, breakdown and observed dtype; then, with two or more GPUs, an all-reduce
+bus-bandwidth sweep over our models' gradient sizes (allreduce_sweep.py; on one GPU: n/a).
+Writes <precision>/{cell.json,metrics.json,events.jsonl}, allreduce.json and gpu-check.json into
+OUT_DIR; exits non-zero with the reason when any step fails.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ sys.path[:0] = [str(KIT), str(SRC)]
 # (epochs, steps per epoch, batch per device, image px, warm-up steps). GPU: the UNet config's
 # nightly profile (10 epochs of at most 7 steps, 30 per GPU) at VOC's 256 px; the CPU twin: small.
 SIZES = {"gpu": (10, 7, 30, 256, 3), "cpu": (2, 3, 4, 48, 1)}
+PRECISIONS = ("fp32", "bf16")  # fp32 with TF32 off, and the nightly default on GPU hosts
 
 
 def fail(out: Path, step: str, reason: str) -> None:
@@ -44,7 +48,7 @@ def preflight(out: Path, cpu: bool) -> dict:
     from scalebench.cell.preflight import PreflightFailed, check  # stdlib + pynvml only
 
     try:
-        report = check(["0"])
+        report = check(["0"], precision="bf16")
     except PreflightFailed as exc:
         fail(out, "preflight", f"{exc} {json.dumps(exc.report)}")
     if report.get("status") == "skipped":
@@ -52,7 +56,7 @@ def preflight(out: Path, cpu: bool) -> dict:
     return report
 
 
-def cell_spec(devices: int, cpu: bool, data: Path, train_images: int) -> dict:
+def cell_spec(devices: int, cpu: bool, data: Path, train_images: int, precision: str) -> dict:
     from scalebench_kit.contract import CONTRACT_VERSION
 
     epochs, steps, batch, size, warmup = SIZES["cpu" if cpu else "gpu"]
@@ -61,11 +65,12 @@ def cell_spec(devices: int, cpu: bool, data: Path, train_images: int) -> dict:
         "cell": {"key": "gpu-check-unet-nightly", "benchmark": "unet_torch_voc2007",
                  "dag_id": "scalebench_unet_torch_voc2007", "run_id": f"gpu_check__{int(time.time())}",
                  "run_type": "manual", "host": os.uname().nodename, "gpus": devices, "epochs": epochs, "repeat": 1,
-                 "profile": "nightly", "seed": 0, "attempt": 1, "label": f"{devices} GPU gpu-check"},
+                 "profile": "nightly", "seed": 0, "attempt": 1, "label": f"{devices} GPU · {precision} gpu-check"},
         "devices": {"kind": "cpu" if cpu else "gpu", "ids": [str(i) for i in range(devices)], "count": devices},
         "training": {"per_device_batch": batch, "global_batch": batch * devices, "scaling_mode": "weak",
                      "lr_policy": {"rule": "linear", "base_lr": 0.001, "reference_batch": batch},
-                     "lr": 0.001 * devices, "warmup_steps": warmup, "epochs": epochs, "max_steps_per_epoch": steps},
+                     "lr": 0.001 * devices, "warmup_steps": warmup, "epochs": epochs, "max_steps_per_epoch": steps,
+                     "precision": precision},
         "data": {"name": "voc2007", "format": "vocdevkit-2007-seg", "path": str(data), "fingerprint": "synthetic",
                  "train_limit": train_images, "test_limit": None, "image_size": size},
         "model": {"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
@@ -98,30 +103,54 @@ def main(argv: list[str]) -> None:
     data = out / "data"
     if not (data / "VOCdevkit").exists():
         voc_seg.write_synthetic(data, train_images=train_images, test_images=2 * batch + 1, size=size, seed=1)
-    write_json_atomic(out / "cell.json", cell_spec(devices, cpu, data, train_images))
-
-    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(out), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4"),
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4"),
            "PYTHONPATH": os.pathsep.join([str(TRAINERS), str(KIT), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={devices}",
-           "-m", "trainers.unet_voc"]
-    proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=600)
-    (out / "trainer.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        fail(out, "trainer", f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}")
-    try:
-        doc = load_result(out / "metrics.json")
-    except ContractError as exc:
-        fail(out, "contract", str(exc))
-    b = doc["timing"]["breakdown"]
+    runs = {}
+    for precision in PRECISIONS:
+        sub = out / precision
+        sub.mkdir(exist_ok=True)
+        write_json_atomic(sub / "cell.json", cell_spec(devices, cpu, data, train_images, precision))
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={devices}",
+               "-m", "trainers.unet_voc"]
+        proc = subprocess.run(cmd, env={**env, "SCALEBENCH_RESULTS_DIR": str(sub)}, cwd=sub, capture_output=True,
+                              text=True, timeout=600)
+        (sub / "trainer.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            fail(out, f"trainer ({precision})",
+                 f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}")
+        try:
+            doc = load_result(sub / "metrics.json")
+        except ContractError as exc:
+            fail(out, f"contract ({precision})", str(exc))
+        b = doc["timing"]["breakdown"]
+        if not cpu and not (b.get("gpu") or {}).get("devices"):
+            fail(out, "nvml sampling", "no NVML utilisation samples in the contract")
+        if doc["precision"]["observed_dtype"] != doc["precision"]["expected_dtype"]:
+            fail(out, f"precision ({precision})", f"observed {doc['precision']}")
+        runs[precision] = {"images_per_s": doc["timing"]["images_per_s"], "train_s": doc["timing"]["train_s"],
+                           "step_s": {k: b[k] for k in ("step_s", "data_wait_s", "compute_s", "sync_s", "other_s")},
+                           "shares": b["shares"], "observed_dtype": doc["precision"]["observed_dtype"],
+                           "switches": doc["precision"]["switches"], "metrics": doc["metrics"], "gpu": b.get("gpu")}
     summary = {
-        "ok": True, "seconds": round(time.perf_counter() - t0, 1), "devices": devices, "preflight": checked,
-        "system": doc["system"], "metrics": doc["metrics"], "images_per_s": doc["timing"]["images_per_s"],
-        "train_s": doc["timing"]["train_s"], "shares": b["shares"], "gpu": b.get("gpu"),
+        "ok": True, "devices": devices, "preflight": checked, "system": doc["system"], "precisions": runs,
+        "bf16_over_fp32_throughput": round(runs["bf16"]["images_per_s"] / runs["fp32"]["images_per_s"], 3),
+        "allreduce": allreduce(out, devices, cpu, env),
     }
-    if not cpu and not (b.get("gpu") or {}).get("devices"):
-        fail(out, "nvml sampling", "no NVML utilisation samples in the contract")
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
     (out / "gpu-check.json").write_text(json.dumps(summary, indent=2, default=str))
     print(json.dumps(summary, indent=2, default=str))
+
+
+def allreduce(out: Path, devices: int, cpu: bool, env: dict) -> dict | str:
+    """The bus-bandwidth sweep over our gradient sizes (NCCL; gloo on the CPU twin); n/a on one GPU."""
+    if devices < 2:
+        return "n/a: one GPU, no all-reduce to measure"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={devices}",
+           str(Path(__file__).with_name("allreduce_sweep.py")), str(out / "allreduce.json"), *(["--cpu"] if cpu else [])]
+    proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        fail(out, "all-reduce sweep", f"exit {proc.returncode}: {(proc.stdout + proc.stderr).strip().splitlines()[-1:]}")
+    return json.loads((out / "allreduce.json").read_text())
 
 
 if __name__ == "__main__":

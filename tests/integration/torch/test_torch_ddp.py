@@ -98,5 +98,14 @@ def test_the_gpu_check_runs_its_cpu_twin_with_the_kit_and_trainer_that_travel(tm
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     summary = json.loads((tmp_path / "gpu-check.json").read_text())
     assert summary["ok"] and summary["devices"] == 2 and summary["preflight"]["status"] == "skipped"
-    assert summary["shares"]["sync"] > 0 and summary["gpu"] is None  # no NVML on CPU: absent, not zero
-    assert load_result(tmp_path / "metrics.json")["devices"]["world_size"] == 2
+    for p, dtype in (("fp32", "float32"), ("bf16", "bfloat16")):  # the nightly default beside fp32
+        run = summary["precisions"][p]
+        assert run["observed_dtype"] == dtype and run["images_per_s"] > 0
+        assert run["shares"]["sync"] > 0 and run["gpu"] is None  # no NVML on CPU: absent, not zero
+        assert load_result(tmp_path / p / "metrics.json")["devices"]["world_size"] == 2
+    assert summary["bf16_over_fp32_throughput"] == pytest.approx(
+        summary["precisions"]["bf16"]["images_per_s"] / summary["precisions"]["fp32"]["images_per_s"], abs=1e-3)
+    sweep = summary["allreduce"]  # gloo on the twin, NCCL on GPUs: bus bandwidth = algbw x 2(n-1)/n
+    assert sweep["backend"] == "gloo" and sweep["world_size"] == 2 and len(sweep["rows"]) == 2
+    for row in sweep["rows"]:
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"], abs=1e-3) and row["algbw_gbps"] > 0
