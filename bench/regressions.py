@@ -243,6 +243,125 @@ def cheapest(noise: Noise, n: int, seed: int, gates: Gates) -> tuple[int, int, F
     return best[1], best[2], best[5], best[6]
 
 
+# -- fewer peers per host: correlated peer groups with their own changes, and the host probe ----------
+# which night factor the target is divided by: none; "figures", the rule before the host probe (the
+# median of the other benchmarks' figures); "groups", one voice per other benchmark with restarts
+# at announced changes (and a neutral voice beside two); "probe", the host probe where it ran,
+# else "groups" (scalebench.analysis.history.build_series today)
+FACTORS = ("none", "figures", "groups", "probe")
+GPU_COUNTS = 4
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A host's night as benchmarks spread over hosts see it: `peers` other benchmarks of
+    GPU_COUNTS figures each; a share of each peer cell's variance is its benchmark's own night
+    (`bench_share`: a code path, a data loader, shared by its GPU counts, so its figures move
+    together; the figure under test keeps the table's noise model); a peer benchmark has
+    its own change (a step of 5-20 %, better or worse, at a random night) with probability
+    `peer_change`; the probe is `probe_repeats` cells of one fixed benchmark (pinned image)."""
+    peers: int
+    peer_change: float = 0.3
+    bench_share: float = 0.2
+    probe_repeats: int = 2
+    announced: float = 0.8   # share of peer changes that come with a new image or config (fingerprinted)
+
+
+class SpreadHost(Host):
+    def __init__(self, rng: random.Random, noise: Noise, change: Change, fleet: Fleet):
+        super().__init__(rng, noise, change)
+        self.fleet = fleet
+        cv_bench = noise.cv * math.sqrt(fleet.bench_share)
+        self.cv_rest = noise.cv * math.sqrt(max(1 - noise.night_share - fleet.bench_share, 0.0))
+        self.bench = {b: [rng.gauss(0, cv_bench) for _ in range(NIGHTS)] for b in range(fleet.peers + 2)}
+        self.steps, self.restarts = {}, {}
+        for b in range(1, fleet.peers + 1):
+            if rng.random() < fleet.peer_change:
+                self.steps[b] = (rng.randrange(10, NIGHTS), rng.choice((-1, 1)) * rng.uniform(0.05, 0.20))
+                if rng.random() < fleet.announced:
+                    self.restarts[b] = {D0 + dt.timedelta(days=self.steps[b][0])}
+
+    def cell(self, b: int, night: int, lvl: float) -> float:
+        if b == 0:  # the figure under test: the noise model of the table above (night + cell)
+            return 1000 * lvl * self.night[night] * (1 + self.rng.gauss(0, self.noise.cv_cell))
+        if b == self.fleet.peers + 1:  # the probe: a fixed short workload, no code path of its own to vary
+            return 1000 * lvl * self.night[night] * (1 + self.rng.gauss(0, self.noise.cv_cell))
+        return 1000 * lvl * self.night[night] * (1 + self.bench[b][night]) * (1 + self.rng.gauss(0, self.cv_rest))
+
+    def series(self, b: int, repeats: int) -> list[float]:
+        """Benchmark b's figure (0: the target, peers 1..P, P+1: the probe), median of its repeats."""
+        out = []
+        for t in range(NIGHTS):
+            lvl = self.change.level(t) if b == 0 else 1.0
+            if b in self.steps and t >= self.steps[b][0]:
+                lvl *= 1 - self.steps[b][1]
+            out.append(statistics.median(self.cell(b, t, lvl) for _ in range(repeats)))
+        return out
+
+
+def spread_factors(host: SpreadHost, mine: list[float], repeats: int, how: str, window: int) -> dict:
+    if how == "none":
+        return {}
+    values = {TARGET: dict(dates(mine))}
+    groups, restarts = {TARGET: "target"}, {}
+    for b in range(1, host.fleet.peers + 1):
+        for g in range(GPU_COUNTS):
+            values[f"b{b}g{g}"], groups[f"b{b}g{g}"] = dict(dates(host.series(b, repeats))), f"b{b}"
+            restarts[f"b{b}g{g}"] = host.restarts.get(b, set())
+    if host.fleet.probe_repeats:
+        values["probe"] = dict(dates(host.series(host.fleet.peers + 1, host.fleet.probe_repeats)))
+        groups["probe"] = "probe"
+    if how == "figures":  # the rule before: every other benchmark's figure, no probe, no restarts
+        values.pop("probe", None)
+        return night_factors(values, window, only=[TARGET], groups=groups)[TARGET]
+    if how == "groups":
+        values.pop("probe", None)
+    return night_factors(values, window, only=[TARGET], groups=groups, by_group=True, restarts=restarts,
+                         probe="probe" if how == "probe" else None)[TARGET]
+
+
+def run_spread(noise: Noise, change: Change, fleet: Fleet, how: str, n: int, seed: int, repeats: int, reruns: int,
+               gates: Gates) -> Figures:
+    rng = random.Random(seed)
+    flags, spent = [], []
+    for _ in range(n):
+        host = SpreadHost(rng, noise, change, fleet)
+        mine = host.series(0, repeats)
+        raw = judge(Series(KEY, dates(mine)), gates)
+        rerun = {j.night: [host.cell(0, (j.night - D0).days, change.level((j.night - D0).days)) for _ in range(reruns)]
+                 for j in raw if reruns and wants_rerun(j, gates)}
+        js = judge(Series(KEY, dates(mine), reruns=rerun, factors=spread_factors(host, mine, repeats, how, gates.window)),
+                   gates)
+        flags.append([None if j.baseline is None else j.alert for j in js])
+        spent.append(reruns * len(rerun) / NIGHTS)
+    f = score(flags, change)
+    f.cost = repeats + statistics.fmean(spent)
+    return f
+
+
+def spread_study(args, g: Gates) -> None:
+    """The goals at CV 5 % for a benchmark whose host has 5, 2 or 1 peer benchmarks (1, 2 or 3 GPU
+    hosts for the six rows), under each night factor, at the table's repeats and reruns for CV 5 %."""
+    repeats, reruns = args.spread_repeats, args.spread_reruns
+    print(f"\nfewer peers per host: {repeats} repeats, {reruns} reruns; peer benchmarks change on their own "
+          f"(p {args.peer_change:g} per history, 5-20 %, either way, {Fleet(1).announced:.0%} of them with a new "
+          f"image or config); {args.bench_share:.0%} of a peer's variance is its benchmark's own night; the probe: "
+          f"{args.probe_repeats} cells a host night; {args.spread_histories} histories per row")
+    print(f"{'CV':>3} {'outl':>4} {'hosts':>5} {'peers':>5} {'factor':<8} {'10% within 2':>12} {'false/1000':>10} "
+          f"{'probe cells/host night':>22}  goals")
+    for outliers in (float(x) for x in args.outliers.split(",")):
+        for hosts, peers in ((1, 5), (2, 2), (3, 1)):
+            fleet = Fleet(peers, args.peer_change, args.bench_share, args.probe_repeats)
+            noise = Noise(0.05, outliers, args.night_share)
+            for how in FACTORS:
+                step = run_spread(noise, CHANGES[1], fleet, how, args.spread_histories, args.seed + 11, repeats, reruns, g)
+                steady = run_spread(noise, STEADY, fleet, how, args.spread_histories, args.seed + 13, repeats, reruns, g)
+                met = step.detected >= 0.95 and steady.false_per_1000 <= 1.0
+                probe = args.probe_repeats if how == "probe" else 0
+                print(f"{0.05:>3.0%} {outliers:>4.0%} {hosts:>5} {peers:>5} {how:<8} {step.detected:>12.1%} "
+                      f"{steady.false_per_1000:>10.2f} {probe:>22}  {'met' if met else 'NOT met'}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--histories", type=int, default=400)
@@ -253,7 +372,16 @@ def main() -> None:
     ap.add_argument("--figures", type=int, default=20, help="the other benchmarks' figures per host night (the night "
                                                             "factor's peers)")
     ap.add_argument("--outliers", default="0.02,0.03")
+    ap.add_argument("--spread-histories", type=int, default=400, help="histories per row of the fewer-peers study")
+    ap.add_argument("--peer-change", type=float, default=0.3, help="chance a peer benchmark changes in a history")
+    ap.add_argument("--bench-share", type=float, default=0.2, help="share of the variance that is a benchmark's own night")
+    ap.add_argument("--probe-repeats", type=int, default=24, help="probe cells per host night")
+    ap.add_argument("--spread-repeats", type=int, default=4, help="nightly repeats in the fewer-peers study")
+    ap.add_argument("--spread-reruns", type=int, default=8, help="same-night reruns in the fewer-peers study")
+    ap.add_argument("--only-spread", action="store_true", help="only the fewer-peers study")
     args = ap.parse_args()
+    if args.only_spread:
+        return spread_study(args, Gates())
     g = Gates()
     have_otava = Path(OTAVA_PY).exists()
     print(f"noise: night effect {args.night_share:.0%} of the variance (shared by every cell of the night), "
@@ -301,6 +429,7 @@ def main() -> None:
           f"nights of steady and improved histories); 'cells': cell-minutes per figure per night, in cells. "
           f"{args.histories} histories per row ({args.peer_histories} for Otava), {time.perf_counter() - t0:.0f} s")
     goals(rows)
+    spread_study(args, g)
 
 
 def goals(rows: list) -> None:

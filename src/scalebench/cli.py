@@ -115,9 +115,9 @@ def cmd_plan(args, configs: Configs) -> Listing:
     assignment = None
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
         # decided over every benchmark, as the nights decide it; shown, not stored
-        _, assignment = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored,
+        _, assignment = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
                                       previous=_stored_assignment())
-    night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats,
+    night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats, probe=configs.probe(),
                        assigned=assignment.hosts if assignment else None)
     rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "dtype": r.precision, "global_batch": r.global_batch,
              "lr": round(r.lr, 6), "steps/epoch": f"{r.steps_per_epoch}{' (cap)' if r.capped else ''}",

@@ -17,7 +17,9 @@ from dataclasses import replace
 from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 
 from scalebench.analysis.basis import basis_of, time_value
-from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, host_factor_series, night_factors)
+from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, fingerprint_change,
+                                         host_factor_series, night_factors)
+from scalebench.core.cells import PROBE
 from scalebench.core.records import FigureRow
 
 
@@ -43,9 +45,15 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
     prints: dict[SeriesKey, dict[str, dict]] = {}
     reruns: dict[SeriesKey, dict[str, list[float]]] = {}
     measured: dict[tuple[SeriesKey, str], list[FigureRow]] = {}  # (bench key at 1 GPU, night) -> its cells
+    probes: dict[tuple[str, str], dict[str, list[float]]] = {}  # (host, profile) -> night -> probe throughputs
+    probe_prints: dict[tuple[str, str], dict[str, dict]] = {}
     for c in cells:
         f = c["figure"]
         if c["run_type"] != "scheduled" or f is None:
+            continue
+        if c.get("role", "measure") == PROBE:
+            probes.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
+            probe_prints.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], _measured_on(f))
             continue
         if c.get("role", "measure") == "rerun":
             reruns.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
@@ -78,20 +86,40 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
               for k, per in values.items()}
     if not with_factors:
         return [series[k] for k in sorted(series)]
-    # night factors: throughput figures of one host and profile move together on a bad night
+    # night factors: throughput figures of one host and profile move together on a bad night; the
+    # host probe's figure, where it ran, is the factor (it has no changes of its own), else the
+    # median over the host's other benchmarks (one voice each)
     hosts: dict[tuple[str, str], list[SeriesKey]] = {}
     for k in series:
         if k.metric == THROUGHPUT.name:
             hosts.setdefault((k.host_class, k.profile), []).append(k)
     extra = []
     for (host, profile), keys in sorted(hosts.items()):
-        factors = night_factors({str(k): dict(series[k].points) for k in keys}, gates.window,
-                                groups={str(k): k.benchmark for k in keys})
+        values = {str(k): dict(series[k].points) for k in keys}
+        restarts = {str(k): _restarts(series[k].fingerprints) for k in keys}
+        probe = None
+        if (host, profile) in probes:
+            probe = f"{PROBE} {host}"
+            values[probe] = {dt.date.fromisoformat(n): statistics.median(v) for n, v in probes[(host, profile)].items()}
+            restarts[probe] = _restarts({dt.date.fromisoformat(n): fp
+                                         for n, fp in probe_prints[(host, profile)].items()})
+        factors = night_factors(values, gates.window, only=[str(k) for k in keys], probe=probe, by_group=True,
+                                groups={str(k): k.benchmark for k in keys}, restarts=restarts)
         for k in keys:
             series[k].factors = factors[str(k)]
         if any(factors.values()):
             extra.append(host_factor_series(factors, host, profile))
     return [series[k] for k in sorted(series)] + extra
+
+
+def _restarts(prints: dict[dt.date, dict]) -> set[dt.date]:
+    """The nights a figure's system changed (image, config, framework, driver...)."""
+    out, last = set(), None
+    for night in sorted(prints):
+        if fingerprint_change(last, prints[night]):
+            out.add(night)
+        last = prints[night] or last
+    return out
 
 
 def _gpus(n: int) -> str:

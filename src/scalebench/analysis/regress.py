@@ -216,18 +216,31 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
 
 
 def night_factors(values: dict[str, dict[dt.date, float]], window: int = 20, min_peers: int = MIN_PEERS,
-                  only: list[str] | None = None, groups: dict[str, str] | None = None) -> dict[str, dict[dt.date, float]]:
-    """Per figure and night, the host's night factor from the figure's peers: the median over peers
-    of value / the peer's median of its `window` nights before (`only`: just these figures). A
-    figure's peers are the host's figures outside its group (its benchmark: a new image or a code
-    change moves every GPU count of a benchmark together, and must not be divided out); a night
-    with fewer than `min_peers` peers that have a trailing median gets none."""
+                  only: list[str] | None = None, groups: dict[str, str] | None = None, probe: str | None = None,
+                  by_group: bool = False, restarts: dict[str, set[dt.date]] | None = None
+                  ) -> dict[str, dict[dt.date, float]]:
+    """Per figure and night, the host's night factor: a figure's ratio to its own median of the
+    `window` nights before, taken over the figure's peers (`only`: just these figures).
+
+    A figure's peers are the host's figures outside its group (its benchmark: a new image or a
+    code change moves every GPU count of a benchmark together, and must not be divided out).
+    - default: the median over peer figures, on a night with at least `min_peers` of them;
+    - `by_group`: the median over peer groups of each group's median (a benchmark with four GPU
+      counts is one voice, not four), on a night with at least two groups;
+    - `probe`: the probe figure's ratio where the probe ran that night (a fixed cell on a pinned
+      image: it has no changes of its own), else the rule above.
+    `restarts`: per figure, the nights its system changed (image, config, driver...): its ratios
+    start again there, so a peer's announced change is never read as the host's night."""
     groups = groups or {}
+    restarts = restarts or {}
     ratios: dict[dt.date, dict[str, float]] = {}
     for name, pts in values.items():
         nights_sorted = sorted(pts)
+        since = 0
         for i, night in enumerate(nights_sorted):
-            prior = [pts[n] for n in nights_sorted[max(0, i - window):i]]
+            if night in restarts.get(name, ()):
+                since = i
+            prior = [pts[n] for n in nights_sorted[max(since, i - window):i]]
             if len(prior) >= 3:
                 ratios.setdefault(night, {})[name] = pts[night] / statistics.median(prior)
     wanted = list(values) if only is None else only
@@ -236,10 +249,22 @@ def night_factors(values: dict[str, dict[dt.date, float]], window: int = 20, min
         for name in wanted:
             if night not in values[name]:
                 continue
+            if probe is not None and probe != name and probe in per:
+                out[name][night] = per[probe]
+                continue
             mine = groups.get(name, name)
-            peers = [r for other, r in per.items() if other != name and groups.get(other, other) != mine]
-            if len(peers) >= min_peers:
-                out[name][night] = statistics.median(peers)
+            peers = {other: r for other, r in per.items() if other != name and groups.get(other, other) != mine}
+            if by_group:
+                voices: dict[str, list[float]] = {}
+                for other, r in peers.items():
+                    voices.setdefault(groups.get(other, other), []).append(r)
+                if len(voices) >= 2:
+                    medians = [statistics.median(v) for v in voices.values()]
+                    # two voices: a third, neutral one (1.0), so one group's own change moves the
+                    # factor only as far as the other voice agrees with it
+                    out[name][night] = statistics.median(medians + [1.0] * (len(medians) == 2))
+            elif len(peers) >= min_peers:
+                out[name][night] = statistics.median(peers.values())
     return out
 
 

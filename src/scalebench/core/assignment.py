@@ -33,9 +33,10 @@ class Assignment:
 
 
 def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, float],
-           previous: dict[str, str] | None = None) -> Assignment:
+           previous: dict[str, str] | None = None, reserved: float = 0.0) -> Assignment:
     """Each benchmark's host. `minutes`: each benchmark's planned night (cells, repeats and rerun
-    reserve); `previous`: the stored assignment. Raises ConfigError for a benchmark no host fits."""
+    reserve); `previous`: the stored assignment; `reserved`: minutes every GPU host spends
+    before its benchmarks (the host probe). Raises ConfigError for a benchmark no host fits."""
     previous = previous or {}
     budget = fleet.night_budget_minutes
     allowed = {b: [h.name for h in candidates(bench, fleet)] for b, bench in benchmarks.items()}
@@ -44,7 +45,7 @@ def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, fl
             raise ConfigError(f"{b}: no GPU host fits it (needs {max(benchmarks[b].gpu_counts)} devices"
                               + (f" among hosts {benchmarks[b].hosts}" if benchmarks[b].hosts else "")
                               + f"; GPU hosts: {[(h.name, len(h.device_ids)) for h in fleet.hosts_of('gpu')]})")
-    out = Assignment({}, {}, {h.name: 0.0 for h in fleet.hosts_of("gpu")})
+    out = Assignment({}, {}, {h.name: reserved for h in fleet.hosts_of("gpu")})
     for b in sorted(benchmarks):
         was = previous.get(b)
         if was in allowed[b]:

@@ -53,6 +53,8 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
 
 
 ACCURACY = "accuracy"  # the run type of the weekly accuracy DAG's runs (scheduled or triggered)
+PROBE = "probe"        # the host probe's DAG kind and its cells' role: a night factor, never a figure
+PROBE_DAG_ID = "scalebench_host_probe"
 
 
 def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
@@ -64,7 +66,7 @@ def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
          night: str | None = None, image_tag: str | None = None, host: Host | None = None,
-         precisions: list[str] | None = None) -> list[PlannedCell]:
+         precisions: list[str] | None = None, dag_id: str | None = None) -> list[PlannedCell]:
     """Every cell of one run, in a stable order (GPU count, precision, epochs, repeat). `image_tag`:
     run a candidate image, another tag of the configured image's repository. `host`: the
     benchmark's assigned host (else the first that fits). `precisions`: the trigger's presets
@@ -93,7 +95,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                 steps = res.steps(n, e)
                 capped_at = steps.steps_per_epoch if steps and steps.capped else None
                 for r in range(1, repeats + 1):
-                    ident = {"dag_id": bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
+                    ident = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
                              "gpus": n, "epochs": e, "repeat": r, "profile": profile, "precision": p}
                     cell = PlannedCell(
                         **ident, key=cell_key(ident), cell_id=f"g{n}-{p}-e{e}-r{r}",

@@ -83,6 +83,29 @@ class Host(Strict):
         return ids
 
 
+class HostProbe(Strict):
+    """A short fixed cell run on every GPU host each night before the benchmarks (`scalebench_host_probe`):
+    it has no changes of its own, so its throughput against its own recent nights is the host's
+    night factor, however few benchmarks share the host. Pin `image` by digest: a new probe
+    image restarts its baseline and leaves the host without a factor for a few nights."""
+    benchmark: str                 # whose trainer, nightly sizes and dataset it runs
+    gpus: PosInt = 1
+    cells: Annotated[int, Field(ge=1, le=48)] = 24  # cells a night per host (their median is the night's figure)
+    schedule: str = "0 0 * * *"    # before the benchmarks (01:00 and 02:00 UTC in the examples)
+    image: str | None = None       # default: the benchmark's GPU image
+
+    _i = field_validator("image")(lambda cls, v: v if v is None else _plain_images({"probe": v})["probe"])
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(v):
+            raise ValueError(f"schedule {v!r} is not a cron expression (e.g. '0 0 * * *', daily 00:00 UTC)")
+        return v
+
+
 class Fleet(Strict):
     night_budget_minutes: PosFloat = 480
     retention_days: PosFloat = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
@@ -90,6 +113,7 @@ class Fleet(Strict):
     # None: never scheduled) and the window it reserves there, during which nightly runs are skipped
     accuracy_schedule: str | None = "0 18 * * 6"
     accuracy_window_hours: PosFloat = 48
+    probe: HostProbe | None = None  # the host probe (None: night factors from the host's other benchmarks only)
     hosts: Annotated[list[Host], Field(min_length=1)]
 
     @field_validator("accuracy_schedule")
@@ -720,6 +744,22 @@ class Configs:
         if broken:
             raise ConfigError("\n".join(str(e) for e in broken.values()))
         return good
+
+    def probe(self) -> Benchmark | None:
+        """The host probe's benchmark (None without a probe or a GPU host); a ConfigError naming
+        the fleet's field when it names no loadable benchmark or more devices than a GPU host has."""
+        probe, gpu = self.fleet.probe, self.fleet.hosts_of("gpu")
+        if probe is None or not gpu:
+            return None
+        try:
+            bench = self.benchmark(probe.benchmark)
+        except ConfigError as exc:
+            raise ConfigError(f"fleet: field 'probe.benchmark': {exc}") from None
+        small = [h.name for h in gpu if len(h.device_ids) < probe.gpus]
+        if small:
+            raise ConfigError(f"fleet: field 'probe.gpus': {probe.gpus} devices, but GPU hosts {small} have fewer; "
+                              "the probe runs on every GPU host")
+        return bench
 
     def benchmark(self, bench_id: str) -> Benchmark:
         good, broken = self._loaded

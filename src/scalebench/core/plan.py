@@ -17,7 +17,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from scalebench.core.assignment import ASSIGNED_PROFILES, Assignment, assign, candidates
-from scalebench.core.cells import host_for
+from scalebench.core.cells import PROBE, host_for
 from scalebench.core.config import Benchmark, ConfigError, Fleet
 from scalebench.core.records import FigureRow
 
@@ -123,10 +123,12 @@ def config_cost(bench: Benchmark, gpus: int) -> Cost:
 
 def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, stored: dict[tuple, Cost] | None = None,
                repeats: int | None = None, gpu_counts: list[int] | None = None,
-               assigned: dict[str, str] | None = None) -> NightPlan:
+               assigned: dict[str, str] | None = None, probe: Benchmark | None = None) -> NightPlan:
     """The plan of one night of `profile` for these benchmarks (of the weekly accuracy run for
     `full`). Repeats: the scheduled runs' (`schedule_repeats`, or the accuracy cut's) unless given.
-    `assigned`: each benchmark's assigned host (GPU profiles); else the first host that fits."""
+    `assigned`: each benchmark's assigned host (GPU profiles); else the first host that fits.
+    `probe`: the host probe's benchmark (Configs.probe()): a nightly night counts its cells on
+    every GPU host, as benchmark "probe (<id>)"."""
     stored = stored or {}
     weekly = profile == "full"
     budget = (fleet.accuracy_window_hours * 60, f"accuracy_window_hours {fleet.accuracy_window_hours:g}") if weekly \
@@ -171,6 +173,12 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                     problems.append(f"{bid} at {n} GPU(s): {steps.timed_steps} timed steps, below min_timed_steps "
                                     f"{res.min_timed_steps}")
         night.rerun_minutes += 0.0 if weekly else bench.confirm_reruns * longest / 60  # accuracy runs rerun nothing
+    if probe is not None and fleet.probe is not None and profile == "nightly":
+        for host in fleet.hosts_of("gpu"):
+            night = hosts.setdefault(host.name, HostNight(host.name, *budget))
+            row = probe_row(probe, fleet, host.name, stored)
+            rows.append(row)
+            night.cell_minutes += row.seconds / 60
     for h in hosts.values():
         if not h.fits:
             what = "the weekly accuracy run" if weekly else "the night"
@@ -179,9 +187,22 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
     return NightPlan(profile, rows, list(hosts.values()), problems)
 
 
+def probe_row(bench: Benchmark, fleet: Fleet, host: str, stored: dict[tuple, Cost]) -> PlanRow:
+    """The host probe's cells on one GPU host: its benchmark's nightly cell at the probe's GPU count."""
+    res, n = bench.resolved("nightly"), fleet.probe.gpus
+    steps = res.steps(n)
+    cost = stored.get((bench.id, "nightly", host, n, res.precision[0])) or config_cost(bench, n)
+    per_epoch, timed = (steps.steps_per_epoch, steps.timed_steps) if steps else (0, 0)
+    cell_s = cost.setup_s + (steps.steps if steps else 0) * cost.step_s + cost.eval_s
+    return PlanRow(f"{PROBE} ({bench.id})", "nightly", host, n, res.batches(n)[1],
+                   bench.lr_policy.lr_for(res.batches(n)[1]), per_epoch, bool(steps and steps.capped), min(res.epochs),
+                   res.warmup_steps, timed, res.timing_basis([n]) or "unknown", cost.step_s, cell_s, fleet.probe.cells,
+                   cost.source, res.cell_timeout_minutes * 60, res.precision[0])
+
+
 def assigned_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *,
                   stored: dict[tuple, Cost] | None = None, previous: dict[str, str] | None = None,
-                  **kw) -> tuple[NightPlan, Assignment]:
+                  probe: Benchmark | None = None, **kw) -> tuple[NightPlan, Assignment]:
     """The plan on each benchmark's assigned host, and the assignment: decided on the nightly
     night of every benchmark (each one's minutes on its first allowed host), `previous` kept
     where nothing forces a move. The weekly accuracy run uses the same hosts."""
@@ -191,5 +212,6 @@ def assigned_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, 
         if allowed:
             one = night_plan({b: bench}, fleet, "nightly", stored=stored, assigned={b: allowed[0].name})
             minutes[b] = one.hosts[0].minutes if one.hosts else 0.0
-    a = assign(benchmarks, fleet, minutes, previous)
-    return night_plan(benchmarks, fleet, profile, stored=stored, assigned=a.hosts, **kw), a
+    reserved = probe_row(probe, fleet, "", stored or {}).seconds / 60 if probe is not None and fleet.probe else 0.0
+    a = assign(benchmarks, fleet, minutes, previous, reserved=reserved)
+    return night_plan(benchmarks, fleet, profile, stored=stored, assigned=a.hosts, probe=probe, **kw), a

@@ -33,7 +33,9 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     run_type = str(run.run_type).split(".")[-1].lower()
     if kind == cellmod.ACCURACY:
         run_type = cellmod.ACCURACY
-    elif run_type == "scheduled" and (skipped := _in_accuracy_window(b, configs, p, run)):
+    if kind == cellmod.PROBE:
+        return _plan_probe(b, configs, p, run, run_type, context)
+    if run_type == "scheduled" and kind != cellmod.ACCURACY and (skipped := _in_accuracy_window(b, configs, p, run)):
         print(f"skipped: {skipped}")
         note(context["ti"], f"nightly run skipped: {skipped}")
         return []
@@ -51,6 +53,29 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
         raise AirflowFailException(f"plan produced cells for {sorted(unknown)} that this DAG lacks; "
                                    "the fleet changed since the DAG was parsed")
     print(f"planned {len(planned)} cells: " + ", ".join(c["label"] for c in planned))
+    return planned
+
+
+def _plan_probe(b, configs: Configs, p: dict, run, run_type: str, context) -> list[dict]:
+    """The host probe: its cells on every GPU host (role `probe`), the fleet's count of cells a
+    scheduled night; none on a night inside the weekly accuracy window (the hosts are busy)."""
+    from scalebench.core.accuracy_window import window_at
+
+    probe = configs.fleet.probe
+    planned = []
+    try:
+        for host in configs.fleet.hosts_of("gpu"):
+            window = window_at(configs.fleet, host, run.logical_date or run.run_after)
+            if run_type == "scheduled" and window is not None:
+                print(f"no probe on {host.name}: {window.line(host.name)}")
+                continue
+            planned += [dict(c, role=cellmod.PROBE) for c in cellmod.plan(
+                b, configs.fleet, profile=p["profile"], run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
+                repeats=probe.cells if run_type == "scheduled" else p["repeats"], seed=p["seed"], run_type=run_type,
+                night=nights.night_of(run), precisions=p.get("precisions") or None, dag_id=cellmod.PROBE_DAG_ID)]
+    except ConfigError as exc:
+        fail_with_note(context["ti"], str(exc))
+    print(f"planned {len(planned)} probe cells on {len(configs.fleet.hosts_of('gpu'))} GPU host(s)")
     return planned
 
 
@@ -133,9 +158,14 @@ def record(dag_id: str, planned: list[dict], **context) -> dict:
 # a short circuit: with nothing flagged the rerun tasks are skipped without starting
 @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
 def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> list[dict]:
-    """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns)."""
+    """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns); the host
+    probe's cells are never rerun (they are judged only as the host's night factor)."""
     from scalebench.analysis.reruns import plan_reruns as plan
     from scalebench.store.results import Store
+
+    planned = [c for c in planned if c.get("role", "measure") != cellmod.PROBE]
+    if not planned:
+        return []
 
     k = Configs().benchmark(bench_id).confirm_reruns
     reruns, flagged = plan(Store(), planned, k)

@@ -50,13 +50,15 @@ def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[st
     if kind == cellmod.ACCURACY and fleet.hosts_of("gpu"):
         profile = "full"
         epochs, repeats = bench.accuracy_cut()
+    if kind == cellmod.PROBE:
+        defaults, repeats = [fleet.probe.gpus], fleet.probe.cells
     return {
         "gpu_counts": Param(defaults, type="array", items={"type": "integer", "enum": servable}, minItems=1,
                             uniqueItems=True, examples=servable, title="GPU counts",
                             description=f"Which GPU counts to run (this fleet serves 1-{fleet.max_devices})."),
         "epochs": Param(epochs, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
                         title="Epochs", description="Epoch list; empty means the profile's own list."),
-        "repeats": Param(repeats, type="integer", minimum=1, maximum=10, title="Repeats",
+        "repeats": Param(repeats, type="integer", minimum=1, maximum=48 if kind == cellmod.PROBE else 10, title="Repeats",
                          description="Repeats per (GPU count, epochs) of this manual run; each repeat uses seed "
                                      f"+ repeat - 1. Scheduled runs make {bench.schedule_repeats} (schedule_repeats)."),
         "profile": Param(profile, type="string", enum=list(PROFILES), title="Profile",
@@ -80,7 +82,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
     """The benchmark's nightly DAG, or (kind "accuracy") its weekly accuracy DAG: the same tasks,
     scheduled at the fleet's `accuracy_schedule` where the fleet has GPU hosts."""
     asset = results_asset(bench.id)
-    weekly = kind == cellmod.ACCURACY
+    weekly, probe = kind == cellmod.ACCURACY, kind == cellmod.PROBE
     doc = (f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
            f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
            f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).")
@@ -89,24 +91,31 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         doc = (f"**Weekly accuracy run of {bench.title}**: the `full` profile at epochs {epochs}, {repeats} "
                f"repeat(s), every `{fleet.accuracy_schedule}` (UTC); nightly runs on its host are skipped for "
                f"{fleet.accuracy_window_hours:g} h from then.\n\n" + doc)
+    if probe:
+        doc = (f"**Host probe**: {fleet.probe.cells} cells of {bench.id} at {fleet.probe.gpus} GPU(s) on every GPU "
+               f"host, every `{fleet.probe.schedule}` (UTC), before the benchmarks. Their median throughput against "
+               "the host's recent nights is its night factor; they never make a row of the report.\n\n" + doc)
+    dag_id = bench.accuracy_dag_id if weekly else cellmod.PROBE_DAG_ID if probe else bench.dag_id
     with DAG(
-        dag_id=bench.accuracy_dag_id if weekly else bench.dag_id,
-        description=f"{bench.title}: weekly accuracy run" if weekly else bench.title,
+        dag_id=dag_id,
+        description=(f"{bench.title}: weekly accuracy run" if weekly else "host probe: the GPU hosts' night factor"
+                     if probe else bench.title),
         schedule=nightly(fleet.accuracy_schedule if fleet.hosts_of("gpu") else None) if weekly
-        else nightly(bench.schedule),
+        else nightly(fleet.probe.schedule) if probe else nightly(bench.schedule),
         catchup=False,
         max_active_runs=1,
         params=params_for(bench, fleet, kind),
-        tags=["scalebench", bench.stack, bench.task] + (["accuracy"] if weekly else []),
+        tags=["scalebench", bench.stack, bench.task] + (["accuracy"] if weekly else []) + (["probe"] if probe else []),
         doc_md=doc,
     ) as dag:
-        groups = [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)]  # one place
+        groups = ([(h, fleet.probe.gpus) for h in fleet.hosts_of("gpu")] if probe else
+                  [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)])  # one place
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
         checked = {h.name: check_dataset.override(task_id=f"check_dataset_{h.name.replace('-', '_')}", queue=h.queue)(
             bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
-        recorded = record(bench.dag_id, plan)
+        recorded = record(dag_id, plan)
         reruns = plan_reruns(bench.id, plan, recorded)
-        rerun_done = record_reruns.override(outlets=[asset])(bench.id, bench.dag_id, plan)
+        rerun_done = record_reruns.override(outlets=[] if probe else [asset])(bench.id, dag_id, plan)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
         rerun_done >> check_cells(recorded)
         for host, n in groups:
@@ -118,7 +127,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
                     benchmark_id=bench.id,
                     host_name=host.name,
                     dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
-                    image=bench.images[host.kind],
+                    image=(fleet.probe.image if probe and fleet.probe.image else bench.images[host.kind]),
                     queue=host.queue,
                     pool=host.pool,
                     pool_slots=n,
@@ -166,6 +175,14 @@ def build_all(configs: Configs | None = None) -> dict[str, DAG]:
     good, broken = configs.load_all()
     dags = {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in good.values()}
     dags |= {b.accuracy_dag_id: build_benchmark_dag(b, configs.fleet, cellmod.ACCURACY) for b in good.values()}
+    try:
+        probe = configs.probe()
+    except ConfigError as exc:  # a bad probe setting harms only the probe: its placeholder says why
+        logging.getLogger(__name__).error("host probe: %s", exc)
+        dags[cellmod.PROBE_DAG_ID] = build_config_error_dag("host_probe", exc)
+    else:
+        if probe is not None:
+            dags[cellmod.PROBE_DAG_ID] = build_benchmark_dag(probe, configs.fleet, cellmod.PROBE)
     for stem, error in broken.items():
         logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
         dags[f"scalebench_{safe(stem)}"] = build_config_error_dag(stem, error)

@@ -216,7 +216,7 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
 
     chosen = {b: configs.benchmark(b) for b in (benchmarks or sorted(configs.benchmarks))}
     # on the hosts the nights would assign (decided over every benchmark, with no stored history)
-    _, assignment = assigned_plan(configs.benchmarks, configs.fleet, "nightly")
+    _, assignment = assigned_plan(configs.benchmarks, configs.fleet, "nightly", probe=configs.probe())
     plan = night_plan(chosen, configs.fleet, "nightly", repeats=repeats, gpu_counts=gpu_counts,
                       assigned=assignment.hosts)
     if not plan.feasible:

@@ -16,6 +16,7 @@ from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 from scalebench.analysis import history
 from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
+from scalebench.core.cells import PROBE_DAG_ID
 from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks
 from scalebench.report.figures import (alert_detail, average_row, bench_row, choose_runs, latest_accuracy_runs,
@@ -34,7 +35,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
-    measured = [c for c in cells if c.get("role", "measure") != "rerun"]  # reruns confirm flags, never fill the table
+    # reruns confirm flags and the host probe makes night factors: neither fills the table
+    measured = [c for c in cells if c.get("role", "measure") == "measure"]
     chosen, source = choose_runs(measured, night)
     def rows_of(b: str, run: str):
         """One row per precision of the run (a matrix axis: like is compared only with like)."""
@@ -47,6 +49,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
     for r in rows + accuracy_rows:
         r.suspect = plausibility(r, opts.reference(r.benchmark, r.profile))
     avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])
+    runs = [r for r in runs if r["dag_id"] != PROBE_DAG_ID]  # the probe's run is not its benchmark's
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     skipped = {r["benchmark"]: r["counts"]["skipped"] for r in runs
                if r["night"] == night and r["run_type"] == "scheduled" and (r["counts"] or {}).get("skipped")}

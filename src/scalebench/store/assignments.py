@@ -21,7 +21,8 @@ def settle(configs: Configs, store, *, save: bool = True) -> Assignment:
     costs = stored_costs(store.figures(since_night=since))
     for attempt in (1, 2):  # two runs planning at once: the second finds the first's rows and agrees
         previous = {b: row["host"] for b, row in store.assignments().items()}
-        _, a = assigned_plan(configs.benchmarks, configs.fleet, "nightly", stored=costs, previous=previous)
+        _, a = assigned_plan(configs.benchmarks, configs.fleet, "nightly", stored=costs, previous=previous,
+                             probe=configs.probe())
         if not save:
             return a
         try:

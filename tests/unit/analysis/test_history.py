@@ -202,3 +202,66 @@ def test_implausible_figures_are_flagged_suspect_and_left_out_of_the_average():
 
     md = markdown(rep)
     assert "(suspect)" in md and "- b (bf16) at 2 GPUs: efficiency 1.11 is above 1" in md
+
+
+def test_grouped_night_factors_give_each_benchmark_one_voice_and_a_neutral_third_for_two():
+    days = [D0 + dt.timedelta(days=i) for i in range(10)]
+    values = {f"p{g}": {d: 100.0 for d in days} for g in range(4)} | {"q": {d: 100.0 for d in days},
+                                                                      "me": {d: 100.0 for d in days}}
+    groups = {"p0": "p", "p1": "p", "p2": "p", "p3": "p", "q": "q", "me": "me"}
+    for g in range(4):
+        values[f"p{g}"][days[-1]] = 120.0  # benchmark p alone got 20 % faster (a change of its own)
+    f = night_factors(values, window=5, groups=groups, by_group=True, only=["me"])
+    # voices p (1.2) and q (1.0) and the neutral 1.0: the median is 1.0, p's four figures do not outvote q
+    assert f["me"][days[-1]] == 1.0
+    # by figures, p's four GPU counts make the median 1.2: "me" would look 17 % slower
+    assert night_factors(values, window=5, groups=groups, only=["me"])["me"][days[-1]] == pytest.approx(1.2)
+    # a whole-host slow night moves every voice: the factor follows it
+    for name in ("p0", "p1", "p2", "p3", "q"):
+        values[name][days[-2]] = 70.0
+    assert night_factors(values, window=5, groups=groups, by_group=True, only=["me"])["me"][days[-2]] == 0.7
+
+
+def test_the_probe_is_the_factor_where_it_ran_and_a_restart_keeps_a_peer_change_out():
+    days = [D0 + dt.timedelta(days=i) for i in range(12)]
+    values = {"me": {d: 100.0 for d in days}, "peer": {d: 100.0 for d in days},
+              "probe": {d: 50.0 for d in days}}
+    values["probe"][days[-1]] = 45.0  # the host was 10 % slow tonight: the probe says so
+    f = night_factors(values, window=5, only=["me"], probe="probe", by_group=True)
+    assert f["me"][days[-1]] == pytest.approx(0.9)
+    del values["probe"][days[-2]]  # no probe that night: one other benchmark is not the host, no factor
+    assert days[-2] not in night_factors(values, window=5, only=["me"], probe="probe", by_group=True)["me"]
+    # two peers on one stack get a new framework image from night 8 on, 30 % faster: without the
+    # restart their ratios outvote the third peer and read as the host's night
+    values = {name: {d: 100.0 for d in days} for name in ("me", "p1", "p2", "other")}
+    for name in ("p1", "p2"):
+        for d in days[8:]:
+            values[name][d] = 130.0
+    plain = night_factors(values, window=5, only=["me"], by_group=True)
+    assert plain["me"][days[9]] == pytest.approx(1.3)  # "me" would look 23 % slower
+    new_image = {"p1": {days[8]}, "p2": {days[8]}}
+    restarted = night_factors(values, window=5, only=["me"], by_group=True, restarts=new_image)
+    assert days[9] not in restarted["me"]  # their ratios start again: one voice left, no factor
+    assert restarted["me"][days[11]] == 1.0  # three nights on the new image: they are voices again
+
+
+def test_the_host_probe_cells_make_the_factor_for_a_benchmark_with_one_peer():
+    """Three GPU hosts for six benchmarks: a host has two benchmarks. Tonight the host is 30 % slow
+    and the peer benchmark is 25 % faster with a new image: the probe tells the host's night."""
+    nights = nights_of(25)
+    rng = random.Random(8)
+    bad = 22
+    newer = {**TORCH, "image_digest": "sha256:" + "c" * 64}
+    cells = study("a", nights, rng, slow=lambda i, g: 1.3 if i == bad else 1.0)
+    cells += study("b", nights[:bad], rng) + study("b", nights[bad:], rng, fingerprint=newer,
+                                                    slow=lambda i, g: (1.3 if i == 0 else 1.0) / 1.25)
+    for i, night in enumerate(nights):
+        for r in range(4):
+            c = cell("unet", night, 1, 50.0 * (1.3 if i == bad else 1.0) * (1 + rng.gauss(0, 0.01)), repeat=r + 1,
+                     role="probe")
+            cells.append(c)
+    js = [j for j in tonight_of(cells, nights[bad]) if j.key.benchmark == "a" and j.key.metric == "images_per_s"]
+    assert len(js) == 4 and all(j.factor == pytest.approx(1 / 1.3, abs=0.03) for j in js)
+    assert not any(j.flagged for j in js)
+    # the probe never becomes a series of its own benchmark: it is not a row, not a figure
+    assert not [s for s in build_series(cells, {}) if s.key.benchmark == "unet"]

@@ -75,7 +75,7 @@ def test_a_host_over_budget_gives_up_a_benchmark(benches):
 
 
 @pytest.mark.parametrize("hosts, why", [
-    (["gpu-node-9"], "field 'hosts': ['gpu-node-9'] are not hosts of the fleet; expected some of ['gpu-node-1', 'local']"),
+    (["gpu-node-9"], "field 'hosts': ['gpu-node-9'] are not hosts of the fleet; expected some of ['gpu-node-1', 'gpu-node-2', 'local']"),
     (["local"], "field 'hosts': none of ['local'] is a GPU host with 4 devices for gpu_counts [1, 2, 3, 4] "
                 "({'local': ('cpu', 4)})"),
 ])

@@ -107,7 +107,13 @@ def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, mo
     monkeypatch.setattr(cli, "_stored_figures", lambda: [])
     assert cli.main(["plan", "--profile", "nightly", "--fleet", str(GPU_FLEET), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["feasible"] and len(doc["rows"]) == 24 and doc["hosts"][0]["host"] == "gpu-node-1"
+    assert doc["feasible"] and len(doc["rows"]) == 24 + 2 and [h["host"] for h in doc["hosts"]] == ["gpu-node-1",
+                                                                                            "gpu-node-2"]
+    # the host probe: its cells on every GPU host, in each host's night (both hosts busy, both fit)
+    probes = [r for r in doc["rows"] if r["benchmark"] == "probe (unet_torch_voc2007)"]
+    assert [(r["host"], r["gpus"], r["repeats"]) for r in probes] == [("gpu-node-1", 1, 24), ("gpu-node-2", 1, 24)]
+    assert all(h["cell_minutes"] > 60 and h["fits"] for h in doc["hosts"])
+    assert {a["host"] for a in doc["assignment"].values()} == {"gpu-node-1", "gpu-node-2"}
     assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007"]) == 0
     out = capsys.readouterr().out
     assert "unet_torch_voc2007" in out and "1 (cap)" in out and "fits" in out and "feasible (nightly)" in out

@@ -101,6 +101,28 @@ def test_the_accuracy_dags_runs_are_of_run_type_accuracy_and_run_inside_the_wind
         [(n, 100, 1, "full", "accuracy") for n in (1, 2, 3, 4)] and not noted
 
 
+@pytest.mark.parametrize("when, hosts", [
+    (dt.datetime(2026, 12, 1, 0, tzinfo=dt.timezone.utc), 2),   # a Tuesday: both GPU hosts
+    (dt.datetime(2026, 12, 6, 0, tzinfo=dt.timezone.utc), 0),   # Sunday: inside the weekly accuracy window
+])
+def test_the_host_probe_plans_its_cells_on_every_gpu_host(noted, monkeypatch, when, hosts):
+    from scalebench.store.results import Store
+    from tests.support import ROOT
+
+    monkeypatch.setenv("SCALEBENCH_FLEET", str(ROOT / "include/configs/fleet.gpu-example.yaml"))
+    groups = ["gpu_node_1_1gpu", "gpu_node_2_1gpu"]
+    planned = tasks.plan_cells.function("unet_torch_voc2007", groups, "probe",
+                                        **scheduled_at(when, gpu_counts=[1], repeats=2))
+    assert len(planned) == 24 * hosts  # the fleet's cells a night, not the trigger's repeats
+    for c in planned:
+        assert (c["role"], c["dag_id"], c["gpus"], c["run_type"], c["precision"]) == \
+            ("probe", "scalebench_host_probe", 1, "scheduled", "bf16")
+    assert {c["host"] for c in planned} == {f"gpu-node-{i}" for i in range(1, hosts + 1)}
+    assert not Store().runs(when.date().isoformat())  # a skipped probe records no benchmark's run as skipped
+    # the probe is never rerun: plan_reruns has nothing to plan from its cells
+    assert tasks.plan_reruns.function("unet_torch_voc2007", planned, {}, **scheduled_at(when)) == []
+
+
 def test_a_gpu_run_plans_every_cell_on_the_benchmarks_assigned_host(noted, monkeypatch, tmp_path):
     import yaml
 

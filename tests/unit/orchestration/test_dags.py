@@ -136,6 +136,30 @@ def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
     assert dag.get_task("plan_cells").op_args[2] == "accuracy"
 
 
+def test_the_host_probe_dag_runs_its_cells_on_every_gpu_host_on_its_queue():
+    from scalebench.orchestration.dag_factory import build_all
+
+    gpu = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
+    dags = build_all(gpu)
+    dag = dags["scalebench_host_probe"]
+    assert dag.timetable.summary == "0 0 * * *" and "probe" in dag.tags  # before the benchmarks at 01:00
+    assert (dag.params["gpu_counts"], dag.params["repeats"], dag.params["profile"]) == ([1], 24, "nightly")
+    for i in (1, 2):  # every GPU host, none of the CPU ones
+        train = dag.get_task(f"gpu_node_{i}_1gpu.train")
+        assert train.partial_kwargs["queue"] == f"gpu-node-{i}" and train.partial_kwargs["pool_slots"] == 1
+        assert dag.get_task(f"check_dataset_gpu_node_{i}").queue == f"gpu-node-{i}"
+    assert not [t for t in dag.task_ids if t.startswith("local_")]
+    assert not dag.get_task("record_reruns").outlets  # the probe's run starts no report
+    assert dag.get_task("plan_cells").op_args[2] == "probe"
+    # a probe naming a benchmark that does not load is a placeholder DAG with the fleet's field
+    bad = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
+    bad.fleet = bad.fleet.model_copy(update={"probe": bad.fleet.probe.model_copy(update={"benchmark": "nope"})})
+    placeholder = build_all(bad)["scalebench_host_probe"]
+    assert "config-error" in placeholder.tags and "fleet: field 'probe.benchmark'" in placeholder.doc_md
+    # the CPU-only fleet has no probe
+    assert "scalebench_host_probe" not in build_all(Configs())
+
+
 def test_parsing_dags_imports_nothing_heavy():
     code = ("import runpy, sys; runpy.run_path('dags/scalebench_benchmarks.py'); "
             "runpy.run_path('dags/scalebench_nightly_report.py'); "
