@@ -29,6 +29,12 @@ Detectors:
 Peers get the same cell budget as ours: ceil(our cell-minutes per figure per night) repeats.
 Cell-minutes per figure per night are counted as multiples of one cell: repeats + reruns.
 One seed prints one table.
+
+Then the fewer-peers study (`--only-spread` alone): the figure under test on a host with 5, 2 or
+1 other benchmarks (1, 2 or 3 GPU hosts for six rows), whose GPU counts share a benchmark-level
+night and which change on their own (`Fleet`), under each night factor: none, the median of the
+other benchmarks' figures, one voice per benchmark with restarts at announced changes, and the
+host probe (`--probe-repeats` cells a host night of a fixed workload).
 """
 from __future__ import annotations
 
