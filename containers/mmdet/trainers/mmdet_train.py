@@ -327,7 +327,7 @@ def optim_wrapper(train: dict, device_kind: str) -> dict:
     out = dict(type="OptimWrapper", optimizer=dict(type="SGD", lr=train["lr"], momentum=0.9, weight_decay=0.0001))
     if precision in ("bf16", "fp16"):
         if device_kind != "cuda":
-            raise PrecisionError(f"{precision} needs CUDA: mmengine's AmpOptimWrapper asserts CUDA in its constructor")
+            raise PrecisionError(f"{precision} needs CUDA: mmengine's AmpOptimWrapper asserts a GPU in its constructor")
         out.update(type="AmpOptimWrapper", dtype=COMPUTE_DTYPE[precision],
                    loss_scale="dynamic" if precision == "fp16" else 1.0)  # bf16 has fp32's range: no scaling
     elif precision == "tf32" and device_kind != "cuda":

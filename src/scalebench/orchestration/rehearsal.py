@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -99,8 +100,11 @@ class Rehearsal:
     def caught(self) -> bool:
         """The planted regression was flagged and confirmed by reruns, at its GPU count."""
         r = self.regression
-        head = f"{r.benchmark} {r.gpus} GPU{'s' if r.gpus != 1 else ''} images_per_s" if r else ""
-        return bool(r) and any(line.startswith(head) for line in self.confirmed)
+        if not r:
+            return False
+        # "<benchmark> <n> GPU(s) [<precision>] images_per_s: ..." (Judgement.line)
+        head = re.compile(rf"{re.escape(r.benchmark)} {r.gpus} GPUs? (\S+ )?images_per_s:")
+        return any(head.match(line) for line in self.confirmed)
 
     def rows(self) -> list[dict]:
         out = []

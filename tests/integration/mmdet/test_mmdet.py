@@ -204,4 +204,5 @@ def test_mmengines_amp_wrapper_asserts_cuda_as_the_cpu_refusal_says():
                           timeout=110)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["built"] is False and "cuda" in out["error"].lower(), out
+    # mmengine 0.10.7: "``AmpOptimizerWrapper`` is only available training on gpu, npu, mlu or musa"
+    assert out["built"] is False and "only available training on gpu" in out["error"], out

@@ -99,7 +99,7 @@ def test_precision_is_a_matrix_axis_of_the_cells_identity_folder_and_config(conf
     ("unet_torch_voc2007", ["fp16"], "precision fp16 cannot run on CPU hosts with stack 'torch' (tf32 is a CUDA "
                                      "tensor-core mode and fp16 needs torch.amp.GradScaler on CUDA)"),
     ("frcnn_mmdet_voc2007", ["fp32", "bf16"], "precision bf16 cannot run on CPU hosts with stack 'mmdet' (mmengine's "
-                                              "AmpOptimWrapper asserts CUDA in its constructor)"),
+                                              "AmpOptimWrapper asserts a GPU in its constructor"),
 ])
 def test_a_cpu_host_refuses_a_precision_its_stack_cannot_run_there(configs, bench, precisions, refusal):
     with pytest.raises(ConfigError) as exc:
