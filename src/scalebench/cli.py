@@ -295,11 +295,11 @@ def cmd_pools(args, configs: Configs) -> Listing:
 
 def cmd_prune(args, configs: Configs) -> dict:
     from scalebench.core import paths
-    from scalebench.store.prune import prune
+    from scalebench.store.prune import held_cells, prune
 
     days = args.older_than if args.older_than is not None else configs.fleet.retention_days
     try:
-        found = prune(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=args.dry_run)
+        found = prune(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=args.dry_run, held=held_cells())
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return found.summary(days, args.dry_run)

@@ -27,7 +27,13 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     cannot run, e.g. more GPUs than any host has. `kind` "accuracy": the weekly accuracy DAG, whose
     runs are of run type "accuracy". A scheduled nightly run inside its host's accuracy window
     plans nothing and records the run as skipped, with the window, for the report."""
+    from scalebench.core.attempt_folders import UnsafeName, segment
+
     p, run = context["params"], context["dag_run"]
+    try:  # refused here, before anything is written under it
+        segment(run.run_id)
+    except UnsafeName as exc:
+        fail_with_note(context["ti"], f"{exc}; trigger the run again with another run id")
     configs = Configs()
     b = configs.benchmark(bench_id)
     run_type = str(run.run_type).split(".")[-1].lower()

@@ -2,7 +2,7 @@
 folders and task logs stop growing; result rows, record files and reports are kept."""
 from __future__ import annotations
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 
 from scalebench.orchestration.dag_factory import nightly
 
@@ -18,18 +18,24 @@ def build_maintenance_dag() -> DAG:
         catchup=False,
         max_active_runs=1,
         tags=["scalebench", "maintenance"],
-        params={"older_than_days": None, "dry_run": False},
+        params={
+            "older_than_days": Param(None, type=["null", "number"], minimum=1, title="Older than (days)",
+                                     description="Remove files older than this; empty: the fleet's retention_days. "
+                                                 "At least 1: younger files may belong to a running cell."),
+            "dry_run": Param(False, type="boolean", title="Dry run", description="List, remove nothing."),
+        },
     ) as dag:
 
         @task
         def prune(**context) -> dict:
             from scalebench.core import paths
             from scalebench.core.config import Configs
-            from scalebench.store.prune import prune as prune_files
+            from scalebench.store.prune import held_cells, prune as prune_files
 
             p = context["params"]
             days = p["older_than_days"] or Configs().fleet.retention_days
-            found = prune_files(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=p["dry_run"])
+            found = prune_files(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=p["dry_run"],
+                                held=held_cells())
             summary = found.summary(days, p["dry_run"])
             print(f"prune: {summary}")
             return summary

@@ -53,6 +53,14 @@ def test_select_cells_gives_each_group_its_slice():
     assert tasks.select_cells.function(planned, "local_3gpu") == []
 
 
+def test_a_run_id_that_cannot_name_a_folder_fails_plan_cells_with_the_reason(noted):
+    ctx = context()
+    ctx["dag_run"].run_id = ".."
+    with pytest.raises(AirflowFailException, match=r"run id '\.\.' cannot name a folder"):
+        tasks.plan_cells.function("resnet50_keras_cifar10", ["local_1gpu", "local_2gpu"], **ctx)
+    assert noted and "trigger the run again with another run id" in noted[0]
+
+
 GPU_GROUPS = [f"gpu_node_1_{n}gpu" for n in (1, 2, 3, 4)]
 
 

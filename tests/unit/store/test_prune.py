@@ -63,7 +63,50 @@ def test_prune_removes_old_bulky_files_and_logs_only(grown, capsys):
     assert run_cli(capsys)["files"] == 0  # idempotent
 
 
-def test_the_age_comes_from_the_flag_or_the_fleet_and_must_be_positive(grown, capsys):
+@pytest.mark.parametrize("days", ["0", "0.0001", "0.99"])
+def test_the_age_comes_from_the_flag_or_the_fleet_and_is_at_least_a_day(grown, capsys, days):
     assert run_cli(capsys, "--older-than", "50", "--dry-run")["files"] == 0
-    assert main(["prune", "--older-than", "0"]) == 2
-    assert "older-than must be a positive number of days, got 0" in capsys.readouterr().err
+    assert main(["prune", "--older-than", days]) == 2
+    assert f"older-than must be a number of days >= 1, got {float(days)!r}" in capsys.readouterr().err
+
+
+def test_a_running_cells_attempt_is_never_pruned(grown, capsys):
+    """An old checkpoint of a cell that holds a device lease now (a long cell) stays."""
+    from scalebench.core.config import Host
+    from scalebench.store.leases import LeaseManager
+
+    home, files = grown
+    attempt = files["old_record"][0].parent
+    (attempt / "cell.json").write_text(json.dumps({"cell": {"key": "running-cell"}}))
+    host = Host(name="local", kind="cpu", queue="default", device_ids=["0", "1"])
+    lease = LeaseManager().acquire(host, 1, "running-cell", timeout_s=5)
+    try:
+        summary = run_cli(capsys)
+        assert summary["files"] == 1 and all(p.exists() for p in files["old_bulky"])  # only the old task log went
+    finally:
+        lease.release()
+    assert run_cli(capsys)["files"] == 2  # released: now its old files go
+
+
+def test_prune_refuses_what_a_form_might_send_as_text(tmp_path):
+    from scalebench.store.prune import prune
+
+    for bad in ({"days": "30"}, {"days": True}, {"dry_run": "false"}):
+        with pytest.raises(ValueError, match="prune: "):
+            prune(tmp_path, None, **({"days": 30.0} | bad))
+
+
+def test_the_maintenance_dags_params_have_a_schema():
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from scalebench.orchestration.maintenance_dag import build_maintenance_dag
+
+    import copy
+
+    params = build_maintenance_dag().params
+    for bad, why in (({"older_than_days": 0.0001}, "less than the minimum of 1"),
+                     ({"dry_run": "false"}, "'false' is not of type 'boolean'")):
+        p = copy.deepcopy(params)
+        with pytest.raises(ParamValidationError, match=why):
+            p.update(bad)
+            p.validate()
