@@ -45,7 +45,7 @@ class CellRow(Base):
     epochs: Mapped[int] = mapped_column(Integer)
     repeat: Mapped[int] = mapped_column(Integer)
     profile: Mapped[str] = mapped_column(String(16))
-    precision: Mapped[str] = mapped_column(String(16), default=DEFAULT_PRECISION, server_default=DEFAULT_PRECISION)
+    precision: Mapped[str] = mapped_column(String(32), default=DEFAULT_PRECISION, server_default=DEFAULT_PRECISION)
     seed: Mapped[int] = mapped_column(Integer)
     scaling_mode: Mapped[str] = mapped_column(String(16))
     per_device_batch: Mapped[int] = mapped_column(Integer)

@@ -15,7 +15,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("cells") as batch:
-        batch.add_column(sa.Column("precision", sa.String(16), nullable=False, server_default="framework default"))
+        batch.add_column(sa.Column("precision", sa.String(32), nullable=False, server_default="framework default"))
 
 
 def downgrade() -> None:
