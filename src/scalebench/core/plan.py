@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from scalebench.core.assignment import ASSIGNED_PROFILES, Assignment, assign, candidates
 from scalebench.core.cells import PROBE, host_for
-from scalebench.core.config import Benchmark, ConfigError, Fleet
+from scalebench.core.config import Benchmark, ConfigError, Fleet, Resolved
 from scalebench.core.records import FigureRow
 
 RECENT_NIGHTS = 7  # stored figures from this many most recent nights set a cost
@@ -151,26 +151,20 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         basis = res.timing_basis(counts) or "unknown"
         longest = 0.0
         for n, p in ((n, p) for n in counts for p in res.precision):
-            cost = stored.get((bid, profile, host.name, n, p)) or config_cost(bench, n)
             for e in epochs:
-                steps = res.steps(n, e)
-                if steps is None:
+                row = plan_row(bid, res, host.name, n, p, e, repeats or planned_repeats, basis, stored)
+                if row is None:
                     problems.append(f"{bid}: the train split's size is unknown; cannot count its steps")
                     continue
-                evals = e if res.eval_each_epoch else 1
-                cell_s = cost.setup_s + steps.steps * cost.step_s + evals * cost.eval_s
-                row = PlanRow(bid, profile, host.name, n, steps.global_batch, bench.lr_policy.lr_for(steps.global_batch),
-                              steps.steps_per_epoch, steps.capped, e, steps.warmup_steps, steps.timed_steps, basis,
-                              cost.step_s, cell_s, repeats or planned_repeats, cost.source,
-                              res.cell_timeout_minutes * 60, p)
+                cell_s = row.cell_s
                 rows.append(row)
                 night.cell_minutes += row.seconds / 60
                 longest = max(longest, cell_s)
                 if cell_s > row.timeout_s:
                     problems.append(f"{bid} at {n} GPU(s), {e} epoch(s): estimated {cell_s / 60:.1f} min, above its "
                                     f"cell_timeout_minutes {res.cell_timeout_minutes:g}")
-                if steps.timed_steps < res.min_timed_steps:
-                    problems.append(f"{bid} at {n} GPU(s): {steps.timed_steps} timed steps, below min_timed_steps "
+                if row.timed_steps < res.min_timed_steps:
+                    problems.append(f"{bid} at {n} GPU(s): {row.timed_steps} timed steps, below min_timed_steps "
                                     f"{res.min_timed_steps}")
         night.rerun_minutes += 0.0 if weekly else bench.confirm_reruns * longest / 60  # accuracy runs rerun nothing
     if probe is not None and fleet.probe is not None and profile == "nightly":
@@ -187,17 +181,33 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
     return NightPlan(profile, rows, list(hosts.values()), problems)
 
 
+def plan_row(name: str, res: Resolved, host: str, n: int, precision: str, epochs: int, repeats: int, basis: str,
+             stored: dict[tuple, Cost]) -> PlanRow | None:
+    """One (GPU count, precision, epochs) row: set-up + steps x step time + evaluations, at the
+    stored cost of its benchmark, profile, host, GPU count and precision, else the config's
+    estimate; None when the train split's size is unknown."""
+    bench = res.benchmark
+    steps = res.steps(n, epochs)
+    if steps is None:
+        return None
+    cost = stored.get((bench.id, res.profile, host, n, precision)) or config_cost(bench, n)
+    evals = epochs if res.eval_each_epoch else 1
+    cell_s = cost.setup_s + steps.steps * cost.step_s + evals * cost.eval_s
+    return PlanRow(name, res.profile, host, n, steps.global_batch, bench.lr_policy.lr_for(steps.global_batch),
+                   steps.steps_per_epoch, steps.capped, epochs, steps.warmup_steps, steps.timed_steps, basis,
+                   cost.step_s, cell_s, repeats, cost.source, res.cell_timeout_minutes * 60, precision)
+
+
 def probe_row(bench: Benchmark, fleet: Fleet, host: str, stored: dict[tuple, Cost]) -> PlanRow:
-    """The host probe's cells on one GPU host: its benchmark's nightly cell at the probe's GPU count."""
+    """The host probe's cells on one GPU host: its benchmark's nightly cell at the probe's GPU count,
+    in the profile's first precision (the one the probe runs)."""
     res, n = bench.resolved("nightly"), fleet.probe.gpus
-    steps = res.steps(n)
-    cost = stored.get((bench.id, "nightly", host, n, res.precision[0])) or config_cost(bench, n)
-    per_epoch, timed = (steps.steps_per_epoch, steps.timed_steps) if steps else (0, 0)
-    cell_s = cost.setup_s + (steps.steps if steps else 0) * cost.step_s + cost.eval_s
-    return PlanRow(f"{PROBE} ({bench.id})", "nightly", host, n, res.batches(n)[1],
-                   bench.lr_policy.lr_for(res.batches(n)[1]), per_epoch, bool(steps and steps.capped), min(res.epochs),
-                   res.warmup_steps, timed, res.timing_basis([n]) or "unknown", cost.step_s, cell_s, fleet.probe.cells,
-                   cost.source, res.cell_timeout_minutes * 60, res.precision[0])
+    row = plan_row(f"{PROBE} ({bench.id})", res, host, n, res.precision[0], min(res.epochs), fleet.probe.cells,
+                   res.timing_basis([n]) or "unknown", stored)
+    if row is None:
+        raise ConfigError(f"fleet: field 'probe.benchmark': {bench.id}'s train split size is unknown; "
+                          "its probe cells cannot be planned")
+    return row
 
 
 def assigned_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *,

@@ -78,7 +78,9 @@ def _plan_probe(b, configs: Configs, p: dict, run, run_type: str, context) -> li
             planned += [dict(c, role=cellmod.PROBE) for c in cellmod.plan(
                 b, configs.fleet, profile=p["profile"], run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
                 repeats=probe.cells if run_type == "scheduled" else p["repeats"], seed=p["seed"], run_type=run_type,
-                night=nights.night_of(run), precisions=p.get("precisions") or None, dag_id=cellmod.PROBE_DAG_ID)]
+                night=nights.night_of(run), dag_id=cellmod.PROBE_DAG_ID,
+                # one workload a night: the profile's first precision (what the plan counts)
+                precisions=(p.get("precisions") or b.resolved(p["profile"]).precision)[:1])]
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     print(f"planned {len(planned)} probe cells on {len(configs.fleet.hosts_of('gpu'))} GPU host(s)")
