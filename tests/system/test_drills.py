@@ -169,3 +169,127 @@ def test_the_compose_stack_has_no_default_password(drill):
     drill.update(happened=f"{len(secrets)} secret variables, each required (`${{VAR:?run make secrets}}`), none with a "
                           "default; `make secrets` draws them at random; ports bound to 127.0.0.1 unless SCALEBENCH_BIND",
                  figure=f"{len(secrets)}/{len(secrets)} required, 0 defaults")
+
+
+def _probe_cell_op(tree, repeat: int):
+    """A 4-device cell of the probe benchmark (tests.support.samples.make_probe's configs) and its operator."""
+    from scalebench.orchestration.operators import CellDockerOperator
+
+    cell = sample_cell(gpus=4, repeat=repeat, benchmark="probe", dag_id="scalebench_probe", run_id="manual__outage")
+    dataset = {"root": str(tree.parent / "data"), "format": "cifar10-python", "name": "cifar10",
+               "fingerprint": "sha256:0"}
+    op = CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe", host_name="local",
+                            image="scalebench/tensorflow:cpu")
+    return cell, op
+
+
+def _watch_devices(stop: threading.Event, seen: list):
+    """Every 0.2 s: the running containers per leased device (label org.scalebench.devices)."""
+    import docker
+
+    client = docker.from_env()
+    while not stop.is_set():
+        per_device: dict[str, list[str]] = {}
+        for c in client.containers.list(filters={"label": "org.scalebench.devices"}):
+            for d in c.labels["org.scalebench.devices"].split(","):
+                per_device.setdefault(d, []).append(c.labels["org.scalebench.cell"])
+        seen.append(max((len(v) for v in per_device.values()), default=0))
+        stop.wait(0.2)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not docker_ready(POSTGRES_IMAGE), reason=f"needs {POSTGRES_IMAGE} (make test builds it)")
+def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch, drill):
+    """A cell holds all four devices when PostgreSQL stops for longer than the lease TTL, while a
+    second cell waits for them. CI: TTL 5 s, outage 15 s; `make drills`: TTL 30 s, outage 150 s."""
+    import json
+    import os
+
+    import docker
+
+    from scalebench.orchestration.operators import CellFailed
+    from scalebench.store.db import upgrade
+    from scalebench.store.leases import LeaseManager
+    from tests.support.fixtures import DRILL_ROWS
+    from tests.support.samples import FakeTI, make_probe
+
+    ttl, outage = (30, 150) if os.environ.get(DRILL_ROWS) else (5, 15)
+    drill.update(drill="results database down longer than the lease TTL",
+                 done=f"PostgreSQL stopped for {outage} s (lease TTL {ttl} s) while cell A runs on all 4 devices "
+                      "and cell B waits for them")
+    # each attempt copies the contract the test left for it; one marked slow runs for 10 minutes first
+    script = "python /data/probe_cell.py"
+    _, _, _, tree = make_probe(tmp_path, script)
+    data = tmp_path / "data"
+    (data / "probe_cell.py").write_text(
+        "import json, os, shutil, time\n"
+        "c = json.load(open('/results/cell.json'))['cell']\n"
+        "print('attempt', c['attempt'], flush=True)\n"
+        "if os.path.exists(f\"/data/slow-{c['key']}-{c['attempt']}\"):\n    time.sleep(600)\n"
+        "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n")
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    name = f"scalebench-drill-pg-{time.time_ns()}"
+    stop_watch, seen = threading.Event(), []
+    try:
+        url = start_postgres(name, "drill-only") + "/postgres"
+        upgrade(url)
+        monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
+        monkeypatch.setenv("SCALEBENCH_LEASE_TTL_S", str(ttl))
+        (a_cell, a_op), (b_cell, b_op) = _probe_cell_op(tree, 1), _probe_cell_op(tree, 2)
+        for cell in (a_cell, b_cell):
+            for k in (1, 2, 3):
+                (data / f"contract-{cell['key']}-{k}.json").write_text(json.dumps(sample_contract(cell, attempt=k)))
+        (data / f"slow-{a_cell['key']}-1").touch()
+        client = docker.from_env()
+        threading.Thread(target=_watch_devices, args=(stop_watch, seen), daemon=True).start()
+        a_result: dict = {}
+
+        def run_a():
+            try:
+                a_op.execute({"ti": FakeTI(1)})
+            except CellFailed as exc:
+                a_result.update(failure=exc.failure, at=time.monotonic())
+
+        a_thread = threading.Thread(target=run_a, daemon=True)
+        a_thread.start()
+        for _ in range(1200):
+            if client.containers.list(filters={"label": f"org.scalebench.cell={a_cell['key']}"}):
+                break
+            time.sleep(0.1)
+        time.sleep(2)  # A's container runs
+        down_at = time.monotonic()
+        subprocess.run(["docker", "stop", name], check=True, capture_output=True)
+        b_result: dict = {}
+
+        def run_b():
+            b_result["summary"] = b_op.execute({"ti": FakeTI(1)})
+
+        b_thread = threading.Thread(target=run_b, daemon=True)
+        b_thread.start()
+        time.sleep(outage)
+        subprocess.run(["docker", "start", name], check=True, capture_output=True)
+        back_at = time.monotonic()
+        a_thread.join(300)
+        b_thread.join(300)
+        failure = a_result["failure"]
+        assert failure.reason == "lease_lost" and failure.transient, failure
+        lost_after = a_result["at"] - down_at
+        assert lost_after < back_at - down_at, "A must stop its container during the outage, not when B reclaims"
+        assert b_result["summary"]["device_ids"] == ["0", "1", "2", "3"]
+        retry = a_op.execute({"ti": FakeTI(2)})  # Airflow's retry of A
+        assert retry["attempt"] == 2 and retry["device_ids"] == ["0", "1", "2", "3"]
+        stop_watch.set()
+        assert seen and max(seen) == 1, f"two containers on one device: {max(seen)}"
+        mgr = LeaseManager(url)
+        assert mgr.holders() == []
+        reclaimed = [e for e in mgr.events() if e.event == "reclaimed"]
+        assert [e.cell_key for e in reclaimed] == [a_cell["key"]] and "heartbeat" in reclaimed[0].detail
+    finally:
+        stop_watch.set()
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    line = str(failure.detail)
+    drill.update(happened=f"A's heartbeat kept the lease for the TTL, then A stopped its container and failed "
+                          f"`lease_lost` (transient): {line[:110]}; B's decision waited for the database, reclaimed A's "
+                          f"stale lease (no container left) and ran; A's retry ran after B, valid",
+                 figure=f"A failed {lost_after:.0f} s into the outage; database back after {back_at - down_at:.0f} s; "
+                        f"at most {max(seen)} container per device in {len(seen)} samples; 0 leases held")

@@ -68,6 +68,7 @@ FAILURE_REASONS: dict[str, bool] = {
     "precision_unsupported": False,  # the GPU's compute capability is below the precision's (bf16, tf32: 8.0)
     "engine_unreachable": True,
     "lease_timeout": True,
+    "lease_lost": True,           # the heartbeat found the lease reclaimed, or could not renew it for a TTL
     "dataset_missing": False,
     "image_missing": False,
     "contract_missing_or_invalid": False,

@@ -147,9 +147,11 @@ class CellDockerOperator(DockerOperator):
             try:
                 checked = self.preflight(attempt, lease)
                 self.spec(attempt, lease, checked)
-                outcome = self.run(attempt, context)
+                outcome = self.run(attempt, context, lease)
                 self.write_placement(attempt, lease, checked)
-                failure = self.classify(attempt, outcome)
+                lost = self.lease_lost(lease)
+                failure = (Failure("lease_lost", outcome.exit_code, f"{lost}; its container was stopped") if lost
+                           else self.classify(attempt, outcome))
                 if failure:
                     raise self.fail(attempt, failure, outcome.lines)
                 summary = self.collect(attempt, lease, outcome)
@@ -213,7 +215,8 @@ class CellDockerOperator(DockerOperator):
             if self._cancelled.is_set():
                 raise self.fail(a, classify(None, [], cancelled=True)) from None
             raise self.fail(a, Failure("lease_timeout", None, str(exc))) from None
-        self._lease.start_heartbeat()
+        # its devices may be handed on at any moment now: no grace period for the container
+        self._lease.start_heartbeat(on_lost=lambda why: self._stop_container(f"lease lost ({why})", grace_s=0))
         return self._lease
 
     def preflight(self, a: Attempt, lease) -> dict:
@@ -267,11 +270,14 @@ class CellDockerOperator(DockerOperator):
                       cell["cell_id"], cell["label"], host.name, lease.device_ids, a.policy, lease.waited_s, a.number,
                       a.out)
 
-    def run(self, a: Attempt, context=None) -> Outcome:
+    def run(self, a: Attempt, context=None, lease=None) -> Outcome:
         """Run the container under the cell-timeout watchdog; its output is folded in a log group."""
         a.stage = "run"
         if self._cancelled.is_set():
             raise self.fail(a, classify(None, [], cancelled=True))
+        lost = lease and self.lease_lost(lease)  # renewed now: no decider can reclaim it for a TTL
+        if lost:
+            raise self.fail(a, Failure("lease_lost", None, f"{lost}; no container was started"))
         watchdog = threading.Timer(a.timeout_s, self._stop_for_timeout)
         watchdog.daemon = True
         threading.Thread(target=_warm_validation, daemon=True, name="gx-import").start()
@@ -299,6 +305,18 @@ class CellDockerOperator(DockerOperator):
             finally:
                 self.cli.remove_container(self.container["Id"], force=True)
         return Outcome(exit_code, [str(x) for x in lines], oom)
+
+    @staticmethod
+    def lease_lost(lease) -> str | None:
+        """Why the lease is lost, renewing it now; None while it holds. A result made after the
+        lease was lost is never valid: its devices may have been handed on."""
+        from scalebench.store.leases import LeaseLost
+
+        try:
+            lease.confirm()
+        except LeaseLost as exc:
+            return str(exc)
+        return None
 
     def classify(self, a: Attempt, outcome: Outcome) -> Failure | None:
         a.stage = "classify"
@@ -380,12 +398,12 @@ class CellDockerOperator(DockerOperator):
         except _engine_errors() as exc:  # the engine itself is checked when the container starts
             self.log.warning("could not look for leftover containers: %s", exc)
 
-    def _stop_container(self, why: str) -> None:
+    def _stop_container(self, why: str, grace_s: int = 5) -> None:
         container = getattr(self, "container", None)
         if container:
             self.log.error("%s: stopping container %s", why, container["Id"][:12])
             try:
-                self.cli.stop(container["Id"], timeout=5)
+                self.cli.stop(container["Id"], timeout=grace_s)
             except Exception as exc:
                 self.log.warning("could not stop container: %s", exc)
 

@@ -28,6 +28,8 @@ class DeviceLeaseRow(Base):
     exclusive: Mapped[bool] = mapped_column(Boolean)
     acquired_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float)
+    # set when a decider found the lease dead: its devices stay held until its containers are gone
+    reclaim_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class LeaseEventRow(Base):

@@ -8,10 +8,14 @@ constraint is the last line of defence. The database was chosen over a host-loca
 because the workers of one host may run in separate containers, and because the lease
 history (acquired / released / reclaimed) is then queryable next to the results.
 
-A holder heartbeats while its container runs. A lease is reclaimed when its heartbeat is
-older than the TTL, or at once when its holder ran on this machine and its pid is gone
-(SIGKILL, lost worker). Before reclaimed ids are handed out again, any container still
-running under that lease (label org.scalebench.lease) is stopped.
+A holder heartbeats while its container runs. A lease is dead when its heartbeat is older than
+the TTL, or at once when its holder ran on this machine and its pid is gone (SIGKILL, lost
+worker). A decider reclaims a dead lease in three steps: under the host lock it marks the lease
+(`reclaim_reason`), outside any transaction it stops the containers labelled with the lease
+(org.scalebench.lease), and under the lock again it frees the devices, only if the engine
+confirmed that no such container is left. A holder whose heartbeat finds its lease marked or
+gone, or that could not heartbeat for a whole TTL (a database outage), has lost it: it stops its
+container and its attempt fails as `lease_lost`.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from sqlalchemy import delete, insert, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from scalebench.core import paths
 from scalebench.core import topology
@@ -42,6 +46,14 @@ class LeaseTimeout(RuntimeError):
     """No device set could be leased in time; names the host, the request and the holders."""
 
 
+class LeaseLost(RuntimeError):
+    """A holder's lease was reclaimed, or could not be renewed for a whole TTL; says why."""
+
+
+class ReclaimUnconfirmed(RuntimeError):
+    """The engine could not confirm that a dead lease's containers are gone: its devices stay held."""
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -52,20 +64,33 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def engine_configured() -> bool:
+    """Whether this machine has a Docker engine to ask (DOCKER_HOST, or the default socket)."""
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
+
+
 def stop_lease_containers(lease_id: str) -> list[str]:
-    """Stop and remove containers labelled with the lease; returns their short ids."""
+    """Stop and remove the containers labelled with the lease and confirm none is left; returns
+    their short ids. [] on a machine with no engine at all (nothing can run there under the
+    lease); ReclaimUnconfirmed when an engine exists but did not answer or did not remove them."""
+    if not engine_configured():
+        return []
     try:
         import docker
 
         client = docker.from_env(timeout=30)
-        stopped = []
-        for c in client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"}):
-            c.remove(force=True)  # kill + remove: an orphan's work has no value
-            stopped.append(c.short_id)
-        return stopped
-    except Exception as exc:  # no engine here: nothing can be running under the lease on it
-        log.warning("could not look for containers of lease %s: %s", lease_id, exc)
-        return []
+        found = client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"})
+        for c in found:
+            try:
+                c.remove(force=True)  # kill + remove: an orphan's work has no value
+            except docker.errors.NotFound:
+                pass  # gone meanwhile
+        left = client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"})
+    except Exception as exc:
+        raise ReclaimUnconfirmed(f"the Docker engine did not answer ({type(exc).__name__}: {str(exc)[:160]})") from None
+    if left:
+        raise ReclaimUnconfirmed(f"containers {[c.short_id for c in left]} are still there after removal")
+    return [c.short_id for c in found]
 
 
 @dataclass
@@ -79,30 +104,75 @@ class Lease:
     waited_s: float
     co_tenants: set[str] = field(default_factory=set)
     manager: "LeaseManager | None" = None
+    lost: str | None = None  # why the lease was lost, once it was
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _renewed: float = field(default_factory=time.monotonic)  # the last heartbeat the database took
+    _on_lost: Callable[[str], None] | None = None
 
-    def start_heartbeat(self, interval_s: float | None = None) -> None:
+    def start_heartbeat(self, interval_s: float | None = None, on_lost: Callable[[str], None] | None = None) -> None:
+        """Renew the lease every TTL/4 in a thread. A failed renewal is logged with the time the lease
+        still holds; when the lease is lost, `on_lost(reason)` is called once (stop the container)."""
         interval_s = interval_s or max(self.manager.ttl_s / 4, 0.5)
+        self._on_lost = on_lost
 
         def beat():
             while not self._stop.wait(interval_s):
                 try:
-                    self.co_tenants |= self.manager.heartbeat(self)
-                except Exception as exc:
-                    log.warning("lease %s heartbeat failed: %s", self.lease_id, exc)
+                    self.confirm()
+                except LeaseLost:
+                    return
 
         self._thread = threading.Thread(target=beat, name=f"lease-{self.lease_id[:8]}", daemon=True)
         self._thread.start()
 
+    def confirm(self) -> None:
+        """Renew the lease now; LeaseLost if it is lost. A database that does not answer is
+        outlasted for one TTL: no decider can reclaim a lease before its heartbeat is that old."""
+        if self.lost:
+            raise LeaseLost(self.lost)
+        if self._stop.is_set():
+            return  # released by its holder (a cancel): nothing to renew, nothing lost
+        ttl = self.manager.ttl_s
+        try:
+            self.co_tenants |= self.manager.heartbeat(self)
+        except LeaseLost as exc:
+            self._lose(str(exc))
+        except Exception as exc:
+            silent = time.monotonic() - self._renewed
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            if silent >= ttl:
+                self._lose(f"no heartbeat reached the results database for {silent:.0f} s (ttl {ttl:.0f} s; last "
+                           f"error {why}): the lease may have been reclaimed")
+            log.warning("lease %s: heartbeat failed (%s); the lease holds for %.0f s more", self.lease_id[:8], why,
+                        ttl - silent)
+            return
+        silent = time.monotonic() - self._renewed
+        if silent > 2 * max(ttl / 4, 0.5):
+            log.warning("lease %s: heartbeat back after %.0f s without one (ttl %.0f s)", self.lease_id[:8], silent, ttl)
+        self._renewed = time.monotonic()
+
+    def _lose(self, reason: str) -> None:
+        self.lost = reason
+        log.error("lease %s of cell %s on %s devices %s lost: %s", self.lease_id[:8], self.cell_key, self.host,
+                  self.device_ids, reason)
+        if self._on_lost:
+            self._on_lost(reason)
+        raise LeaseLost(reason)
+
     def release(self) -> None:
-        """Stop heartbeating and free the devices; a second call does nothing (on_kill and execute race)."""
+        """Stop heartbeating and free the devices; a second call does nothing (on_kill and execute
+        race). A database that does not answer leaves the rows to expire with the TTL."""
         if self._stop.is_set():
             return
         self._stop.set()
-        if self._thread:
+        if self._thread and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        self.manager.release(self)
+        try:
+            self.manager.release(self)
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("lease %s: could not release (%s); a decider reclaims it once its heartbeat is %.0f s old",
+                        self.lease_id[:8], str(exc).splitlines()[0][:160], self.manager.ttl_s)
 
 
 class LeaseManager:
@@ -114,7 +184,13 @@ class LeaseManager:
         self.stop_containers = stop_containers
         self.me = socket.gethostname()
         self.engine = make_engine(self.url, immediate=True)
-        check_schema(self.engine, self.url)
+        self._checked = False
+        self.waiting_for: str | None = None  # why the last decision handed nothing out, when not plain busy
+
+    def _check_schema(self) -> None:
+        if not self._checked:  # at the first decision, not in __init__: a database that is down is waited for
+            check_schema(self.engine, self.url)
+            self._checked = True
 
     def _lock_host(self, conn, host: str) -> None:
         if conn.execute(update(LeaseHostRow).where(LeaseHostRow.host == host)
@@ -122,6 +198,8 @@ class LeaseManager:
             conn.execute(insert(LeaseHostRow).values(host=host, version=1))
 
     def _dead_reason(self, row, now: float) -> str | None:
+        if row.reclaim_reason:
+            return row.reclaim_reason
         age = now - row.heartbeat_at
         if age > self.ttl_s:
             return f"heartbeat {age:.0f}s old (ttl {self.ttl_s:.0f}s)"
@@ -133,30 +211,58 @@ class LeaseManager:
         conn.execute(insert(LeaseEventRow).values(lease_id=lease_id, host=host, devices=",".join(devices),
                                                   cell_key=cell_key, event=kind, detail=detail, at=time.time()))
 
-    def _try_acquire(self, host: Host, n: int, cell_key: str, exclusive: bool,
-                     avoid: list[str] | None = None) -> Lease | None:
+    def _mark_dead(self, host: str) -> dict[str, str]:
+        """Under the host lock: mark the dead leases (their devices stay held); lease id -> why."""
+        with self.engine.begin() as conn:
+            self._lock_host(conn, host)
+            now = time.time()
+            dead: dict[str, str] = {}
+            for r in conn.execute(select(DeviceLeaseRow).where(DeviceLeaseRow.host == host)).all():
+                why = self._dead_reason(r, now)
+                if why:
+                    dead[r.lease_id] = why
+            for lease_id, why in dead.items():
+                conn.execute(update(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease_id,
+                                                          DeviceLeaseRow.reclaim_reason.is_(None))
+                             .values(reclaim_reason=why))
+            return dead
+
+    def _stop_dead(self, dead: dict[str, str]) -> dict[str, str]:
+        """Outside any transaction: stop each dead lease's containers; lease id -> the event's detail,
+        for those the engine confirmed gone."""
+        confirmed, waiting = {}, []
+        for lease_id, why in dead.items():
+            try:
+                stopped = self.stop_containers(lease_id)
+            except ReclaimUnconfirmed as exc:
+                waiting.append(f"lease {lease_id[:8]} ({why}) is not reclaimed: {exc}")
+                log.warning("%s; its devices stay held", waiting[-1])
+                continue
+            confirmed[lease_id] = f"{why}; stopped containers {stopped or 'none'}"
+        self.waiting_for = "; ".join(waiting) or None
+        return confirmed
+
+    def _decide(self, host: Host, n: int, cell_key: str, exclusive: bool, avoid: list[str] | None,
+                freed: dict[str, str]) -> Lease | None:
+        """Under the host lock: free the confirmed dead leases, then choose and insert."""
         with self.engine.begin() as conn:
             self._lock_host(conn, host.name)
             now = time.time()
             rows = conn.execute(select(DeviceLeaseRow).where(DeviceLeaseRow.host == host.name)).all()
-            live = []
-            dead: dict[str, tuple[list, str]] = {}
-            for r in rows:
-                why = self._dead_reason(r, now)
-                if why:
-                    dead.setdefault(r.lease_id, ([], why))[0].append(r)
-                else:
-                    live.append(r)
-            for lease_id, (lrows, why) in dead.items():
-                stopped = self.stop_containers(lease_id)
+            for lease_id, detail in freed.items():
+                lrows = [r for r in rows if r.lease_id == lease_id and r.reclaim_reason]
+                if not lrows:
+                    continue  # released meanwhile, or freed by another decider
                 conn.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease_id))
                 devices = [r.device_id for r in lrows]
-                detail = f"{why}; stopped containers {stopped or 'none'}"
                 self._event(conn, lease_id, host.name, devices, lrows[0].cell_key, "reclaimed", detail)
                 log.warning("reclaimed lease %s on %s devices %s of cell %s: %s", lease_id, host.name, devices,
                             lrows[0].cell_key, detail)
+            live = [r for r in rows if r.lease_id not in freed]
             if any(r.exclusive for r in live) or (exclusive and live):
                 return None
+            if any(r.reclaim_reason is None and self._dead_reason(r, now) for r in live):
+                return None  # died since the marking: the next decision reclaims it first
             held = {r.device_id for r in live}
             chosen = topology.choose([d for d in host.device_ids if d not in held], n, host.topology, host.device_ids,
                                      avoid)
@@ -171,6 +277,15 @@ class LeaseManager:
             return Lease(lease_id, host.name, chosen, cell_key, exclusive, now, 0.0,
                          co_tenants={r.cell_key for r in live}, manager=self)
 
+    def _try_acquire(self, host: Host, n: int, cell_key: str, exclusive: bool,
+                     avoid: list[str] | None = None) -> Lease | None:
+        """One decision. No Docker call is made while the host lock is held (on SQLite the lock
+        is the whole database's: every heartbeat would wait for the engine)."""
+        self._check_schema()
+        dead = self._mark_dead(host.name)
+        freed = self._stop_dead(dead) if dead else {}
+        return self._decide(host, n, cell_key, exclusive, avoid, freed)
+
     def acquire(self, host: Host, n: int, cell_key: str, *, exclusive: bool = False, timeout_s: float = 3600,
                 poll_s: float = 1.0, abort: threading.Event | None = None, avoid: list[str] | None = None) -> Lease:
         """Block until n devices of `host` are leased to `cell_key` (all of them, if exclusive);
@@ -178,13 +293,17 @@ class LeaseManager:
         `avoid`: a device set to take only when no other is free (a rerun's flagged cell's set)."""
         if n > len(host.device_ids):
             raise LeaseTimeout(f"host {host.name} has {len(host.device_ids)} devices; cell {cell_key} asked for {n}")
-        start = time.monotonic()
+        start = said = time.monotonic()
         while True:
             try:
                 lease = self._try_acquire(host, n, cell_key, exclusive, avoid)
-            except (IntegrityError, OperationalError) as exc:  # a racing first insert, or a busy database
-                log.info("lease attempt on %s retried: %s", host.name, exc.__class__.__name__)
-                lease = None
+            except (IntegrityError, OperationalError, InterfaceError) as exc:  # a racing first insert, a busy or
+                lease, unreachable = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"  # down database
+                if time.monotonic() - said > 30:  # say it now and then, not every poll
+                    log.warning("lease decision on %s retried: %s", host.name, unreachable)
+                    said = time.monotonic()
+            else:
+                unreachable = None
             if lease:
                 lease.waited_s = time.monotonic() - start
                 log.info("leased %s devices %s to cell %s (%s, waited %.1fs)", host.name, lease.device_ids, cell_key,
@@ -193,16 +312,26 @@ class LeaseManager:
             if abort is not None and abort.is_set():
                 raise LeaseTimeout(f"stopped waiting for {n} devices on {host.name} for cell {cell_key}: cancelled")
             if time.monotonic() - start > timeout_s:
+                if unreachable:
+                    raise LeaseTimeout(f"no lease decision on {host.name} for cell {cell_key} within {timeout_s:.0f}s: "
+                                       f"the results database did not answer ({unreachable})")
                 holders = sorted({(r.cell_key, r.device_id) for r in self.holders(host.name)})
                 raise LeaseTimeout(f"no {n} free devices on {host.name} for cell {cell_key} within {timeout_s:.0f}s; "
-                                   f"held: {holders}")
+                                   f"held: {holders}" + (f"; {self.waiting_for}" if self.waiting_for else ""))
             time.sleep(poll_s)
 
     def heartbeat(self, lease: Lease) -> set[str]:
-        """Refresh the lease; returns the cells holding other devices of the host now."""
+        """Renew the lease; returns the cells holding other devices of the host now. LeaseLost when
+        a decider marked it dead or freed its devices: a renewal never brings a lease back."""
         with self.engine.begin() as conn:
-            conn.execute(update(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease.lease_id)
-                         .values(heartbeat_at=time.time()))
+            renewed = conn.execute(update(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease.lease_id,
+                                                                DeviceLeaseRow.reclaim_reason.is_(None))
+                                   .values(heartbeat_at=time.time())).rowcount
+            if not renewed:
+                why = conn.execute(select(DeviceLeaseRow.reclaim_reason)
+                                   .where(DeviceLeaseRow.lease_id == lease.lease_id)).scalars().first()
+                raise LeaseLost(f"reclaimed by another decider ({why})" if why else
+                                "its devices were reclaimed and handed on (no lease rows left)")
             others = conn.execute(select(DeviceLeaseRow.cell_key).where(DeviceLeaseRow.host == lease.host,
                                                                         DeviceLeaseRow.lease_id != lease.lease_id))
             return {k for (k,) in others}

@@ -330,3 +330,50 @@ def test_a_container_left_by_an_earlier_attempt_is_removed_before_the_next_start
     assert filters == {"label": f"org.scalebench.cell={cell['key']}", "status": ["created", "exited", "dead"]}
     removed = [c.args[0] for c in client.remove_container.call_args_list]
     assert removed == ["deadbeef" * 8, "c0ffee" * 8]  # the leftover first, then this attempt's own
+
+
+def _reclaim_during_run(client, cell):
+    """While the container 'runs': another decider reclaims the cell's lease (its heartbeat aged)."""
+    from sqlalchemy import update
+
+    from scalebench.store.lease_tables import DeviceLeaseRow
+
+    def wait(*_a, **_k):
+        mgr = LeaseManager()
+        with mgr.engine.begin() as conn:
+            conn.execute(update(DeviceLeaseRow).values(heartbeat_at=0.0))
+        mgr.stop_containers = lambda lease_id: []
+        mgr.acquire(Configs().fleet.host("local"), 4, "next-cell").release()
+        return {"StatusCode": 0}
+
+    client.wait.side_effect = wait
+
+
+def test_a_result_made_after_the_lease_was_reclaimed_is_lease_lost_never_valid(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    _reclaim_during_run(client, cell)
+    exc = _fails(op, ctx)
+    assert isinstance(exc, CellFailed) and exc.failure.reason == "lease_lost" and exc.failure.transient
+    assert "attempt 1 failed: lease_lost, exit code 0 (transient): its devices were reclaimed" in str(exc)
+    assert not (attempt_dir(cell, 1) / "validation.json").exists()
+    record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    [stored] = Store().cells()
+    assert stored["status"] == "failed" and stored["attempts"][0]["reason"] == "lease_lost"
+
+
+def test_a_lost_lease_stops_the_container_at_once(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"])
+    stops = []
+    client.stop.side_effect = lambda cid, timeout: stops.append(timeout)
+
+    def wait(*_a, **_k):
+        op._lease.lost = None
+        op._lease._renewed -= op._lease.manager.ttl_s + 1  # a whole TTL without a renewal
+        op._lease.manager = mock.Mock(ttl_s=op._lease.manager.ttl_s, heartbeat=mock.Mock(side_effect=OSError("down")))
+        with pytest.raises(Exception, match="no heartbeat reached the results database"):
+            op._lease.confirm()
+        return {"StatusCode": 137}
+
+    client.wait.side_effect = wait
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == "lease_lost" and stops == [0]  # no grace: its devices may be handed on

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from scalebench.core.config import Host
-from scalebench.store.leases import LeaseManager, LeaseTimeout
+from scalebench.store.leases import LeaseLost, LeaseManager, LeaseTimeout, ReclaimUnconfirmed
 from scalebench.store.db import upgrade
 from scalebench.core.topology import choose
 
@@ -105,18 +105,135 @@ def test_expired_heartbeat_is_reclaimed(url, tmp_path):
 
 
 def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(url, tmp_path):
-    mgr = LeaseManager(url, ttl_s=1.0, stop_containers=lambda lease_id: [])
+    mgr = LeaseManager(url, ttl_s=2.0, stop_containers=lambda lease_id: [])
     a = mgr.acquire(HOST, 1, "a")
-    a.start_heartbeat(0.1)
+    a.start_heartbeat(0.1)  # 20 renewals per TTL: a loaded machine may miss several
     b = mgr.acquire(HOST, 1, "b")
     assert b.co_tenants == {"a"}
-    time.sleep(1.5)
+    time.sleep(2.5)
     c = mgr.acquire(HOST, 1, "c")  # deciding reclaims stale leases: b (no heartbeat), not a
     assert [e.cell_key for e in mgr.events() if e.event == "reclaimed"] == ["b"]
     assert {r.cell_key for r in mgr.holders()} == {"a", "c"}
     assert "b" in a.co_tenants
     for lease in (a, b, c):
         lease.release()
+
+
+def test_a_reclaimed_holder_learns_it_at_its_next_heartbeat_and_stops_its_container(url):
+    """The holder's heartbeat never brings a reclaimed lease back: it raises, and on_lost runs once."""
+    holder = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: [])
+    lease = holder.acquire(HOST, 2, "victim")
+    stopped = []
+    lease.start_heartbeat(3600, on_lost=stopped.append)  # no beat of its own: this test renews by hand
+    time.sleep(0.4)
+    nxt = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: ["c0ffee"]).acquire(HOST, 4, "next")
+    with pytest.raises(LeaseLost, match="no lease rows left"):
+        lease.confirm()
+    with pytest.raises(LeaseLost):
+        lease.confirm()  # lost stays lost, and the container is stopped once
+    assert len(stopped) == 1 and lease.lost == stopped[0]
+    lease.release()
+    nxt.release()
+    assert holder.holders() == []
+
+
+def test_a_lease_marked_for_reclaim_cannot_be_renewed(url):
+    mgr = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: [])
+    lease = mgr.acquire(HOST, 1, "victim")
+    time.sleep(0.4)
+    dead = mgr._mark_dead(HOST.name)  # a decider's first step: marked, devices still held
+    assert list(dead) == [lease.lease_id] and mgr.holders()[0].reclaim_reason == dead[lease.lease_id]
+    with pytest.raises(LeaseLost, match=r"reclaimed by another decider \(heartbeat \d+s old"):
+        lease.confirm()
+    lease.release()
+
+
+class FlakyDatabase:
+    """A manager whose heartbeats fail (the database is down) until `back` is set."""
+
+    def __init__(self, mgr):
+        self.mgr, self.back, self.calls = mgr, False, 0
+
+    def heartbeat(self, lease):
+        from sqlalchemy.exc import OperationalError
+
+        self.calls += 1
+        if not self.back:
+            raise OperationalError("UPDATE device_leases", {}, Exception("connection refused"))
+        return self.mgr.heartbeat(lease)
+
+    def __getattr__(self, name):
+        return getattr(self.mgr, name)
+
+
+def test_the_heartbeat_outlasts_an_outage_shorter_than_the_ttl_and_says_so(url, caplog):
+    mgr = LeaseManager(url, ttl_s=2.0, stop_containers=lambda lease_id: [])
+    lease = mgr.acquire(HOST, 1, "held")
+    lease.manager = FlakyDatabase(mgr)
+    lease.confirm()  # down, 0 s into the outage
+    assert lease.lost is None and "heartbeat failed (OperationalError" in caplog.text and "holds for 2 s more" in caplog.text
+    lease.manager.back = True
+    lease.confirm()
+    assert lease.lost is None and mgr.holders()[0].heartbeat_at > lease.acquired_at
+    lease.manager.back = False
+    lease._renewed -= 2.0  # the outage has now lasted a whole TTL
+    with pytest.raises(LeaseLost, match="no heartbeat reached the results database for 2 s"):
+        lease.confirm()
+    lease.manager = mgr
+    lease.release()
+
+
+def test_a_reclaim_the_engine_cannot_confirm_keeps_the_devices_held(url):
+    answers = {"engine": False}
+
+    def stop(lease_id):
+        if not answers["engine"]:
+            raise ReclaimUnconfirmed("the Docker engine did not answer (ReadTimeout: 30 s)")
+        return ["c0ffee"]
+
+    mgr = LeaseManager(url, ttl_s=0.3, stop_containers=stop)
+    dead = mgr.acquire(HOST, 4, "dead")
+    time.sleep(0.4)
+    with pytest.raises(LeaseTimeout, match=r"is not reclaimed: the Docker engine did not answer"):
+        mgr.acquire(HOST, 1, "next", timeout_s=0.3, poll_s=0.05)
+    assert {r.device_id for r in mgr.holders()} == {"0", "1", "2", "3"}  # still held: the container may run
+    assert all(r.reclaim_reason for r in mgr.holders())
+    answers["engine"] = True
+    nxt = mgr.acquire(HOST, 1, "next", timeout_s=2)
+    [ev] = [e for e in mgr.events() if e.event == "reclaimed"]
+    assert ev.lease_id == dead.lease_id and "c0ffee" in ev.detail
+    nxt.release()
+
+
+def _age(mgr, lease, seconds):
+    """Make a lease's last heartbeat `seconds` old, as if its holder had stopped renewing it."""
+    from sqlalchemy import update
+
+    from scalebench.store.lease_tables import DeviceLeaseRow
+
+    with mgr.engine.begin() as conn:
+        conn.execute(update(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease.lease_id)
+                     .values(heartbeat_at=DeviceLeaseRow.heartbeat_at - seconds))
+
+
+def test_no_docker_call_is_made_while_the_host_lock_is_held(url):
+    """The engine may take 30 s to answer: meanwhile another holder's heartbeat must go through."""
+    other = LeaseManager(url, stop_containers=lambda lease_id: []).acquire(HOST, 1, "other")
+    renewed = []
+
+    def stop(lease_id):
+        t = time.monotonic()
+        other.manager.heartbeat(other)  # on SQLite a held host lock is the database's write lock
+        renewed.append(time.monotonic() - t)
+        return []
+
+    mgr = LeaseManager(url, stop_containers=stop)
+    dead = mgr.acquire(HOST, 1, "dead")
+    _age(mgr, dead, 3600)
+    lease = mgr.acquire(HOST, 2, "next", timeout_s=5)
+    assert len(renewed) == 1 and renewed[0] < 5  # not the busy timeout (30 s): no lock held
+    lease.release()
+    other.release()
 
 
 def test_exclusive_lease_waits_for_an_empty_host_and_blocks_others(url, tmp_path):
