@@ -307,9 +307,19 @@ def cmd_prune(args, configs: Configs) -> dict:
 
 def cmd_db(args, configs: Configs) -> str:
     from scalebench.core import paths
+    from scalebench.store import backup
     from scalebench.store.db import upgrade
 
     url = paths.store_url()
+    if args.action in ("backup", "restore"):
+        if not args.file:
+            raise ConfigError(f"scalebench db {args.action} needs a FILE")
+        try:
+            if args.action == "backup":
+                return backup.backup(url, args.file, pg_container=args.pg_container)
+            return backup.restore(args.file, url, pg_container=args.pg_container)
+        except backup.BackupError as exc:
+            raise ConfigError(str(exc)) from None
     before, after = upgrade(url)
     where = url.split("@")[-1]
     if before == after:
@@ -389,7 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--older-than", type=float, metavar="DAYS", help="age in days (default: fleet retention_days)")
     p.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     p = sub.add_parser("db", help="the results database")
-    p.add_argument("action", choices=["upgrade"], help="upgrade: create or migrate the schema (idempotent, locked)")
+    p.add_argument("action", choices=["upgrade", "backup", "restore"],
+                   help="upgrade: create or migrate the schema (idempotent, locked); backup FILE: the whole store to "
+                        "a new file; restore FILE: a backup into an empty store (SCALEBENCH_STORE_URL)")
+    p.add_argument("file", nargs="?", help="the backup file (backup, restore)")
+    p.add_argument("--pg-container", metavar="NAME", help="PostgreSQL: run pg_dump/pg_restore inside this container "
+                                                          "(e.g. the compose stack's postgres service)")
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)

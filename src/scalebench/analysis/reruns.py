@@ -15,7 +15,7 @@ from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
 
 from scalebench.core import nights
 from scalebench.core.cells import ACCURACY
-from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.attempt_folders import cell_attempts
 from scalebench.analysis.history import build_series
 from scalebench.analysis.regress import Gates, judge, wants_rerun
 from scalebench.core.records import FigureRow, PlannedCell
@@ -85,7 +85,7 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
 
 def _devices_of(cell: dict) -> list[str] | None:
     """The device set of the cell's valid attempt (its placement), to rerun elsewhere."""
-    for folder in sorted(attempt_dir(cell, 1).parent.glob("attempt-*"), reverse=True):
+    for _, folder in reversed(cell_attempts(cell)):
         if (folder / PLACEMENT_FILE).exists():
             return read_json(folder / PLACEMENT_FILE).get("device_ids")
     return None

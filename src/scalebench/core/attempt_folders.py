@@ -1,5 +1,9 @@
 """Where a run's files live on disk: results/<dag_id>/<run_id>/<cell_id>/attempt-<n>/, one
-folder per try of a cell, holding the files named in scalebench_kit.names."""
+folder per try of a cell, holding the files named in scalebench_kit.names.
+
+A folder is never reused: an attempt's number is its Airflow try number unless that folder
+exists already (a deleted and re-created run, a repeated `dags test`, tries that start at 1
+again), and then the next number past every folder of the cell."""
 from __future__ import annotations
 
 import re
@@ -39,3 +43,35 @@ def run_dir(dag_id: str, run_id: str) -> Path:
 
 def attempt_dir(cell: dict, attempt: int) -> Path:
     return run_dir(cell["dag_id"], cell["run_id"]) / cell["cell_id"] / f"attempt-{attempt}"
+
+
+def cell_attempts(cell: dict) -> list[tuple[int, Path]]:
+    """The cell's attempt folders, (number, folder), by number (attempt-10 after attempt-9)."""
+    base = attempt_dir(cell, 1).parent
+    found = [(int(p.name.split("-", 1)[1]), p) for p in base.glob("attempt-*") if p.name.split("-", 1)[1].isdigit()]
+    return sorted(found)
+
+
+def claim(cell: dict, try_number: int) -> tuple[int, Path]:
+    """A new attempt folder for this try, created here (mkdir is atomic: two claimants never share
+    one); its number is the try number when free, else past every folder the cell has."""
+    number = try_number
+    while True:
+        out = attempt_dir(cell, number)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir()
+            return number, out
+        except FileExistsError:
+            number = max([number] + [n for n, _ in cell_attempts(cell)]) + 1
+
+
+def contract_mismatch(cell: dict, attempt: int, contract: dict) -> str | None:
+    """Why a result contract is not this folder's (another cell, benchmark, run or attempt), naming
+    both sides; None when it is."""
+    says = contract.get("cell") or {}
+    wrong = [f"{name} {says.get(field)!r} (the folder's is {want!r})"
+             for name, field, want in (("cell key", "key", cell["key"]), ("benchmark", "benchmark", cell["benchmark"]),
+                                       ("run", "run_id", cell["run_id"]), ("attempt", "attempt", attempt))
+             if says.get(field) != want]
+    return f"the contract names {', '.join(wrong)}: it is not this attempt's result" if wrong else None

@@ -65,6 +65,7 @@ class FigureRow(StoredCellFields):
     status: Status
     reason: str | None               # why the last attempt failed, when there is no figure
     figure: Figure | None
+    others: list[str]                # its attempts but the one shown, e.g. "attempt 1 failed (lease_lost)"
 
 
 class AttemptRecord(TypedDict):
@@ -80,6 +81,9 @@ class AttemptRecord(TypedDict):
     image_digest: str | None
     placement: dict[str, Any] | None
     fingerprint: dict[str, Any] | None
+    task_id: str | None        # the Airflow task instance that ran it (None: recorded before 0008)
+    map_index: int | None
+    try_number: int | None
     recorded_at: str
 
 

@@ -26,13 +26,13 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
-from scalebench_kit.names import (ATTEMPT_FILES, CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE,
+from scalebench_kit.names import (CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE, TASK_FILE,
                                   VALIDATION_FILE)
 
 from scalebench.orchestration import notes
 from scalebench.core import paths
 from scalebench.cell import preflight
-from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.attempt_folders import claim, contract_mismatch
 from scalebench.core.cells import timing_policy
 from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
 from scalebench.cell.container import CELL_LABEL, settings
@@ -141,7 +141,7 @@ class CellDockerOperator(DockerOperator):
     # -- the cell ---------------------------------------------------------------------------
     def execute(self, context) -> dict:
         self._ti = context["ti"]
-        attempt = self.begin(self._ti.try_number)
+        attempt = self.begin(self._ti)
         try:
             lease = self.lease(attempt)
             try:
@@ -180,15 +180,20 @@ class CellDockerOperator(DockerOperator):
             self._lease.release()
 
     # -- phases -----------------------------------------------------------------------------
-    def begin(self, number: int) -> Attempt:
+    def begin(self, ti) -> Attempt:
+        """A new attempt folder (never one with files of an earlier attempt) and what the attempt runs."""
         cell = self.cell
         configs = Configs()
         bench = configs.benchmark(self.benchmark_id)
         res = bench.resolved(cell["profile"])
-        out = attempt_dir(cell, number)
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in ATTEMPT_FILES:  # a cleared and rerun task reuses its attempt number
-            (out / stale).unlink(missing_ok=True)
+        number, out = claim(cell, ti.try_number)
+        write_json_atomic(out / TASK_FILE, {"dag_id": cell["dag_id"], "run_id": cell["run_id"], "task_id": ti.task_id,
+                                            "map_index": getattr(ti, "map_index", -1), "try_number": ti.try_number,
+                                            "attempt": number})
+        if number != ti.try_number:
+            self.log.warning("try %d of this task: attempt-%d exists already (a re-created run or a repeated "
+                             "`dags test`); this try is attempt %d, in its own folder", ti.try_number, ti.try_number,
+                             number)
         for line in account_for_lost_attempts(cell, number):
             print(line)
         host = configs.fleet.host(self.host_name)
@@ -333,6 +338,9 @@ class CellDockerOperator(DockerOperator):
         except ContractError as exc:
             raise self.fail(a, Failure("contract_missing_or_invalid", outcome.exit_code, str(exc)),
                             outcome.lines) from None
+        mismatch = contract_mismatch(a.cell, a.number, result)
+        if mismatch:
+            raise self.fail(a, Failure("contract_missing_or_invalid", outcome.exit_code, mismatch), outcome.lines)
         summary = {"cell": a.cell, "attempt": a.number, "attempt_dir": str(a.out), "device_ids": lease.device_ids,
                    "timing_policy": a.policy, "co_tenants": sorted(lease.co_tenants),
                    "train_s": result["timing"]["train_s"], "metrics": result["metrics"],

@@ -124,6 +124,8 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
                    for c in mine if c["figure"] is None],
         refused=[c["label"] for c in refused],
+        retried=[{"label": c["label"], "figure": c["figure"]["attempt"] if c["figure"] else None,
+                  "others": c["others"]} for c in mine if c.get("others")],
     )
 
 

@@ -89,6 +89,7 @@ class Row:
     valid: int
     not_valid: list[dict]
     refused: list[str]
+    retried: list[dict] = field(default_factory=list)  # cells with other attempts: {label, figure attempt, others}
     steps_per_epoch: dict[int, int] = field(default_factory=dict)  # what an epoch was, per GPU count (contracts that say)
     epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target

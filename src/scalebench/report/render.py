@@ -195,6 +195,10 @@ def markdown(rep: Report) -> str:
             for r in rows for lab in r.refused]
     bad += [f"- {r.name}: every ratio refused ({r.basis_refusal})" for r in rows if r.basis_refusal]
     out += bad or ["- none"]
+    out += ["", "## Cells with more than one attempt", "", "Every attempt is kept; a cell's figure is its newest "
+            "valid attempt.", ""]
+    out += [f"- {r.name}: {x['label']}: " + (f"attempt {x['figure']} is the figure; " if x["figure"] else "")
+            + "; ".join(x["others"]) for r in rows for x in r.retried] or ["- none"]
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:
         out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")

@@ -4,15 +4,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalebench_kit.contract import ContractError, load_result, read_json
-from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, VALIDATION_FILE
+from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, TASK_FILE, VALIDATION_FILE
 
-from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.attempt_folders import cell_attempts, contract_mismatch
 from scalebench.store.db import OUTAGE_WAIT_S, outlasting_outages
 from scalebench.store.results import Store
 
 
-def attempt_record(folder: Path) -> tuple[str, dict]:
-    """(status, fields) for one attempt folder, from what it holds on disk."""
+def attempt_record(folder: Path, cell: dict | None = None, number: int | None = None) -> tuple[str, dict]:
+    """(status, fields) for one attempt folder, from what it holds on disk. With the cell and the
+    attempt number, a contract that names another cell, benchmark, run or attempt is refused."""
     failure = folder / FAILURE_FILE
     validation = folder / VALIDATION_FILE
     if failure.exists() and not validation.exists():  # a verdict means the result was read: judged below
@@ -24,6 +25,9 @@ def attempt_record(folder: Path) -> tuple[str, dict]:
         contract = load_result(folder / RESULT_FILE)
     except ContractError as exc:
         return "invalid", {"reason": "contract_missing_or_invalid", "message": str(exc)}
+    mismatch = cell is not None and contract_mismatch(cell, number, contract)
+    if mismatch:  # never filed under a cell it is not: the contract stays in its folder, not in the store
+        return "invalid", {"reason": "contract_missing_or_invalid", "message": f"{folder}: {mismatch}"}
     if not validation.exists():
         return "invalid", {"reason": "not_validated", "message": f"{folder}: not validated", "contract": contract}
     verdict = read_json(validation)
@@ -38,22 +42,22 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict], run_ro
     counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
     not_valid = []
     for cell in cells:
-        attempts = sorted(attempt_dir(cell, 1).parent.glob("attempt-*"),
-                          key=lambda p: int(p.name.split("-")[1]))
         # an attempt that failed before its container (lease, pre-flight, a task before the cells)
         # has failure.json but no cell.json: it still counts, with its reason
-        attempts = [a for a in attempts if (a / CELL_SPEC_FILE).exists() or (a / FAILURE_FILE).exists()]
+        attempts = [(n, a) for n, a in cell_attempts(cell) if (a / CELL_SPEC_FILE).exists() or (a / FAILURE_FILE).exists()]
         if not attempts:  # planned and never started: the only meaning of "missing"
             counts["missing"] += 1
             not_valid.append(f"{cell['label']}: missing (never started)")
             store.record_missing(cell)
             continue
         statuses = []
-        for a in attempts:
-            status, fields = attempt_record(a)
+        for number, a in attempts:
+            status, fields = attempt_record(a, cell, number)
             if (a / PLACEMENT_FILE).exists():
                 fields["placement"] = read_json(a / PLACEMENT_FILE)
-            store.record_attempt(cell, int(a.name.split("-")[1]), status, **fields)
+            if (a / TASK_FILE).exists():
+                fields["task"] = read_json(a / TASK_FILE)
+            store.record_attempt(cell, number, status, **fields)
             counts[status] += 1
             statuses.append((status, fields.get("reason")))
         if "valid" not in [s for s, _ in statuses]:

@@ -1,12 +1,13 @@
 """Results store: every attempt of every cell, in any SQLAlchemy database (SQLite by default).
 
 The schema is the database's (scalebench.store.db): opening a store checks it and never migrates. A
-cell's figure is its latest valid attempt; failed or invalid attempts are kept for the record
-but never hide it.
+cell's figure is its newest valid attempt; failed or invalid attempts are kept for the record
+but never hide it. Attempts are append-only: a row, once written, is never updated or deleted.
 """
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
@@ -19,6 +20,7 @@ from scalebench.core.provenance import system_of
 from scalebench.core.records import CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell, StoredCell
 
 STATUSES = ("valid", "invalid", "failed")
+log = logging.getLogger(__name__)
 
 
 def config_sha(contract: dict | None) -> str | None:
@@ -77,6 +79,9 @@ class AttemptRow(Base):
     config_sha: Mapped[str | None] = mapped_column(String(64), nullable=True)
     timing: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     fingerprint: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # provenance.system_of(contract)
+    task_id: Mapped[str | None] = mapped_column(String(250), nullable=True)  # the Airflow task instance that ran it
+    map_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    try_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
 
@@ -114,12 +119,11 @@ class Store:
 
     def record_attempt(self, cell: PlannedCell, attempt: int, status: str, *, reason: str | None = None,
                        exit_code: int | None = None, message: str | None = None, contract: dict | None = None,
-                       placement: dict | None = None) -> str:
-        """Insert or update one attempt; returns 'inserted', 'updated' or 'kept'.
-
-        Recording the same attempt again updates it in place (one row), except that a valid
-        attempt is never replaced by a failed or invalid one.
-        """
+                       placement: dict | None = None, task: dict | None = None) -> str:
+        """Insert one attempt; returns 'inserted', 'kept' (recorded before, the same) or 'conflict'
+        (recorded before, differently: the first record stands, and the difference is logged).
+        The record step is re-run freely; an attempt's folder is never reused, so a conflict
+        means its files were changed by hand."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
         now = dt.datetime.now(dt.timezone.utc)
@@ -133,7 +137,8 @@ class Store:
             "metrics": (contract or {}).get("metrics"), "contract": contract,
             "image_digest": (contract or {}).get("provenance", {}).get("image_digest"), "placement": placement,
             "config_sha": config_sha(contract), "timing": timing or None, "fingerprint": system_of(contract),
-            "recorded_at": now,
+            "task_id": (task or {}).get("task_id"), "map_index": (task or {}).get("map_index"),
+            "try_number": (task or {}).get("try_number"), "recorded_at": now,
         }
         with Session(self.engine) as s, s.begin():
             row = self._cell_row(s, cell, now)
@@ -141,11 +146,12 @@ class Store:
             if att is None:
                 s.add(AttemptRow(cell_id=row.id, attempt=attempt, **values))
                 return "inserted"
-            if att.status == "valid" and status != "valid":
-                return "kept"
-            for k, v in values.items():
-                setattr(att, k, v)
-            return "updated"
+            first = (att.status, att.reason, att.contract)
+        if first == (status, reason, contract):
+            return "kept"
+        log.warning("attempt %d of cell %s (%s) was recorded as %s (%s); its files now say %s (%s): the first record "
+                    "stands", attempt, cell["key"], cell.get("label"), first[0], first[1], status, reason)
+        return "conflict"
 
     @staticmethod
     def _cell_row(s: Session, cell: dict, now: dt.datetime) -> CellRow:
@@ -221,14 +227,19 @@ class Store:
                 if cur is None:
                     cur = rows[r["key"]] = {f: r[f] for f in CELL_FIELDS}
                     cur.update(night=r["night"], role=r["role"], rerun_of=r["rerun_of"], status="missing", reason=None,
-                               figure=None)
+                               figure=None, others=[])
                 if r["status"] is None:
                     continue
-                if r["status"] == "valid":
+                cur["others"].append((r["attempt"], r["status"], r["reason"]))
+                if r["status"] == "valid":  # ordered by attempt: the newest valid attempt is the figure
                     cur["figure"] = Figure(**{k: r[k] for k in Figure.__annotations__})
                     cur["status"], cur["reason"] = "valid", None
                 elif cur["figure"] is None:
                     cur["status"], cur["reason"] = r["status"], r["reason"]
+        for cur in rows.values():
+            shown = cur["figure"]["attempt"] if cur["figure"] else (cur["others"][-1][0] if cur["others"] else None)
+            cur["others"] = [f"attempt {n} {status}" + (f" ({reason})" if reason else "")
+                             for n, status, reason in cur["others"] if n != shown]
         return list(rows.values())
 
     def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[StoredCell]:
@@ -244,7 +255,8 @@ class Store:
                 attempts = [AttemptRecord(
                     attempt=a.attempt, status=a.status, reason=a.reason, exit_code=a.exit_code, message=a.message,
                     train_s=a.train_s, images_per_s=a.images_per_s, metrics=a.metrics, image_digest=a.image_digest,
-                    placement=a.placement, fingerprint=a.fingerprint, recorded_at=a.recorded_at.isoformat(),
+                    placement=a.placement, fingerprint=a.fingerprint, task_id=a.task_id, map_index=a.map_index,
+                    try_number=a.try_number, recorded_at=a.recorded_at.isoformat(),
                 ) for a in row.attempts]
                 valid = [a for a in attempts if a["status"] == "valid"]
                 cell = {f: getattr(row, f) for f in CELL_FIELDS}

@@ -12,7 +12,7 @@ import requests
 from airflow.providers.docker.hooks.docker import DockerHook
 
 from scalebench.cell import preflight
-from scalebench.core.attempt_folders import attempt_dir
+from scalebench.core.attempt_folders import attempt_dir, cell_attempts
 from scalebench.core.config import Configs
 from scalebench.store.leases import LeaseManager
 from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
@@ -27,7 +27,7 @@ def cell_op(tmp_path, monkeypatch):
     notes_set = []
     monkeypatch.setattr("scalebench.orchestration.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
 
-    def make(exit_code=0, lines=(), oom=False, writes_result=False, **probe_kw):
+    def make(exit_code=0, lines=(), oom=False, writes_result=False, writes_for=None, **probe_kw):
         op, ctx, cell, tree = make_probe(tmp_path, "unused: the engine is a mock", **probe_kw)
         monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
         ctx["ti"].dag_id = "scalebench_probe"
@@ -39,9 +39,9 @@ def cell_op(tmp_path, monkeypatch):
         client.wait.return_value = {"StatusCode": exit_code}
         client.inspect_container.return_value = {"State": {"ExitCode": exit_code, "OOMKilled": oom}}
         if writes_result:
-            def start(_id):
-                (attempt_dir(cell, ctx["ti"].try_number) / "metrics.json").write_text(
-                    json.dumps(sample_contract(cell, attempt=ctx["ti"].try_number)))
+            def start(_id):  # the trainer writes its contract into the attempt's folder (the newest)
+                number, folder = cell_attempts(cell)[-1]
+                (folder / "metrics.json").write_text(json.dumps(sample_contract(writes_for or cell, attempt=number)))
             client.start.side_effect = start
         op.hook = mock.MagicMock(spec=DockerHook, api_client=client, client_created=True)
         return op, ctx, cell, client, notes_set
@@ -377,3 +377,36 @@ def test_a_lost_lease_stops_the_container_at_once(cell_op):
     client.wait.side_effect = wait
     exc = _fails(op, ctx)
     assert exc.failure.reason == "lease_lost" and stops == [0]  # no grace: its devices may be handed on
+
+
+def test_a_replayed_try_number_gets_its_own_folder_and_both_attempts_are_kept(cell_op, tmp_path):
+    """A deleted and re-created run (or a second `dags test` of one date) starts its tries at 1
+    again: the second try 1 becomes attempt 2, and attempt 1's files are untouched."""
+    from scalebench.orchestration.operators import CellDockerOperator
+
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
+    first = op.execute(ctx)
+    before = {p.name: p.read_bytes() for p in attempt_dir(cell, 1).iterdir()}
+    again = CellDockerOperator(task_id="probe", cell=cell, dataset=op.dataset, benchmark_id="probe", host_name="local",
+                               image=op.image)
+    again.hook = op.hook
+    second = again.execute(ctx)  # the same try number, 1
+    assert (first["attempt"], second["attempt"]) == (1, 2)
+    assert {p.name: p.read_bytes() for p in attempt_dir(cell, 1).iterdir()} == before
+    task = json.loads((attempt_dir(cell, 2) / "task.json").read_text())
+    assert task == {"dag_id": cell["dag_id"], "run_id": cell["run_id"], "task_id": "probe", "map_index": 0,
+                    "try_number": 1, "attempt": 2}
+    record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    [stored] = Store().cells()
+    assert [(a["attempt"], a["status"], a["try_number"]) for a in stored["attempts"]] == [(1, "valid", 1), (2, "valid", 1)]
+    assert stored["figure"]["attempt"] == 2  # the newest valid attempt is the figure
+
+
+def test_a_contract_of_another_cell_is_refused_naming_both(cell_op):
+    from tests.support.samples import sample_cell
+
+    other = sample_cell(gpus=1, repeat=2, benchmark="probe", dag_id="scalebench_probe")
+    op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True, writes_for=other)
+    exc = _fails(op, ctx)
+    assert exc.failure.reason == "contract_missing_or_invalid"
+    assert f"the contract names cell key {other['key']!r} (the folder's is {cell['key']!r})" in str(exc)

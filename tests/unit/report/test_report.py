@@ -15,11 +15,13 @@ NIGHT = "2026-11-28"
 
 
 def record(store, gpus, epochs, repeat, train_s, run_id="scheduled__n1", night=NIGHT, run_type="scheduled",
-           bench="resnet50_keras_cifar10", digest="sha256:def", **metrics):
+           bench="resnet50_keras_cifar10", digest="sha256:def", parameters=None, **metrics):
     cell = sample_cell(gpus=gpus, epochs=epochs, repeat=repeat, run_id=run_id, night=night, run_type=run_type,
                        benchmark=bench, dag_id=f"scalebench_{bench}")
     contract = sample_contract(cell, train_s=train_s, **metrics)
     contract["provenance"]["image_digest"] = digest
+    if parameters:
+        contract["model"]["parameters"] = parameters
     store.record_attempt(cell, 1, "valid", contract=contract)
     return cell
 
@@ -265,10 +267,7 @@ def test_model_size_comes_from_the_benchmarks_own_run(isolated_state):
     run = "scheduled__2026-11-28T01:00:00+00:00"
     for b, params, (t2, t4) in (("a", 1_000, (90, 80)), ("b", 50_000, (60, 45)), ("c", 9_000_000, (55, 30))):
         for g, t in ((1, 100), (2, t2), (4, t4)):
-            cell = record(store, g, 3, 1, t, run_id=run, bench=b)
-            contract = sample_contract(cell, train_s=t)
-            contract["model"]["parameters"] = params
-            store.record_attempt(cell, 1, "valid", contract=contract)
+            record(store, g, 3, 1, t, run_id=run, bench=b, parameters=params)
     rep = build_report(store, NIGHT, Options())
     assert {r.benchmark: r.parameters for r in rep.rows} == {"a": 1_000, "b": 50_000, "c": 9_000_000}
     assert "rho between parameter count and 4-GPU efficiency +1.00" in rep.conclusions[2]
@@ -464,3 +463,19 @@ def test_the_weekly_accuracy_run_is_reported_beside_the_nightly_table_and_a_skip
     # a night after: no nightly figures yet, the weekly run is still the latest
     later = build(store.figures(up_to_night="2026-11-29"), "2026-11-29", opts, store.runs("2026-11-29"))
     assert [r.run_id for r in later.accuracy_rows] == ["scheduled__w1"] and later.missing == opts.expected
+
+
+def test_a_cells_other_attempts_are_listed_and_the_newest_valid_one_is_the_figure():
+    store = Store()
+    for g in (1, 2):
+        record(store, g, 3, 1, 10.0 / g)
+    cell = sample_cell(gpus=2, epochs=3, repeat=1, run_id="scheduled__n1", night=NIGHT, run_type="scheduled")
+    store.record_attempt(cell, 2, "failed", reason="lease_lost")
+    store.record_attempt(cell, 3, "valid", contract=sample_contract(cell, train_s=4.0, attempt=3))
+    [row] = doc_for(store).rows
+    assert row.train_s[2] == pytest.approx(4.0)  # attempt 3, not attempt 1's 5.0
+    assert row.retried == [{"label": cell["label"], "figure": 3,
+                            "others": ["attempt 1 valid", "attempt 2 failed (lease_lost)"]}]
+    text = markdown(doc_for(store))
+    assert (f"- resnet50_keras_cifar10 (fp32): {cell['label']}: attempt 3 is the figure; attempt 1 valid; "
+            "attempt 2 failed (lease_lost)") in text

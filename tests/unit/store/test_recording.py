@@ -10,7 +10,7 @@ def test_record_run_reads_every_attempt_folder_and_is_idempotent():
     ok, retried, invalid, missing = (sample_cell(gpus=g, run_id="manual__x") for g in (1, 2, 3, 4))
     _attempt(ok, 1, contract=sample_contract(ok), validation={"success": True})
     _attempt(retried, 1, failure={"reason": "container_failed", "message": "exit 137"})
-    _attempt(retried, 2, contract=sample_contract(retried), validation={"success": True})
+    _attempt(retried, 2, contract=sample_contract(retried, attempt=2), validation={"success": True})
     _attempt(invalid, 1, contract=sample_contract(invalid), validation={"success": False, "message": "precision 1.7"})
     store = Store()
     planned = [ok, retried, invalid, missing]
@@ -82,3 +82,24 @@ def test_listing_commands_print_a_table_json_or_csv(capsys):
     with pytest.raises(SystemExit):
         main(["results", "-o", "yaml"])
     assert "invalid choice: 'yaml' (choose from 'table', 'json', 'csv')" in capsys.readouterr().err
+
+
+def test_a_contract_filed_under_another_cell_is_refused_naming_both():
+    """A metrics.json copied into the wrong folder never becomes that cell's figure."""
+    cell, other = sample_cell(gpus=1, run_id="manual__z"), sample_cell(gpus=2, run_id="manual__z")
+    _attempt(cell, 1, contract=sample_contract(other), validation={"success": True})
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["valid"] == 0 and counts["invalid"] == 1
+    [stored] = Store().cells()
+    message = stored["attempts"][0]["message"]
+    assert stored["figure"] is None and stored["attempts"][0]["reason"] == "contract_missing_or_invalid"
+    assert f"cell key {other['key']!r} (the folder's is {cell['key']!r})" in message
+
+
+def test_attempt_folders_are_read_in_number_order_past_nine():
+    cell = sample_cell(run_id="manual__many")
+    for k in range(1, 12):
+        _attempt(cell, k, failure={"reason": "killed", "message": f"try {k}"})
+    record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    [stored] = Store().cells()
+    assert [a["attempt"] for a in stored["attempts"]] == list(range(1, 12))

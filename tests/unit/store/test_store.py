@@ -65,7 +65,7 @@ def test_same_attempt_twice_is_one_row_and_a_retry_is_a_new_attempt():
     store = Store()
     cell = sample_cell()
     assert store.record_attempt(cell, 1, "failed", reason="container_failed") == "inserted"
-    assert store.record_attempt(cell, 1, "failed", reason="container_failed") == "updated"
+    assert store.record_attempt(cell, 1, "failed", reason="container_failed") == "kept"
     assert store.record_attempt(cell, 2, "valid", contract=sample_contract(cell, train_s=9.0)) == "inserted"
     [stored] = store.cells()
     assert [a["attempt"] for a in stored["attempts"]] == [1, 2]
@@ -76,7 +76,7 @@ def test_a_bad_attempt_never_hides_or_replaces_a_good_one():
     store = Store()
     cell = sample_cell()
     store.record_attempt(cell, 1, "valid", contract=sample_contract(cell, train_s=8.0))
-    assert store.record_attempt(cell, 1, "invalid", reason="validation_failed") == "kept"
+    assert store.record_attempt(cell, 1, "invalid", reason="validation_failed") == "conflict"
     store.record_attempt(cell, 2, "failed", reason="container_failed")
     [stored] = store.cells()
     assert stored["status"] == "valid" and stored["figure"]["attempt"] == 1 and stored["figure"]["train_s"] == 8.0
@@ -90,3 +90,53 @@ def test_two_nights_give_two_cells():
         cell = sample_cell(run_id=night)
         store.record_attempt(cell, 1, "valid", contract=sample_contract(cell))
     assert [c["run_id"] for c in store.cells()] == ["scheduled__2026-11-27", "scheduled__2026-11-28"]
+
+
+@pytest.mark.parametrize("first, second", [
+    (("valid", None, 8.0), ("valid", None, 5.0)),        # a valid figure is never replaced by another
+    (("failed", "killed", None), ("valid", None, 5.0)),  # nor a failure turned into a figure afterwards
+    (("valid", None, 8.0), ("failed", "killed", None)),
+])
+def test_a_recorded_attempt_is_never_updated(first, second, caplog):
+    store = Store()
+    cell = sample_cell()
+
+    def record(status, reason, train_s):
+        contract = sample_contract(cell, train_s=train_s) if train_s else None
+        return store.record_attempt(cell, 1, status, reason=reason, contract=contract)
+
+    assert record(*first) == "inserted"
+    assert record(*second) == "conflict"
+    [stored] = store.cells()
+    [attempt] = stored["attempts"]
+    assert (attempt["status"], attempt["reason"], attempt["train_s"]) == first
+    assert "the first record stands" in caplog.text and cell["key"] in caplog.text
+
+
+def test_upgrading_a_store_keeps_every_row(tmp_path):
+    """A store at 0006 with cells, attempts and leases: 0007 and 0008 add columns, nothing is lost."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parents[3] / "src/scalebench/store/migrations"))
+    cfg.set_main_option("sqlalchemy.url", url)
+    command.upgrade(cfg, "0006")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO cells (key, dag_id, run_id, run_type, benchmark, host, gpus, epochs, repeat, "
+                          "profile, seed, scaling_mode, per_device_batch, global_batch, label, created_at) VALUES "
+                          "('k1', 'd', 'r', 'scheduled', 'b', 'h', 2, 3, 1, 'nightly', 0, 'weak', 16, 32, 'l', "
+                          "'2026-11-30 01:00:00')"))
+        conn.execute(text("INSERT INTO attempts (cell_id, attempt, status, train_s, recorded_at) VALUES "
+                          "(1, 1, 'failed', NULL, '2026-11-30 01:00:00'), (1, 2, 'valid', 9.5, '2026-11-30 01:05:00')"))
+        conn.execute(text("INSERT INTO device_leases (lease_id, host, device_id, cell_key, holder_host, holder_pid, "
+                          "exclusive, acquired_at, heartbeat_at) VALUES ('l1', 'h', '0', 'k1', 'w', 1, 0, 1.0, 2.0)"))
+    assert upgrade(url) == ("0006", HEAD_REVISION)
+    [stored] = Store(url).cells()
+    assert [(a["attempt"], a["status"], a["train_s"], a["task_id"]) for a in stored["attempts"]] == [
+        (1, "failed", None, None), (2, "valid", 9.5, None)]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT lease_id, reclaim_reason FROM device_leases")).all() == [("l1", None)]

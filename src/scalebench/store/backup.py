@@ -1,0 +1,116 @@
+"""`scalebench db backup FILE` / `restore FILE`: the results store (every baseline) to one file and back.
+
+SQLite: the sqlite3 backup API (a consistent copy while writers run). PostgreSQL: `pg_dump
+--format=custom`, run inside the PostgreSQL container (`--pg-container`, which has the client
+of the server's own version) or by a local client; the password goes in the environment
+(PGPASSWORD), never on a command line. A restore goes into an empty database only: it never
+replaces what a store already holds.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+
+from scalebench.store.db import check_schema, make_engine
+
+
+class BackupError(RuntimeError):
+    """A backup or restore that cannot run; says which database or file, and why."""
+
+
+def _where(url: str) -> str:
+    return url.split("@")[-1]  # never print a password
+
+
+def _sqlite_path(url: str) -> Path:
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def _pg_command(url: str, tool: list[str], container: str | None) -> tuple[list[str], dict[str, str]]:
+    """The pg_dump/pg_restore command line (no secret in it) and its environment."""
+    u = make_url(url)
+    if container:  # inside the server's container: its local socket, as the store's user
+        return ["docker", "exec", "-i", container, *tool, "--username", u.username or "postgres",
+                "--dbname", u.database], dict(os.environ)
+    env = {**os.environ, "PGHOST": u.host or "localhost", "PGPORT": str(u.port or 5432),
+           "PGUSER": u.username or "postgres", "PGDATABASE": u.database or "postgres"}
+    if u.password:
+        env["PGPASSWORD"] = u.password
+    return tool, env
+
+
+def _run(cmd: list[str], env: dict, what: str, **kw) -> None:
+    try:
+        done = subprocess.run(cmd, env=env, stderr=subprocess.PIPE, **{"stdout": subprocess.PIPE, **kw})
+    except FileNotFoundError:
+        raise BackupError(f"{what}: {cmd[0]} is not installed here; use --pg-container NAME to run it inside the "
+                          "PostgreSQL container, or install the PostgreSQL client") from None
+    if done.returncode != 0:
+        raise BackupError(f"{what}: {' '.join(cmd[:4])} ... exited {done.returncode}: "
+                          f"{done.stderr.decode(errors='replace').strip()[-400:]}")
+
+
+def backup(url: str, dest: Path, *, pg_container: str | None = None) -> str:
+    """Write the whole store (schema revision included) to `dest`; refuses to overwrite a file."""
+    engine = make_engine(url)
+    check_schema(engine, url)  # a store this version can read back
+    dest = Path(dest)
+    if dest.exists():
+        raise BackupError(f"{dest} exists; a backup never overwrites a file")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if url.startswith("sqlite"):
+        src = sqlite3.connect(_sqlite_path(url))
+        out = sqlite3.connect(dest)
+        try:
+            src.backup(out)
+        finally:
+            out.close()
+            src.close()
+    else:
+        cmd, env = _pg_command(url, ["pg_dump", "--format=custom", "--no-owner"], pg_container)
+        tmp = dest.with_name(dest.name + ".partial")
+        with open(tmp, "wb") as fh:
+            try:
+                _run(cmd, env, f"backup of {_where(url)}", stdout=fh)
+            except BackupError:
+                tmp.unlink(missing_ok=True)
+                raise
+        tmp.rename(dest)
+    return f"results store {_where(url)} backed up to {dest} ({dest.stat().st_size} bytes)"
+
+
+def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
+    """Load a backup into an empty database (a new SQLite file, or a created, empty PostgreSQL database)."""
+    src = Path(src)
+    if not src.is_file():
+        raise BackupError(f"{src}: no such backup file")
+    engine = make_engine(url)
+    if url.startswith("sqlite"):
+        if _sqlite_path(url).exists() and _sqlite_path(url).stat().st_size:
+            raise BackupError(f"{_where(url)} exists; restore into a new file, never over a store")
+        _sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
+        engine.dispose()
+        source = sqlite3.connect(src)
+        out = sqlite3.connect(_sqlite_path(url))
+        try:
+            source.backup(out)
+        finally:
+            out.close()
+            source.close()
+    else:
+        with engine.connect() as conn:
+            tables = inspect(conn).get_table_names()
+        if tables:
+            raise BackupError(f"{_where(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
+                              "empty database, never over a store")
+        cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error"], pg_container)
+        with open(src, "rb") as fh:
+            _run(cmd, env, f"restore into {_where(url)}", stdin=fh)
+    engine = make_engine(url)
+    check_schema(engine, url)
+    return f"{src} restored into results store {_where(url)}"

@@ -1,0 +1,74 @@
+"""`scalebench db backup` / `restore`: a night's report is the same from the restored store."""
+import subprocess
+
+import pytest
+
+from scalebench.cli import main
+from scalebench.report.build import build_report
+from scalebench.store.db import upgrade
+from scalebench.store.results import Store
+from tests.support.samples import sample_cell, sample_contract
+
+NIGHT = "2026-11-28"
+
+
+def _seed(url: str) -> None:
+    """Two nights of a benchmark, a retried cell and a failed one: what a baseline is made of."""
+    store = Store(url)
+    for night, slow in (("2026-11-27", 1.0), (NIGHT, 1.1)):
+        for gpus in (1, 2, 4):
+            for repeat in (1, 2):
+                cell = sample_cell(gpus=gpus, repeat=repeat, run_id=f"scheduled__{night}", night=night,
+                                   run_type="scheduled")
+                if gpus == 4 and repeat == 2:
+                    store.record_attempt(cell, 1, "failed", reason="lease_lost", exit_code=137, message="lost")
+                store.record_attempt(cell, 2 if gpus == 4 and repeat == 2 else 1, "valid",
+                                     contract=sample_contract(cell, train_s=slow * 40 / gpus ** 0.8 + repeat))
+        store.record_run(dag_id=cell["dag_id"], run_id=cell["run_id"], benchmark=cell["benchmark"],
+                         run_type="scheduled", night=night, counts={"valid": 6})
+
+
+def _report(url: str) -> dict:
+    doc = build_report(Store(url), NIGHT).to_json()
+    doc.pop("generated")
+    return doc
+
+
+def _cli(*args) -> int:
+    return main(["db", *args])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_backup_and_restore_into_a_new_store_gives_the_same_report(kind, tmp_path, monkeypatch, request, drill, capsys):
+    drill.update(drill=f"results store backed up and restored ({'SQLite' if kind == 'sqlite' else 'PostgreSQL'})",
+                 done="`scalebench db backup` of a store with two nights, then `scalebench db restore` into a new, "
+                      "empty store; the night's report built from each")
+    if kind == "sqlite":
+        url, new, container = f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}", None
+    else:
+        url = request.getfixturevalue("postgres_database")
+        container, _ = request.getfixturevalue("postgres_server")
+        new = url.rsplit("/", 1)[0] + "/restored"
+        for sql in ("DROP DATABASE IF EXISTS restored", "CREATE DATABASE restored"):
+            subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-c", sql], check=True,
+                           capture_output=True)
+    upgrade(url)
+    _seed(url)
+    dump = tmp_path / "store.backup"
+    pg = ["--pg-container", container] if container else []
+    monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
+    assert _cli("backup", str(dump), *pg) == 0
+    assert _cli("backup", str(dump), *pg) == 2  # never over a file
+    monkeypatch.setenv("SCALEBENCH_STORE_URL", new)
+    assert _cli("restore", str(dump), *pg) == 0
+    assert _cli("restore", str(dump), *pg) == 2  # never over a store
+    err = capsys.readouterr().err
+    assert "exists; a backup never overwrites a file" in err and "never over a store" in err
+    before, after = _report(url), _report(new)
+    assert before == after and before["rows"]
+    assert Store(new).cells() == Store(url).cells()
+    assert "test-only-password" not in err
+    drill.update(happened="the restored store held every cell and attempt (the retried cell's failed attempt too) "
+                          "and gave the same report; a second backup to the same file and a restore over the "
+                          "restored store were refused",
+                 figure=f"{dump.stat().st_size} bytes; {len(Store(new).cells())} cells identical; report identical")
