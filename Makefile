@@ -145,7 +145,7 @@ bench: venv images airflow-db bench-regressions
 
 DRILL_ROWS := $(STATE)/drill-rows.jsonl
 drills: venv images airflow-db browser  # every drill (tests/ and bench/drills/), then docs/reliability.md from their rows
-	@rm -f $(DRILL_ROWS)
+	@rm -f $(DRILL_ROWS) $(DRILL_ROWS).expected
 	SCALEBENCH_DRILL_ROWS=$(DRILL_ROWS) $(BIN)/python -m pytest -q -p no:cacheprovider -m drill tests bench/drills $(PYTEST_ARGS); \
 	  rc=$$?; $(BIN)/python bench/drills/render.py $(DRILL_ROWS) docs/reliability.md || rc=1; exit $$rc
 

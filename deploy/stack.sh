@@ -35,7 +35,7 @@ case "${1:-}" in
     if [ -n "$unhealthy" ]; then echo "not healthy after 600 s: $unhealthy" >&2; exit 1; fi
     init_rc=$(docker inspect -f '{{.State.ExitCode}}' "$("${compose[@]}" "${ps_all[@]}" airflow-init)")
     [ "$init_rc" = 0 ] || { "${compose[@]}" logs airflow-init | tail -20 >&2; exit 1; }
-    echo "Airflow UI: http://localhost:$(get AIRFLOW_PORT)  user: admin  password: $(get AIRFLOW_ADMIN_PASSWORD)  (from .env; stack healthy in $(( $(date +%s) - began )) s; stop: make stack-down)"
+    echo "Airflow UI: http://localhost:$(get AIRFLOW_PORT)  user: admin  password: in $root/.env (AIRFLOW_ADMIN_PASSWORD)  (stack healthy in $(( $(date +%s) - began )) s; stop: make stack-down)"
     ;;
   down) "${compose[@]}" down --remove-orphans ;;
   ps) "${compose[@]}" ps ;;

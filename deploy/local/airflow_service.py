@@ -1,9 +1,11 @@
 """Airflow as a service on one machine (`make airflow` / `make airflow-stop`).
 
 Starts the api-server, scheduler, dag-processor and triggerer on the LocalExecutor with the
-SQLite metadata DB in $AIRFLOW_HOME, one admin user with a generated password, and the settings
-a new user would otherwise guess (sizing, plugins, examples off, the note connection, DAGs
-unpaused at creation). Records each process it started, so `stop` ends those processes and
+SQLite metadata DB in $AIRFLOW_HOME, one admin user with a generated password (printed as
+where it is, never itself), a `notes` account of the USER role for the task-note connection, a
+Fernet key that encrypts connections made in the UI, the api-server on 127.0.0.1 unless
+SCALEBENCH_BIND says otherwise, and the settings a new user would otherwise guess (sizing,
+plugins, examples off, DAGs unpaused at creation). Records each process it started, so `stop` ends those processes and
 their children, and nothing else.
 
 `units DIR` writes the same components as systemd units instead (one service each, a target
@@ -27,6 +29,7 @@ import psutil
 
 COMPONENTS = ["api-server", "scheduler", "dag-processor", "triggerer"]  # api-server first: the others call it
 USER = "admin"
+NOTES_USER = "notes"  # the task-note connection's account: role USER, not the admin login
 HOME = Path(os.environ["AIRFLOW_HOME"])
 SERVICE = HOME / "service"
 PIDS = SERVICE / "pids.json"
@@ -37,17 +40,27 @@ URL = f"http://localhost:{PORT}"
 AIRFLOW = Path(sys.executable).parent / "airflow"
 
 
+def fernet_key() -> str:
+    """A key in Fernet's format (32 random bytes, url-safe base64), without the cryptography package."""
+    import base64
+
+    return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
 def load_secrets() -> dict:
-    """The admin password and the keys every component must share (JWTs signed by the scheduler
-    are checked by the api-server), generated once and kept private to this user."""
+    """The passwords and the keys every component must share (JWTs signed by the scheduler are
+    checked by the api-server; connections are encrypted with the Fernet key), generated once
+    and kept private to this user. A key missing from an older service's file is added."""
     SERVICE.mkdir(parents=True, exist_ok=True)
-    if SECRETS.exists():
-        return json.loads(SECRETS.read_text())
+    SERVICE.chmod(0o700)
+    kept = json.loads(SECRETS.read_text()) if SECRETS.exists() else {}
     made = {"password": secrets.token_urlsafe(12), "jwt_secret": secrets.token_urlsafe(32),
-            "api_secret_key": secrets.token_urlsafe(32)}
-    for path, doc in ((SECRETS, made), (PASSWORDS, {USER: made["password"]})):
-        path.touch(mode=0o600)
-        path.write_text(json.dumps(doc))
+            "api_secret_key": secrets.token_urlsafe(32), "notes_password": secrets.token_urlsafe(24),
+            "fernet_key": fernet_key(), **kept}
+    if made != kept:
+        for path, doc in ((SECRETS, made), (PASSWORDS, {USER: made["password"], NOTES_USER: made["notes_password"]})):
+            path.touch(mode=0o600)
+            path.write_text(json.dumps(doc))
     return made
 
 
@@ -61,19 +74,22 @@ def parallelism() -> int:
 def service_env(keys: dict) -> dict:
     env = dict(os.environ)
     env.update({
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{NOTES_USER}:user",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(PASSWORDS),
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
+        "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
         "AIRFLOW__API__PORT": str(PORT),
+        "AIRFLOW__API__HOST": os.environ.get("SCALEBENCH_BIND") or "127.0.0.1",  # this machine only, unless told
         "AIRFLOW__API__BASE_URL": URL,
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{URL}/execution/",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism()),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # schedules wait for their next cron time
-        # task notes go through the REST API of this api-server (see scalebench.orchestration.notes)
-        "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{USER}:{keys['password']}@localhost:{PORT}",
+        # task notes go through the REST API of this api-server (see scalebench.orchestration.notes),
+        # as an account of the USER role: it can edit DAG runs and task instances, not connections
+        "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{NOTES_USER}:{keys['notes_password']}@localhost:{PORT}",
     })
     return env
 
@@ -232,7 +248,7 @@ def restart(name: str) -> int:
 
 
 def login_line(keys: dict) -> str:
-    return f"Airflow UI: {URL}  user: {USER}  password: {keys['password']}  (also in {PASSWORDS})"
+    return f"Airflow UI: {URL}  user: {USER}  password: in {PASSWORDS} (key \"{USER}\")"
 
 
 def stop() -> int:

@@ -27,21 +27,54 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"report_{report.when}", report)
 
 
+def pytest_collection_finish(session):
+    """Under `make drills`: the drills selected, so the renderer can tell one that never wrote a row."""
+    target = os.environ.get(DRILL_ROWS)
+    if target:
+        Path(target + ".expected").write_text("".join(f"{i.nodeid}\n" for i in session.items
+                                                      if "drill" in getattr(i, "fixturenames", ())))
+
+
+def _outcome(item) -> str:
+    """passed, FAILED, SKIPPED (why) or ERROR (where): what a drill's row says it came to."""
+    setup, call = getattr(item, "report_setup", None), getattr(item, "report_call", None)
+    for rep in (setup, call):
+        if rep is not None and rep.skipped:
+            reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+            return f"SKIPPED ({reason.removeprefix('Skipped: ')})"
+    if setup is not None and setup.failed:
+        crash = getattr(getattr(setup.longrepr, "reprcrash", None), "message", None) or str(setup.longrepr)
+        return f"ERROR before the drill ran ({crash.strip().splitlines()[0][:160]})"
+    if call is None:
+        return "ERROR (did not run)"
+    return "passed" if call.passed else "FAILED"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under `make drills`, every drill writes its row, also one that was skipped or errored before
+    its body ran (then the row says so, and `make drills` fails)."""
+    yield
+    target = os.environ.get(DRILL_ROWS)
+    if not target or "drill" not in getattr(item, "fixturenames", ()):
+        return
+    import json
+
+    row = getattr(item, "drill_row", None) or {"drill": item.name.removeprefix("test_").replace("_", " "),
+                                                "kind": "fault", "done": "", "happened": "", "figure": ""}
+    row["outcome"], row["test"] = _outcome(item), item.nodeid
+    with open(target, "a") as fh:
+        fh.write(json.dumps(row) + "\n")
+
+
 @pytest.fixture
 def drill(request):
     """A fault drill or security check's row: what was done, what happened, the figure. The test
     fills it in and asserts the invariants; under `make drills` the row is kept with its outcome."""
     row = {"drill": request.node.originalname.removeprefix("test_").replace("_", " "), "kind": "fault",
            "done": "", "happened": "", "figure": ""}
-    yield row
-    target = os.environ.get(DRILL_ROWS)
-    call = getattr(request.node, "report_call", None)
-    if target and call is not None:
-        import json
-
-        row["outcome"] = "passed" if call.passed else "FAILED"
-        with open(target, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+    request.node.drill_row = row
+    return row
 
 
 @pytest.fixture(scope="session")

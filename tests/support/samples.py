@@ -146,3 +146,30 @@ def sample_benchmark(bench_id: str, profile_sizes: dict | None = None, **fields)
     bench = Benchmark.model_validate({**doc, "id": bench_id, **fields})
     bench._stack, bench._splits = base.stack_config, base._splits
     return bench
+
+
+CONTRACT_PROBE = (  # the probe's entrypoint: copy the contract the test left for this cell and attempt
+    "import json, os, shutil, time\n"
+    "c = json.load(open('/results/cell.json'))['cell']\n"
+    "print('attempt', c['attempt'], flush=True)\n"
+    "if os.path.exists(f\"/data/slow-{c['key']}-{c['attempt']}\"):\n    time.sleep(600)\n"
+    "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n")
+
+
+def contract_probe(tmp_path):
+    """Probe configs whose cells write the contract the test leaves in the data folder
+    (contract-<cell key>-<attempt>.json; a file slow-<key>-<attempt> makes that attempt run 10
+    minutes first), and make(gpus, repeat, run_id) -> (cell, its CellDockerOperator)."""
+    from scalebench.orchestration.operators import CellDockerOperator
+
+    _, _, _, tree = make_probe(tmp_path, "python /data/probe_cell.py")
+    data = tmp_path / "data"
+    (data / "probe_cell.py").write_text(CONTRACT_PROBE)
+
+    def make(gpus: int = 1, repeat: int = 1, run_id: str = "manual__night1"):
+        cell = sample_cell(gpus=gpus, repeat=repeat, benchmark="probe", dag_id="scalebench_probe", run_id=run_id)
+        dataset = {"root": str(data), "format": "cifar10-python", "name": "cifar10", "fingerprint": "sha256:0"}
+        return cell, CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe",
+                                        host_name="local", image="scalebench/tensorflow:cpu")
+
+    return tree, data, make

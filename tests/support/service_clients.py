@@ -4,6 +4,7 @@ the service, stack and drill tests and the bench scripts."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -68,7 +69,7 @@ class AirflowApi:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
 
 
-LOGIN = re.compile(r"^Airflow UI: (http://localhost:\d+)  user: (\w+)  password: (\S+)  ", re.M)
+LOGIN = re.compile(r"^Airflow UI: (http://localhost:\d+)  user: (\w+)  password: in (\S+) \(key", re.M)
 
 
 def make(target: str, env: dict, timeout: float) -> tuple[int, str]:
@@ -97,7 +98,8 @@ def local_service(home: Path, config_dir: Path, **extra_env: str):
         found = LOGIN.search(out)
         if rc != 0 or not found:
             raise RuntimeError(f"make airflow failed (exit {rc}):\n{out[-4000:]}")
-        base, user, password = found.groups()
+        base, user, where = found.groups()
+        password = json.loads(Path(where).read_text())[user]
         yield LocalService(AirflowApi(base, user, password), env, out, home, time.monotonic() - began)
     finally:
         make("airflow-stop", env, 120)

@@ -1,5 +1,6 @@
 """Fault drills and security checks that fit CI: a results database that is locked or stopped
-for 30 s while a run is recorded, bad metrics in a contract, the compose stack's secrets. Each
+for 30 s while a run is recorded, one down for longer than the lease TTL while a cell runs, bad
+metrics in a contract, the compose stack's secrets and ports. Each
 fills its drill row (`make drills` writes them to docs/reliability.md); the ones that need the
 running scheduler are in tests/system/test_service.py and bench/drills/."""
 import re
@@ -13,9 +14,8 @@ import yaml
 
 from scalebench.store.recording import record_run_when_reachable
 from scalebench.store.results import Store
-from scalebench.cell.validation import validate_result
 from tests.support import ROOT
-from tests.support.engine import POSTGRES_IMAGE, docker_ready, start_postgres
+from tests.support.engine import POSTGRES_IMAGE, docker_ready, requires_docker, start_postgres
 from tests.support.samples import sample_cell, sample_contract, write_attempt
 
 OUTAGE_S = 30
@@ -104,55 +104,53 @@ BAD_METRICS = {  # what a retry writes, and where the cell task refuses it
 }
 
 
-def refusal(cell, path) -> str:
-    """What the cell task does with a result file: the contract's schema, then the GX suite."""
-    from scalebench_kit.contract import ContractError, load_result
-
-    try:
-        doc = load_result(path)
-    except ContractError as exc:
-        return f"contract_missing_or_invalid: {exc}"
-    verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0.0, 1.0), "recall": (0.0, 1.0)})
-    return "" if verdict.success else f"validation_failed: {verdict.message(cell)}"
-
-
-def test_bad_metrics_in_a_contract_never_replace_a_valid_result(drill):
+@requires_docker
+@pytest.mark.timeout(600)
+def test_bad_metrics_in_a_contract_never_replace_a_valid_result(tmp_path, monkeypatch, drill):
+    """Through the cell task's own path: the container writes the contract, the operator reads it
+    with the contract's schema and the GX suite, the record step stores what it left."""
     import json
 
+    from scalebench.orchestration.operators import CellFailedPermanently
     from scalebench.store.recording import record_run
+    from tests.support.samples import FakeTI, contract_probe
 
     drill.update(drill="NaN / negative / missing metrics in a contract",
-                 done="a cell's retry writes metrics.json with precision NaN, recall -0.2, or no recall, "
-                      "after a valid first attempt")
-    lines = []
-    cells = [sample_cell(gpus=k, run_id="manual__bad_metrics") for k in (1, 2, 3)]
-    for cell, (corrupt, expected) in zip(cells, BAD_METRICS.values()):
-        write_attempt(cell, 1, contract=sample_contract(cell), validation={"success": True})
-        doc = sample_contract(cell)
-        corrupt(doc)
-        second = write_attempt(cell, 2, contract=doc)
-        why = refusal(cell, second / "metrics.json")
-        assert expected in why, why
-        lines.append(why)
-        if why.startswith("validation_failed"):
-            (second / "validation.json").write_text(json.dumps({"success": False, "message": why}))
-        else:
-            (second / "failure.json").write_text(json.dumps({"reason": "contract_missing_or_invalid", "message": why}))
+                 done="a cell's retry (a real container, through the cell task) writes metrics.json with precision "
+                      "NaN, recall -0.2, or no recall, after a valid first attempt")
+    tree, data, probe_cell = contract_probe(tmp_path)
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    lines, cells = [], []
+    for gpus, (corrupt, expected) in zip((1, 2, 3), BAD_METRICS.values()):
+        cell, op = probe_cell(gpus, 1, "manual__bad_metrics")
+        cells.append(cell)
+        bad = sample_contract(cell, attempt=2)
+        corrupt(bad)
+        (data / f"contract-{cell['key']}-1.json").write_text(json.dumps(sample_contract(cell, attempt=1)))
+        (data / f"contract-{cell['key']}-2.json").write_text(json.dumps(bad))
+        assert op.execute({"ti": FakeTI(1)})["attempt"] == 1
+        with pytest.raises(CellFailedPermanently) as err:
+            op.execute({"ti": FakeTI(2)})
+        assert expected in str(err.value), err.value
+        lines.append(f"{err.value.failure.reason}: {str(err.value).split(': ', 2)[-1]}")
     record_run(Store(), cells[0]["dag_id"], "manual__bad_metrics", cells)
-    stored = Store().cells()
+    stored = Store().cells(benchmark="probe")
     assert [(c["status"], c["figure"]["attempt"]) for c in stored] == [("valid", 1)] * 3
-    assert [[a["status"] for a in c["attempts"]] for c in stored] == [["valid", "failed"], ["valid", "failed"],
-                                                                       ["valid", "invalid"]]
-    drill.update(happened="NaN and negative values refused by the result contract's schema (`" +
-                          lines[0].split("contract v1: ", 1)[1] + "`), a missing metric by the GX suite (`" +
-                          lines[2].split("failed validation: ", 1)[1][:60] + "`); each bad attempt stored as "
-                          "failed/invalid; the valid attempt stayed the cell's figure",
+    assert [[(a["status"], a["reason"]) for a in c["attempts"]] for c in stored] == [
+        [("valid", None), ("failed", "contract_missing_or_invalid")]] * 2 + [
+        [("valid", None), ("invalid", "validation_failed")]]
+    drill.update(happened="the cell task refused NaN and negative values by the result contract's schema (`" +
+                          lines[0].split("contract v1: ", 1)[-1][:70] + "`) and a missing metric by the GX suite "
+                          "(`" + lines[2].split("failed validation: ", 1)[-1][:60] + "`), each as a permanent "
+                          "failure; the record step stored each bad attempt as failed/invalid and the valid attempt "
+                          "stayed the cell's figure",
                  figure="3/3 refused; 3/3 valid figures kept")
 
 
 def test_the_compose_stack_has_no_default_password(drill):
-    drill.update(drill="compose stack: no default password", kind="security",
-                 done="every secret variable in docker-compose.yaml checked: password, JWT and API keys, DB URIs")
+    drill.update(drill="compose stack: no default password, no open port", kind="security",
+                 done="every secret variable in docker-compose.yaml checked (password, JWT and API keys, DB URIs), and "
+                      "every published port of both compose files")
     text = (ROOT / "docker-compose.yaml").read_text()
     secret = re.compile(r"PASSWORD|SECRET|_KEY\b")
     refs = re.findall(r"\$\{([A-Z0-9_]+)(:?[-?][^}]*)?\}", text)
@@ -161,26 +159,22 @@ def test_the_compose_stack_has_no_default_password(drill):
     required = {name for name, how in refs if how.startswith(":?")}
     assert defaults == [], f"secrets with a default value: {defaults}"
     assert secrets <= required, f"secrets that compose would leave empty: {sorted(secrets - required)}"
-    doc = yaml.safe_load(text)
-    assert "ports" not in doc["services"]["postgres"] or all(
-        str(p).startswith("${SCALEBENCH_BIND:-127.0.0.1}") for p in doc["services"]["postgres"]["ports"])
+    published = {}
+    for path in (ROOT / "docker-compose.yaml", ROOT / "deploy" / "gpu-host.compose.yaml"):
+        for name, svc in (yaml.safe_load(path.read_text()).get("services") or {}).items():
+            for port in svc.get("ports") or []:
+                published[f"{path.name}:{name}"] = str(port)
+    assert published, "the stack publishes no port: the API server must be reachable"
+    open_to_all = {k: p for k, p in published.items() if not p.startswith("${SCALEBENCH_BIND:-127.0.0.1}:")}
+    assert open_to_all == {}, f"ports published on every interface: {open_to_all}"
     made = (ROOT / "deploy" / "make-secrets.sh").read_text()
-    assert "secrets.token_urlsafe" in made and all(f"{name}=$(rand)" in made for name in secrets)  # drawn at random
+    drawn = {name for name in secrets if re.search(rf"^{name}=\$\((rand|fernet)\)", made, re.M)}
+    assert "secrets.token_urlsafe" in made and "os.urandom(32)" in made and drawn == secrets  # drawn at random
     drill.update(happened=f"{len(secrets)} secret variables, each required (`${{VAR:?run make secrets}}`), none with a "
-                          "default; `make secrets` draws them at random; ports bound to 127.0.0.1 unless SCALEBENCH_BIND",
-                 figure=f"{len(secrets)}/{len(secrets)} required, 0 defaults")
-
-
-def _probe_cell_op(tree, repeat: int):
-    """A 4-device cell of the probe benchmark (tests.support.samples.make_probe's configs) and its operator."""
-    from scalebench.orchestration.operators import CellDockerOperator
-
-    cell = sample_cell(gpus=4, repeat=repeat, benchmark="probe", dag_id="scalebench_probe", run_id="manual__outage")
-    dataset = {"root": str(tree.parent / "data"), "format": "cifar10-python", "name": "cifar10",
-               "fingerprint": "sha256:0"}
-    op = CellDockerOperator(task_id="probe", cell=cell, dataset=dataset, benchmark_id="probe", host_name="local",
-                            image="scalebench/tensorflow:cpu")
-    return cell, op
+                          "default; `make secrets` draws them at random; every published port "
+                          f"({', '.join(sorted(published))}) bound to 127.0.0.1 unless SCALEBENCH_BIND",
+                 figure=f"{len(secrets)}/{len(secrets)} required, 0 defaults; {len(published)}/{len(published)} ports "
+                        "on localhost")
 
 
 def _watch_devices(stop: threading.Event, seen: list):
@@ -211,22 +205,13 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
     from scalebench.store.db import upgrade
     from scalebench.store.leases import LeaseManager
     from tests.support.fixtures import DRILL_ROWS
-    from tests.support.samples import FakeTI, make_probe
+    from tests.support.samples import FakeTI, contract_probe
 
     ttl, outage = (30, 150) if os.environ.get(DRILL_ROWS) else (5, 15)
     drill.update(drill="results database down longer than the lease TTL",
                  done=f"PostgreSQL stopped for {outage} s (lease TTL {ttl} s) while cell A runs on all 4 devices "
                       "and cell B waits for them")
-    # each attempt copies the contract the test left for it; one marked slow runs for 10 minutes first
-    script = "python /data/probe_cell.py"
-    _, _, _, tree = make_probe(tmp_path, script)
-    data = tmp_path / "data"
-    (data / "probe_cell.py").write_text(
-        "import json, os, shutil, time\n"
-        "c = json.load(open('/results/cell.json'))['cell']\n"
-        "print('attempt', c['attempt'], flush=True)\n"
-        "if os.path.exists(f\"/data/slow-{c['key']}-{c['attempt']}\"):\n    time.sleep(600)\n"
-        "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n")
+    tree, data, probe_cell = contract_probe(tmp_path)
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
     name = f"scalebench-drill-pg-{time.time_ns()}"
     stop_watch, seen = threading.Event(), []
@@ -235,7 +220,7 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
         upgrade(url)
         monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
         monkeypatch.setenv("SCALEBENCH_LEASE_TTL_S", str(ttl))
-        (a_cell, a_op), (b_cell, b_op) = _probe_cell_op(tree, 1), _probe_cell_op(tree, 2)
+        (a_cell, a_op), (b_cell, b_op) = (probe_cell(4, r, "manual__outage") for r in (1, 2))
         for cell in (a_cell, b_cell):
             for k in (1, 2, 3):
                 (data / f"contract-{cell['key']}-{k}.json").write_text(json.dumps(sample_contract(cell, attempt=k)))

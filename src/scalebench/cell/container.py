@@ -20,6 +20,7 @@ class ContainerSettings:
     shm_size: int = SHM_BYTES
     labels: dict[str, str] = field(default_factory=dict)
     cpuset_cpus: str | None = None  # e.g. "0-7": the cores of the leased devices, when the host lists cores
+    user: str | None = None         # "uid:gid" of the worker, so the results it bind-mounts stay its own
 
 
 def command_for(bench: Benchmark, gpus: int) -> list[str]:
@@ -31,7 +32,7 @@ CACHE_TARGET = "/cache"  # derived data shared by a host's cells (e.g. TFRecords
 
 
 def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], data_root: str,
-             attempt_dir: str, cache_dir: str | None = None) -> ContainerSettings:
+             attempt_dir: str, cache_dir: str | None = None, uid_gid: tuple[int, int] = (0, 0)) -> ContainerSettings:
     n = len(device_ids)
     if n != cell["gpus"]:
         raise ValueError(f"cell {cell['cell_id']} needs {cell['gpus']} devices, got ids {device_ids}")
@@ -58,9 +59,13 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
         env["SCALEBENCH_CACHE_DIR"] = CACHE_TARGET
     labels = {CELL_LABEL: cell["key"], "org.scalebench.benchmark": bench.id,
               "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
+    user = None
+    if uid_gid[0] != 0:  # a worker that is not root: the cell runs as it, with a home it may write
+        user = f"{uid_gid[0]}:{uid_gid[1]}"
+        env["HOME"] = "/tmp"
     cores = host.cores_for(list(device_ids))
     if cores:
         env["OMP_NUM_THREADS"] = str(min(int(env["OMP_NUM_THREADS"]), len(cores)))
     return ContainerSettings(image=bench.images[host.kind], command=command_for(bench, n), environment=env,
                              mounts=mounts, device_requests=requests, labels=labels,
-                             cpuset_cpus=",".join(map(str, cores)) if cores else None)
+                             cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)

@@ -16,6 +16,7 @@ stage, message), pushes the XCom `cell_summary`, sets the task note and raises C
 """
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,11 +265,12 @@ class CellDockerOperator(DockerOperator):
         write_json_atomic(a.out / CELL_SPEC_FILE, doc)
         cache = paths.cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
-        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out), str(cache))
+        s = settings(bench, host, cell, lease.device_ids, self.dataset["root"], str(a.out), str(cache),
+                     uid_gid=(os.getuid(), os.getgid()))
         from scalebench.store.leases import LEASE_LABEL
 
         self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
-        self.device_requests, self.shm_size = s.device_requests, s.shm_size
+        self.device_requests, self.shm_size, self.user = s.device_requests, s.shm_size, s.user
         self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
         self._cpuset = s.cpuset_cpus
         self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",

@@ -68,3 +68,11 @@ def test_a_shared_cache_folder_is_mounted_writable_when_given():
     assert (cache["Target"], cache["Source"], cache["ReadOnly"]) == ("/cache", "/state/cache", False)
     assert s.environment["SCALEBENCH_CACHE_DIR"] == "/cache"
     assert len(settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r").mounts) == 2
+
+
+def test_a_cell_runs_as_a_non_root_worker_so_its_results_stay_the_workers():
+    bench, host = Configs().benchmark("resnet50_keras_cifar10"), Configs().fleet.host("local")
+    as_root = settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r")
+    assert as_root.user is None and "HOME" not in as_root.environment  # the image's own user (root)
+    s = settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r", uid_gid=(1000, 1000))
+    assert s.user == "1000:1000" and s.environment["HOME"] == "/tmp"  # an arbitrary uid has no home in the image
