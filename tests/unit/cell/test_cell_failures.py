@@ -37,7 +37,7 @@ def test_a_cell_past_its_timeout_is_stopped_and_classified(probe):
     op, ctx, cell = probe("echo started; sleep 300", timeout_minutes=0.05)
     t = time.monotonic()
     exc = _run(op, ctx)
-    assert time.monotonic() - t < 30
+    assert time.monotonic() - t < 150  # stopped: the script would sleep 300 s (the bound allows a slow engine)
     assert exc.failure.reason == "timeout" and "cell timeout of 3s" in str(exc)
     assert exc.logs == ["started"]
     assert _no_containers_left(cell)
@@ -149,8 +149,9 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     from scalebench.store.leases import LEASE_LABEL, LeaseManager
     from tests.support import ROOT
 
-    drill.update(drill="task process SIGKILLed mid-cell",
-                 done="SIGKILL to the process running a cell's operator while its container runs")
+    drill.update(drill="operator process SIGKILLed mid-cell (no scheduler)",
+                 done="SIGKILL to a plain Python process running a cell's operator (no Airflow around it) while its "
+                      "container runs, then a lease request for all of the host's devices")
     env = {**os.environ, "SCALEBENCH_HOME": str(isolated_state), "PYTHONPATH": str(ROOT)}
     task = subprocess.Popen([sys.executable, "-m", "tests.support.orphan_task", str(tmp_path)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -176,6 +177,6 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     lease.release()
     assert mgr.holders() == []
     print(f"\norphan drill: container stopped and lease reclaimed in {reclaim_s:.2f}s")
-    drill.update(happened="the orphaned container kept running until the next lease on its devices stopped it and "
-                          f"reclaimed the lease (event: {ev.detail[:80]}); Airflow's heartbeat timeout fails the task "
-                          "and retries it", figure=f"{reclaim_s:.2f} s to stop the orphan and hand the devices on")
+    drill.update(happened="the orphaned container kept running until the next lease request stopped and removed it "
+                          f"and reclaimed its lease (event: {ev.detail[:80]}) before handing the devices on",
+                 figure=f"{reclaim_s:.2f} s to stop the orphan and hand the devices on")
