@@ -118,6 +118,13 @@ def _compete(svc) -> dict:
     return out
 
 
+def _pool_slots(svc, slots: int) -> None:
+    """Set the host's pool as an operator would, with Airflow's CLI on the service's metadata DB."""
+    out = subprocess.run([str(ROOT / ".venv/bin/airflow"), "pools", "set", "scalebench_local", str(slots),
+                          "the host's device slots"], env=svc.env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
     return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
 
@@ -132,11 +139,11 @@ def test_two_runs_of_different_benchmarks_compete_for_the_hosts_devices(svc, dri
     a, b = (pooled[x] for x in BENCHES)
     assert _overlap(a["task"], b["task"]) == 0.0  # the pool held the second task back: it never started
     assert max(a["waited"], b["waited"]) < 5  # so no lease had to wait
-    svc.api.request("PATCH", "/api/v2/pools/scalebench_local", params={"update_mask": "slots"}, json={"slots": 8})
+    _pool_slots(svc, 8)
     try:
         leased = _compete(svc)
     finally:
-        svc.api.request("PATCH", "/api/v2/pools/scalebench_local", params={"update_mask": "slots"}, json={"slots": 4})
+        _pool_slots(svc, 4)
     a2, b2 = (leased[x] for x in BENCHES)
     both_ran = _overlap(a2["task"], b2["task"])
     assert both_ran > 0.0  # both tasks ran at once: the pool no longer kept them apart

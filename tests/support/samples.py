@@ -156,13 +156,13 @@ CONTRACT_PROBE = (  # the probe's entrypoint: copy the contract the test left fo
     "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n")
 
 
-def contract_probe(tmp_path):
+def contract_probe(tmp_path, timeout_minutes: float = 2.0):
     """Probe configs whose cells write the contract the test leaves in the data folder
     (contract-<cell key>-<attempt>.json; a file slow-<key>-<attempt> makes that attempt run 10
     minutes first), and make(gpus, repeat, run_id) -> (cell, its CellDockerOperator)."""
     from scalebench.orchestration.operators import CellDockerOperator
 
-    _, _, _, tree = make_probe(tmp_path, "python /data/probe_cell.py")
+    _, _, _, tree = make_probe(tmp_path, "python /data/probe_cell.py", timeout_minutes=timeout_minutes)
     data = tmp_path / "data"
     (data / "probe_cell.py").write_text(CONTRACT_PROBE)
 

@@ -211,7 +211,8 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
     drill.update(drill="results database down longer than the lease TTL",
                  done=f"PostgreSQL stopped for {outage} s (lease TTL {ttl} s) while cell A runs on all 4 devices "
                       "and cell B waits for them")
-    tree, data, probe_cell = contract_probe(tmp_path)
+    # B waits in its lease through the outage: the cell timeout (its longest lease wait) outlasts it
+    tree, data, probe_cell = contract_probe(tmp_path, timeout_minutes=outage / 60 + 5)
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
     name = f"scalebench-drill-pg-{time.time_ns()}"
     stop_watch, seen = threading.Event(), []
