@@ -25,6 +25,19 @@ def _save(fig, ax, path: Path, legend: bool = True) -> None:
     _plt().close(fig)
 
 
+def _nothing(fig, ax, path: Path, why: str) -> list[str]:
+    """A chart with nothing to show says why in words, instead of empty 0-1 axes; returns them."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, why, ha="center", va="center", wrap=True, fontsize=10)
+    _save(fig, ax, path, legend=False)
+    return [why]
+
+
+def _label(r, n: int) -> str:
+    """A bar's label: the row's name in full (benchmark and precision), then the GPU count."""
+    return f"{r.name}\n{n} GPU{'s' if n != 1 else ''}"
+
+
 def speedup(rep, path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
@@ -75,17 +88,22 @@ def accuracy(rep, path: Path) -> None:
     _save(fig, ax, path)
 
 
-def breakdown(rep, path: Path) -> None:
+def breakdown(rep, path: Path) -> list[str]:
+    """Returns the bars' labels (or the words drawn instead)."""
     plt = _plt()
-    steps = [(f"{r.benchmark[:14]}\n{n} GPU", r.step_s[n]) for r in rep.rows for n in sorted(r.step_s)]
-    cells = [(f"{r.benchmark[:14]}\n{n} GPU", r.breakdown[n]) for r in rep.rows for n in sorted(r.breakdown)]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(steps)), 4), dpi=100)
+    steps = [(_label(r, n), r.step_s[n]) for r in rep.rows for n in sorted(r.step_s)]
+    cells = [(_label(r, n), r.breakdown[n]) for r in rep.rows for n in sorted(r.breakdown)]
+    if not cells:
+        fig, ax = plt.subplots(figsize=(7, 3), dpi=100)
+        return _nothing(fig, ax, path, "No valid cell this night: no time breakdown to draw.")
+    # full names, rotated: neighbouring labels run parallel and never overlap
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(10, 0.9 * len(cells) + 2), 5.5), dpi=100)
     bottom = [0.0] * len(steps)
     for part in ("data_wait", "compute", "sync", "other"):
         vals = [b[1].get(part) or 0.0 for b in steps]
         left.bar(range(len(steps)), vals, bottom=bottom, label=part.replace("_", " "))
         bottom = [x + y for x, y in zip(bottom, vals)]
-    left.set_xticks(range(len(steps)), [b[0] for b in steps], fontsize=6)
+    left.set_xticks(range(len(steps)), [b[0] for b in steps], fontsize=6, rotation=60, ha="right")
     left.set(ylabel="seconds per steady step (slowest rank)", title="Where a step's time goes")
     if left.get_legend_handles_labels()[0]:
         left.legend(fontsize=7)
@@ -94,18 +112,23 @@ def breakdown(rep, path: Path) -> None:
         vals = [b[1].get(part) or 0.0 for b in cells]
         right.bar(range(len(cells)), vals, bottom=bottom, label=part.removesuffix("_s"))
         bottom = [x + y for x, y in zip(bottom, vals)]
-    right.set_xticks(range(len(cells)), [b[0] for b in cells], fontsize=6)
+    right.set_xticks(range(len(cells)), [b[0] for b in cells], fontsize=6, rotation=60, ha="right")
     right.set(ylabel="seconds (median cell)", title="Where a cell's time goes")
     _save(fig, right, path)
+    return [b[0] for b in cells]
 
 
-def trend(rep, path: Path) -> None:
+def trend(rep, path: Path) -> list[str]:
+    """Returns the series drawn (or the words drawn instead)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     by_key: dict = {}
     for j in rep.judged:
         if j.key.metric == THROUGHPUT.name:
             by_key.setdefault(j.key, []).append(j)
+    if not by_key:
+        return _nothing(fig, ax, path, "No scheduled night in the lookback window: no nightly trend to draw "
+                                       "(manual runs never feed it).")
     for key, js in list(by_key.items())[:12]:
         ax.plot([j.night for j in js], [j.value for j in js], marker=".", label=f"{key.benchmark} {key.gpus} GPU")
         hits = [j for j in js if j.alert]
@@ -114,6 +137,7 @@ def trend(rep, path: Path) -> None:
     ax.grid(alpha=0.3)
     fig.autofmt_xdate()
     _save(fig, ax, path)
+    return [f"{key.benchmark} {key.gpus} GPU" for key in list(by_key)[:12]]
 
 
 DRAW = {"speedup.png": speedup, "relative_time.png": relative_time, "accuracy.png": accuracy,

@@ -479,3 +479,18 @@ def test_a_cells_other_attempts_are_listed_and_the_newest_valid_one_is_the_figur
     text = markdown(doc_for(store))
     assert (f"- resnet50_keras_cifar10 (fp32): {cell['label']}: attempt 3 is the figure; attempt 1 valid; "
             "attempt 2 failed (lease_lost)") in text
+
+
+def test_plots_name_rows_in_full_and_an_empty_chart_says_why_in_words(tmp_path):
+    from scalebench.report import plots
+
+    store = Store()
+    long_name = "maskrcnn_mmdet_voc2012"
+    for g, t in ((1, 100), (2, 60)):
+        record(store, g, 3, 1, t, bench=long_name, run_id="manual__only", run_type="manual")
+    rep = doc_for(store)
+    labels = plots.breakdown(rep, tmp_path / "breakdown.png")
+    assert labels == [f"{long_name} (fp32)\n1 GPU", f"{long_name} (fp32)\n2 GPUs"]  # never cut to 14 characters
+    said = plots.trend(rep, tmp_path / "trend.png")  # manual runs only: no scheduled night to trend
+    assert said == ["No scheduled night in the lookback window: no nightly trend to draw (manual runs never feed it)."]
+    assert (tmp_path / "trend.png").read_bytes()[:4] == b"\x89PNG"
