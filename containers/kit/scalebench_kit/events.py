@@ -1,4 +1,6 @@
-"""Structured event log (JSON lines), one list of keys in the spirit of MLPerf logging."""
+"""Structured event log (JSON lines), one list of keys in the spirit of MLPerf logging, written
+twice: events.jsonl (our records) and mlperf.log (MLPerf's `:::MLLOG` lines, which the field's
+tools read: mlperf-logging's parser, result summarizers)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .names import EVENT_KEYS
+from .names import EVENT_KEYS, MLLOG_FILE, MLLOG_KEYS
 
 
 class EventLog:
@@ -17,6 +19,7 @@ class EventLog:
 
     def __init__(self, path: str | Path, rank: int = 0, world_size: int = 1, echo: bool = True):
         self.path = Path(path)
+        self.mllog = self.path.with_name(MLLOG_FILE)
         self.rank = rank
         self.world_size = world_size
         self.echo = echo
@@ -27,14 +30,27 @@ class EventLog:
         event = {"key": key, "time": time.time(), "value": value, "rank": self.rank, "world_size": self.world_size,
                  "pid": os.getpid(), **meta}
         line = json.dumps(event, sort_keys=True, default=str)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+        _append(self.path, line)
+        _append(self.mllog, ":::MLLOG " + json.dumps(mllog_line(event), default=str))
         if self.echo and self.rank == 0:
             print(":::SCALEBENCH " + line, flush=True)
         return event
+
+
+def mllog_line(event: dict) -> dict:
+    """One event as an MLPerf log record: {namespace, time_ms, event_type, key, value, metadata}."""
+    key, kind = MLLOG_KEYS[event["key"]]
+    meta = {k: v for k, v in event.items() if k not in ("key", "time", "value")}
+    return {"namespace": "", "time_ms": int(event["time"] * 1000), "event_type": kind, "key": key,
+            "value": event["value"], "metadata": meta}
+
+
+def _append(path: Path, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def read_events(path: str | Path) -> list[dict]:

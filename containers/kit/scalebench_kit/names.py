@@ -9,12 +9,13 @@ from dataclasses import dataclass
 CELL_SPEC_FILE = "cell.json"          # what to run (orchestrator -> trainer)
 RESULT_FILE = "metrics.json"          # the result contract (trainer -> orchestrator)
 EVENTS_FILE = "events.jsonl"          # event lines, keys below
+MLLOG_FILE = "mlperf.log"             # the same events in MLPerf's :::MLLOG format (MLLOG_KEYS)
 FAILURE_FILE = "failure.json"         # why an attempt failed, at any stage
 VALIDATION_FILE = "validation.json"   # the GX verdict on the result
 PLACEMENT_FILE = "placement.json"     # devices, timing policy, co-tenants
 PREFLIGHT_FILE = "preflight.json"     # NVML report of a failed pre-flight
 TASK_FILE = "task.json"               # the Airflow task instance of the attempt (task id, map index, try)
-ATTEMPT_FILES = (CELL_SPEC_FILE, RESULT_FILE, EVENTS_FILE, FAILURE_FILE, VALIDATION_FILE, PLACEMENT_FILE,
+ATTEMPT_FILES = (CELL_SPEC_FILE, RESULT_FILE, EVENTS_FILE, MLLOG_FILE, FAILURE_FILE, VALIDATION_FILE, PLACEMENT_FILE,
                  PREFLIGHT_FILE, TASK_FILE)
 
 # -- files of one night's report (reports/<night>/) and of the reports folder --------------------
@@ -86,3 +87,17 @@ EVENT_KEYS = frozenset({
     "step_breakdown",
     "metric", "error",
 })
+
+# Each event key as an MLPerf log key and event type. Where mllog's constants have the key (the
+# strings of mlperf_logging.mllog.constants, spelt here so the kit needs no new dependency), that
+# one; else ours, namespaced "scalebench.", as a point in time.
+MLLOG_NAMESPACE = "scalebench."
+MLLOG_KEYS: dict[str, tuple[str, str]] = {
+    "run_start": ("run_start", "INTERVAL_START"), "run_stop": ("run_stop", "INTERVAL_END"),
+    "init_start": ("init_start", "INTERVAL_START"), "init_stop": ("init_stop", "INTERVAL_END"),
+    "epoch_start": ("epoch_start", "INTERVAL_START"), "epoch_stop": ("epoch_stop", "INTERVAL_END"),
+    "eval_start": ("eval_start", "INTERVAL_START"), "eval_stop": ("eval_stop", "INTERVAL_END"),
+    **{k: (MLLOG_NAMESPACE + k, "POINT_IN_TIME") for k in EVENT_KEYS
+       if k not in ("run_start", "run_stop", "init_start", "init_stop", "epoch_start", "epoch_stop", "eval_start",
+                    "eval_stop")},
+}

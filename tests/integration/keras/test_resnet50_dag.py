@@ -3,6 +3,8 @@ import json
 import sqlite3
 
 import pytest
+from mlperf_logging.compliance_checker import mlp_parser
+from scalebench_kit.names import MLLOG_KEYS
 
 from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 from tests.support.engine import requires_docker
@@ -57,6 +59,8 @@ def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
         events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
         assert events[0] == "run_start" and events[-1] == "run_stop" and events.count("epoch_stop") == 3
         assert events.index("eval_start") < events.index("precise_bn") < events.index("eval_stop")
+        mllog, errors = mlp_parser.parse_file(str(path.parent / "mlperf.log"), ruleset="4.1.0")  # MLPerf's reader
+        assert errors == [] and [ll.key for ll in mllog] == [MLLOG_KEYS[k][0] for k in events]
         assert json.loads((path.parent / "validation.json").read_text())["success"]
         p = doc["precision"]  # Keras' mixed_bfloat16 policy on CPU: an inner convolution computed in bfloat16
         assert p["observed_dtype"] == {"fp32": "float32", "bf16": "bfloat16"}[p["requested"]], p
