@@ -199,15 +199,17 @@ def cmd_cells(args, configs: Configs) -> Listing:
 def cmd_results(args, configs: Configs) -> Listing:
     from scalebench.store.results import Store
 
-    cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id)
+    cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id, night=args.night, since=args.since)
+    if args.failed:  # cells with no figure: failed, invalid or never started
+        cells = [c for c in cells if c["figure"] is None]
     rows = [_result_row(c) for c in cells]
-    columns = ["benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
-    return Listing(columns, rows, cells, empty="no stored cells")
+    columns = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
+    return Listing(columns, rows, cells, empty="no stored cells" + (" without a valid result" if args.failed else ""))
 
 
 def _result_row(c: dict) -> dict:
     """One cell: its figure when valid; else the last attempt's class, exit code and message."""
-    row = {"benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
+    row = {"night": c["night"], "benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
            "train_s": None, "attempt": None, "detail": ""}
     if c["figure"]:
         return row | {"train_s": round(c["figure"]["train_s"], 2), "attempt": f"{c['figure']['attempt']}",
@@ -218,6 +220,15 @@ def _result_row(c: dict) -> dict:
     code = "none" if last["exit_code"] is None else last["exit_code"]
     return row | {"attempt": f"{last['attempt']} of {len(c['attempts'])}",
                   "detail": f"{last['reason']}, exit code {code}: {last['message']}"}
+
+
+def _night(text: str) -> str:
+    import datetime as dt
+
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a night: expected YYYY-MM-DD") from None
 
 
 def cmd_compare(args, configs: Configs) -> Listing:
@@ -374,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     p = _listing(sub.add_parser("results", help="stored cells: the figure, or why the last attempt failed"))
     p.add_argument("--benchmark")
     p.add_argument("--run-id")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--night", type=_night, metavar="YYYY-MM-DD", help="one night (a DAG run's logical date, UTC)")
+    when.add_argument("--since", type=_night, metavar="YYYY-MM-DD", help="that night and every later one")
+    p.add_argument("--failed", action="store_true", help="only cells without a valid result")
     p = _listing(sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
                                                 "throughput, accuracy equivalence (e.g. a new image tag)"))
     p.add_argument("run_a")

@@ -90,10 +90,11 @@ class AttemptRecord(TypedDict):
 class StoredCell(StoredCellFields):
     """A stored cell with every attempt (`Store.cells`): what `scalebench results` and compare read."""
     created_at: str
+    night: str | None                # ISO date (UTC) of its run
     role: str
     rerun_of: str | None
     attempts: list[AttemptRecord]
-    figure: AttemptRecord | None     # the latest valid attempt
+    figure: AttemptRecord | None     # the newest valid attempt
     status: Status
 
 

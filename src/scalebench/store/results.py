@@ -242,13 +242,20 @@ class Store:
                              for n, status, reason in cur["others"] if n != shown]
         return list(rows.values())
 
-    def cells(self, benchmark: str | None = None, run_id: str | None = None) -> list[StoredCell]:
-        """Every stored cell with its attempts and its figure (the latest valid attempt, or None)."""
-        q = select(CellRow).order_by(CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs, CellRow.repeat)
+    def cells(self, benchmark: str | None = None, run_id: str | None = None, night: str | None = None,
+              since: str | None = None) -> list[StoredCell]:
+        """Every stored cell with its attempts and its figure (the newest valid attempt, or None);
+        `night` one night (ISO date), `since` that night and later."""
+        q = select(CellRow).order_by(CellRow.night, CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs,
+                                     CellRow.repeat)
         if benchmark:
             q = q.where(CellRow.benchmark == benchmark)
         if run_id:
             q = q.where(CellRow.run_id == run_id)
+        if night:
+            q = q.where(CellRow.night == night)
+        if since:
+            q = q.where(CellRow.night >= since)
         out = []
         with Session(self.engine) as s:
             for row in s.scalars(q):
@@ -261,7 +268,7 @@ class Store:
                 valid = [a for a in attempts if a["status"] == "valid"]
                 cell = {f: getattr(row, f) for f in CELL_FIELDS}
                 cell["created_at"] = row.created_at.isoformat()
-                cell["role"], cell["rerun_of"] = row.role, row.rerun_of
+                cell["night"], cell["role"], cell["rerun_of"] = row.night, row.role, row.rerun_of
                 cell["attempts"] = attempts
                 cell["figure"] = valid[-1] if valid else None
                 cell["status"] = "valid" if valid else (attempts[-1]["status"] if attempts else "missing")

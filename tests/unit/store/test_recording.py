@@ -55,7 +55,7 @@ def test_results_command_prints_each_failed_cells_class_exit_code_and_message(ca
     record_run(Store(), ok["dag_id"], "manual__z", [ok, killed])
     assert main(["results"]) == 0
     head, valid, failed = capsys.readouterr().out.splitlines()
-    assert head.split() == ["benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
+    assert head.split() == ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
     assert "valid" in valid and " 12.5 " in valid and valid.endswith("50.0 images/s")
     assert "failed" in failed and " 2 of 2 " in failed
     assert failed.endswith("killed, exit code 143: cell g2-fp32-e3-r1 ... SIGTERM")
@@ -103,3 +103,28 @@ def test_attempt_folders_are_read_in_number_order_past_nine():
     record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
     [stored] = Store().cells()
     assert [a["attempt"] for a in stored["attempts"]] == list(range(1, 12))
+
+
+def test_results_filter_by_night_since_and_failed(capsys):
+    import json
+
+    from scalebench.cli import main
+
+    for night in ("2026-11-27", "2026-11-28", "2026-11-29"):
+        ok, bad = (sample_cell(gpus=g, run_id=f"scheduled__{night}", night=night) for g in (1, 2))
+        _attempt(ok, 1, contract=sample_contract(ok), validation={"success": True})
+        _attempt(bad, 1, failure={"reason": "lease_lost", "exit_code": 137, "message": "lost"})
+        record_run(Store(), ok["dag_id"], ok["run_id"], [ok, bad])
+
+    def listed(*args):
+        assert main(["results", "-o", "json", *args]) == 0
+        return [(c["night"], c["gpus"]) for c in json.loads(capsys.readouterr().out)]
+
+    assert listed("--night", "2026-11-28") == [("2026-11-28", 1), ("2026-11-28", 2)]
+    assert listed("--since", "2026-11-28", "--failed") == [("2026-11-28", 2), ("2026-11-29", 2)]
+    assert len(listed()) == 6
+    with pytest.raises(SystemExit):
+        main(["results", "--night", "28.11.2026"])
+    assert "'28.11.2026' is not a night: expected YYYY-MM-DD" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["results", "--night", "2026-11-28", "--since", "2026-11-27"])
