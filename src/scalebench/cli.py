@@ -316,6 +316,19 @@ def cmd_prune(args, configs: Configs) -> dict:
     return found.summary(days, args.dry_run)
 
 
+def cmd_repro(args, configs: Configs) -> str:
+    from scalebench.orchestration import repro
+
+    try:
+        folder = repro.find_attempt(args.target)
+        if not args.run:
+            return repro.show(folder)
+        rc, out = repro.run(folder)
+    except repro.ReproError as exc:
+        raise ConfigError(str(exc)) from None
+    return f"exit code {rc}; results in {out} (not recorded in the store)"
+
+
 def cmd_db(args, configs: Configs) -> str:
     from scalebench.core import paths
     from scalebench.store import backup
@@ -413,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
                                      "an attempt's record files or a report)")
     p.add_argument("--older-than", type=float, metavar="DAYS", help="age in days (default: fleet retention_days)")
     p.add_argument("--dry-run", action="store_true", help="only count what would be removed")
+    p = sub.add_parser("repro", help="the exact docker run of an attempt (image digest, mounts, env, devices, "
+                                     "command); --run runs it into a new folder under a device lease")
+    p.add_argument("target", help="an attempt folder, or a cell key (its newest attempt that started a container)")
+    p.add_argument("--run", action="store_true", help="run it now (outside the store: nothing is recorded)")
     p = sub.add_parser("db", help="the results database")
     p.add_argument("action", choices=["upgrade", "backup", "restore"],
                    help="upgrade: create or migrate the schema (idempotent, locked); backup FILE: the whole store to "
@@ -424,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
-                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune}[args.cmd](args, configs)
+                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
+                  "repro": cmd_repro}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2

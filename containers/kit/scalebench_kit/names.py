@@ -15,8 +15,9 @@ VALIDATION_FILE = "validation.json"   # the GX verdict on the result
 PLACEMENT_FILE = "placement.json"     # devices, timing policy, co-tenants
 PREFLIGHT_FILE = "preflight.json"     # NVML report of a failed pre-flight
 TASK_FILE = "task.json"               # the Airflow task instance of the attempt (task id, map index, try)
+CONTAINER_FILE = "container.json"     # how its container was started (image digest, command, env, mounts, devices)
 ATTEMPT_FILES = (CELL_SPEC_FILE, RESULT_FILE, EVENTS_FILE, MLLOG_FILE, FAILURE_FILE, VALIDATION_FILE, PLACEMENT_FILE,
-                 PREFLIGHT_FILE, TASK_FILE)
+                 PREFLIGHT_FILE, TASK_FILE, CONTAINER_FILE)
 
 # -- files of one night's report (reports/<night>/) and of the reports folder --------------------
 REPORT_MD, REPORT_HTML, REPORT_TABLE = "report.md", "report.html", "table.json"

@@ -69,3 +69,15 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
     return ContainerSettings(image=bench.images[host.kind], command=command_for(bench, n), environment=env,
                              mounts=mounts, device_requests=requests, labels=labels,
                              cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)
+
+
+def record(s: ContainerSettings, image_digest: str, host: str, device_ids: list[str], lease_id: str) -> dict:
+    """container.json: everything `docker run` needs to start this container again (scalebench repro)."""
+    return {
+        "host": host, "device_ids": list(device_ids), "lease_id": lease_id,
+        "image": s.image, "image_digest": image_digest, "command": list(s.command),
+        "environment": dict(s.environment),
+        "mounts": [{"source": m["Source"], "target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in s.mounts],
+        "gpus": [d for r in s.device_requests or [] for d in r["DeviceIDs"]] if s.device_requests else None,
+        "shm_size": s.shm_size, "cpuset_cpus": s.cpuset_cpus, "user": s.user, "labels": dict(s.labels),
+    }

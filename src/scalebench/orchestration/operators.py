@@ -27,7 +27,7 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
-from scalebench_kit.names import (CELL_SPEC_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE, TASK_FILE,
+from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE, TASK_FILE,
                                   VALIDATION_FILE)
 
 from scalebench.orchestration import notes
@@ -37,6 +37,7 @@ from scalebench.core.attempt_folders import claim, contract_mismatch
 from scalebench.core.cells import timing_policy
 from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
 from scalebench.cell.container import CELL_LABEL, settings
+from scalebench.cell.container import record as container_record
 from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
 from scalebench.core.provenance import git_revision
 
@@ -237,8 +238,10 @@ class CellDockerOperator(DockerOperator):
             raise self.fail(a, Failure(reason, None, str(exc))) from None
 
     def spec(self, a: Attempt, lease, checked: dict) -> None:
-        """Write cell.json (what runs, with provenance) and set the container's settings."""
+        """Write cell.json (what runs, with provenance) and container.json (how it is started), and
+        set the container's settings."""
         a.stage = "spec"
+        digest = self._image_digest(a)
         bench, host, cell = a.bench, a.host, a.cell
         topo = {x: {y: k for y, k in (host.topology or {}).get(x, {}).items() if y in lease.device_ids}
                 for x in lease.device_ids} if host.topology else None
@@ -258,7 +261,7 @@ class CellDockerOperator(DockerOperator):
                      "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
                      "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
             "model": {"name": bench.id, **bench.model},
-            "provenance": {"image": self.image, "image_digest": self._image_digest(a),
+            "provenance": {"image": self.image, "image_digest": digest,
                            "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
                            "resolved_config": a.resolved.summary(cell["precision"])},
         }
@@ -273,6 +276,9 @@ class CellDockerOperator(DockerOperator):
         self.device_requests, self.shm_size, self.user = s.device_requests, s.shm_size, s.user
         self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
         self._cpuset = s.cpuset_cpus
+        s.image = self.image  # a candidate tag from the plan, when given
+        write_json_atomic(a.out / CONTAINER_FILE, container_record(s, digest, host.name, lease.device_ids,
+                                                                   lease.lease_id))
         self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
                       cell["cell_id"], cell["label"], host.name, lease.device_ids, a.policy, lease.waited_s, a.number,
                       a.out)

@@ -1,0 +1,104 @@
+"""`scalebench repro TARGET [--run]`: the exact `docker run` that starts an attempt's container
+again on its host (image digest, mounts, environment, devices, command), from the container.json
+the cell task wrote; `--run` runs it into a new folder outside the store, under a device lease
+like any cell's, and records nothing."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from scalebench_kit.names import CELL_SPEC_FILE, CONTAINER_FILE
+
+from scalebench.core import paths
+
+
+class ReproError(RuntimeError):
+    """The target names no attempt that can be started again; says which and why."""
+
+
+def find_attempt(target: str) -> Path:
+    """An attempt folder (given as a path), or a cell key's newest attempt that started a container."""
+    folder = Path(target)
+    if folder.is_dir():
+        if not (folder / CONTAINER_FILE).exists():
+            raise ReproError(f"{folder}: no {CONTAINER_FILE} (the attempt never started its container, or was "
+                             "recorded before scalebench wrote it)")
+        return folder
+    from scalebench.core.attempt_folders import cell_attempts
+    from scalebench.store.results import Store
+
+    cells = [c for c in Store().cells() if c["key"] == target]
+    if not cells:
+        raise ReproError(f"{target!r} is neither an attempt folder nor a stored cell key "
+                         "(`scalebench results -o json` lists the keys)")
+    cell = {**cells[0], "cell_id": _cell_id(cells[0])}
+    started = [f for _, f in cell_attempts(cell) if (f / CONTAINER_FILE).exists()]
+    if not started:
+        raise ReproError(f"cell {target} ({cells[0]['label']}): no attempt started a container")
+    return started[-1]
+
+
+def _cell_id(cell: dict) -> str:
+    return f"g{cell['gpus']}-{cell['precision']}-e{cell['epochs']}-r{cell['repeat']}"
+
+
+def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = None,
+               lease_id: str | None = None) -> list[str]:
+    """The command line; `results` replaces the /results mount, `gpus` the device ids, `lease_id` the lease label."""
+    cmd = ["docker", "run", "--rm", "--shm-size", str(rec["shm_size"])]
+    if rec.get("cpuset_cpus"):
+        cmd += ["--cpuset-cpus", rec["cpuset_cpus"]]
+    if rec.get("user"):
+        cmd += ["--user", rec["user"]]
+    ids = gpus if gpus is not None else rec.get("gpus")
+    env = dict(rec["environment"])
+    if rec.get("gpus"):
+        cmd += ["--gpus", f'"device={",".join(ids)}"']
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(ids)
+    for k, v in sorted(env.items()):
+        cmd += ["-e", f"{k}={v}"]
+    for m in rec["mounts"]:
+        source = results if results and m["target"] == "/results" else m["source"]
+        cmd += ["--mount", f"type=bind,source={source},target={m['target']}" + (",readonly" if m["read_only"] else "")]
+    labels = {**rec.get("labels", {}), "org.scalebench.repro": "1"}
+    if lease_id:
+        labels["org.scalebench.lease"] = lease_id
+    for k, v in sorted(labels.items()):
+        cmd += ["--label", f"{k}={v}"]
+    return [*cmd, rec["image_digest"], *rec["command"]]
+
+
+def shell_line(cmd: list[str]) -> str:
+    return " ".join(a if a.startswith('"device=') else shlex.quote(a) for a in cmd)
+
+
+def show(folder: Path) -> str:
+    rec = json.loads((folder / CONTAINER_FILE).read_text())
+    return "\n".join([f"# attempt {folder} on host {rec['host']} (devices {','.join(rec['device_ids'])}), "
+                      f"image {rec['image']}", shell_line(docker_run(rec))])
+
+
+def run(folder: Path) -> tuple[int, Path]:
+    """Run the attempt again into a new folder under .state/repro/, under a lease on its host."""
+    from scalebench.core.config import Configs
+    from scalebench.store.leases import LeaseManager
+
+    rec = json.loads((folder / CONTAINER_FILE).read_text())
+    host = Configs().fleet.host(rec["host"])
+    out = paths.state_dir() / "repro" / f"{folder.parent.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S%f}"
+    out.mkdir(parents=True)
+    shutil.copy(folder / CELL_SPEC_FILE, out / CELL_SPEC_FILE)
+    lease = LeaseManager().acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get('org.scalebench.cell')}")
+    lease.start_heartbeat()
+    try:
+        cmd = docker_run(rec, results=str(out), gpus=lease.device_ids if rec.get("gpus") else None,
+                         lease_id=lease.lease_id)
+        print(shell_line(cmd), flush=True)
+        rc = subprocess.run([a.strip('"') if a.startswith('"device=') else a for a in cmd]).returncode
+    finally:
+        lease.release()
+    return rc, out

@@ -1,0 +1,75 @@
+"""`scalebench repro`: an attempt's exact docker run from its container.json, and --run against the engine."""
+import json
+import shlex
+
+from scalebench.cli import main
+from scalebench.core.attempt_folders import attempt_dir
+from scalebench.store.leases import LeaseManager
+from scalebench.store.recording import record_run
+from scalebench.store.results import Store
+from tests.support.engine import requires_docker
+from tests.support.samples import FakeTI, contract_probe, sample_contract
+
+
+def test_repro_prints_the_attempts_docker_run_by_folder_or_cell_key(tmp_path, monkeypatch, capsys):
+    tree, data, probe_cell = contract_probe(tmp_path)
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    cell, op = probe_cell(2)
+    folder = attempt_dir(cell, 1)
+    rec = {"host": "local", "device_ids": ["0", "1"], "lease_id": "l1", "image": "scalebench/tensorflow:cpu",
+           "image_digest": "sha256:1mage", "command": ["sh", "-c", "python /data/probe_cell.py"],
+           "environment": {"SCALEBENCH_NUM_DEVICES": "2", "OMP_NUM_THREADS": "2"},
+           "mounts": [{"source": str(data), "target": "/data", "read_only": True},
+                      {"source": str(folder), "target": "/results", "read_only": False}],
+           "gpus": None, "shm_size": 2147483648, "cpuset_cpus": "0,1", "user": None,
+           "labels": {"org.scalebench.cell": cell["key"]}}
+    folder.mkdir(parents=True)
+    (folder / "container.json").write_text(json.dumps(rec))
+    (folder / "cell.json").write_text(json.dumps({"cell": cell}))
+    (folder / "failure.json").write_text(json.dumps({"reason": "killed", "message": "m"}))
+    record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    for target in (str(folder), cell["key"]):
+        assert main(["repro", target]) == 0
+        comment, line = capsys.readouterr().out.strip().splitlines()
+        assert comment.startswith(f"# attempt {folder} on host local (devices 0,1), image scalebench/tensorflow:cpu")
+        args = shlex.split(line)
+        assert args[:3] == ["docker", "run", "--rm"] and args[-4:] == ["sha256:1mage", "sh", "-c",
+                                                                        "python /data/probe_cell.py"]
+        assert f"type=bind,source={data},target=/data,readonly" in args and "SCALEBENCH_NUM_DEVICES=2" in args
+        assert args[args.index("--cpuset-cpus") + 1] == "0,1" and "--gpus" not in args
+
+
+def test_a_gpu_attempt_names_its_devices_in_the_docker_run():
+    from scalebench.orchestration.repro import docker_run
+
+    rec = {"environment": {"NVIDIA_VISIBLE_DEVICES": "2,3"}, "mounts": [], "gpus": ["2", "3"], "shm_size": 1,
+           "image_digest": "sha256:x", "command": ["torchrun"], "labels": {}}
+    args = docker_run(rec)
+    assert args[args.index("--gpus") + 1] == '"device=2,3"' and "NVIDIA_VISIBLE_DEVICES=2,3" in args
+    moved = docker_run(rec, gpus=["0", "1"])  # --run leases afresh: the ids may differ
+    assert moved[moved.index("--gpus") + 1] == '"device=0,1"' and "NVIDIA_VISIBLE_DEVICES=0,1" in moved
+
+
+def test_repro_refuses_what_it_cannot_start_again(capsys, tmp_path):
+    assert main(["repro", "no-such-key"]) == 2
+    assert "'no-such-key' is neither an attempt folder nor a stored cell key" in capsys.readouterr().err
+    assert main(["repro", str(tmp_path)]) == 2
+    assert "no container.json (the attempt never started its container" in capsys.readouterr().err
+
+
+@requires_docker
+def test_repro_run_starts_the_attempts_container_again_outside_the_store(tmp_path, monkeypatch):
+    from scalebench.orchestration.repro import run
+
+    tree, data, probe_cell = contract_probe(tmp_path)
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    cell, op = probe_cell(2)
+    (data / f"contract-{cell['key']}-1.json").write_text(json.dumps(sample_contract(cell, attempt=1)))
+    summary = op.execute({"ti": FakeTI(1)})
+    folder = attempt_dir(cell, 1)
+    rec = json.loads((folder / "container.json").read_text())
+    assert rec["image_digest"].startswith("sha256:") and rec["device_ids"] == summary["device_ids"]
+    rc, out = run(folder)
+    assert rc == 0 and json.loads((out / "metrics.json").read_text())["cell"]["key"] == cell["key"]
+    assert out.parent.name == "repro" and Store().cells() == [] and LeaseManager().holders() == []
+    assert [e.cell_key for e in LeaseManager().events() if e.event == "released"][-1] == f"repro-{cell['key']}"
