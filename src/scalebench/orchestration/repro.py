@@ -50,6 +50,7 @@ def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = N
                lease_id: str | None = None) -> list[str]:
     """The command line; `results` replaces the /results mount, `gpus` the device ids, `lease_id` the lease label."""
     cmd = ["docker", "run", "--rm", "--shm-size", str(rec["shm_size"])]
+    labels = {**rec.get("labels", {}), "org.scalebench.repro": "1"}
     if rec.get("cpuset_cpus"):
         cmd += ["--cpuset-cpus", rec["cpuset_cpus"]]
     if rec.get("user"):
@@ -58,13 +59,12 @@ def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = N
     env = dict(rec["environment"])
     if rec.get("gpus"):
         cmd += ["--gpus", f'"device={",".join(ids)}"']
-        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(ids)
+        env["NVIDIA_VISIBLE_DEVICES"] = labels["org.scalebench.devices"] = ",".join(ids)
     for k, v in sorted(env.items()):
         cmd += ["-e", f"{k}={v}"]
     for m in rec["mounts"]:
         source = results if results and m["target"] == "/results" else m["source"]
         cmd += ["--mount", f"type=bind,source={source},target={m['target']}" + (",readonly" if m["read_only"] else "")]
-    labels = {**rec.get("labels", {}), "org.scalebench.repro": "1"}
     if lease_id:
         labels["org.scalebench.lease"] = lease_id
     for k, v in sorted(labels.items()):
@@ -93,10 +93,16 @@ def run(folder: Path) -> tuple[int, Path]:
     out.mkdir(parents=True)
     shutil.copy(folder / CELL_SPEC_FILE, out / CELL_SPEC_FILE)
     lease = LeaseManager().acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get('org.scalebench.cell')}")
-    lease.start_heartbeat()
+    name = f"scalebench-repro-{lease.lease_id[:12]}"
+    # a lost lease may hand the devices on: the container goes at once, as a cell's would
+    lease.start_heartbeat(on_lost=lambda why: subprocess.run(["docker", "rm", "-f", name], capture_output=True))
     try:
+        cores = host.cores_for(lease.device_ids)
+        rec = {**rec, "cpuset_cpus": ",".join(map(str, cores)) if cores else None,
+               "labels": {**rec.get("labels", {}), "org.scalebench.devices": ",".join(lease.device_ids)}}
         cmd = docker_run(rec, results=str(out), gpus=lease.device_ids if rec.get("gpus") else None,
                          lease_id=lease.lease_id)
+        cmd[3:3] = ["--name", name]
         print(shell_line(cmd), flush=True)
         rc = subprocess.run([a.strip('"') if a.startswith('"device=') else a for a in cmd]).returncode
     finally:
