@@ -7,12 +7,12 @@ from tests.support import CONFIGS, new_config_tree
 
 
 def sample_cell(gpus=2, epochs=3, repeat=1, run_id="manual__night1", **over):
-    from scalebench.core.cells import cell_key, cell_label
+    from scalebench.core.cells import cell_id, cell_key, cell_label
 
     ident = {"dag_id": "scalebench_resnet50_keras_cifar10", "run_id": run_id, "benchmark": "resnet50_keras_cifar10",
              "host": "local", "gpus": gpus, "epochs": epochs, "repeat": repeat, "profile": "smoke", "precision": "fp32"}
     ident.update({k: v for k, v in over.items() if k in ident})  # the key follows the identity it is given
-    cell = {**ident, "key": cell_key(ident), "cell_id": f"g{gpus}-{ident['precision']}-e{epochs}-r{repeat}",
+    cell = {**ident, "key": cell_key(ident), "cell_id": cell_id(gpus, ident["precision"], epochs, repeat),
             "label": cell_label(gpus, epochs, repeat, precision=ident["precision"]), "run_type": "manual", "seed": repeat - 1,
             "per_device_batch": 16, "global_batch": 16 * gpus, "scaling_mode": "weak", "lr": 0.001}
     cell.update(over)

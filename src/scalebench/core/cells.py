@@ -19,6 +19,11 @@ def cell_key(identity: dict) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:20]
 
 
+def cell_id(gpus: int, precision: str, epochs: int, repeat: int) -> str:
+    """A cell's folder name within its run: g<gpus>-<precision>-e<epochs>-r<repeat>."""
+    return f"g{gpus}-{precision}-e{epochs}-r{repeat}"
+
+
 def cell_label(gpus: int, epochs: int, repeat: int, capped_at: int | None = None, precision: str = "fp32") -> str:
     """"2 GPUs · bf16 · 3 epochs · repeat 1"; a capped epoch says its steps ("5 epochs of 15 steps")."""
     steps = f" of {capped_at} steps" if capped_at else ""
@@ -98,7 +103,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                     ident = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
                              "gpus": n, "epochs": e, "repeat": r, "profile": profile, "precision": p}
                     cell = PlannedCell(
-                        **ident, key=cell_key(ident), cell_id=f"g{n}-{p}-e{e}-r{r}",
+                        **ident, key=cell_key(ident), cell_id=cell_id(n, p, e, r),
                         label=cell_label(n, e, r, capped_at, p), run_type=run_type, night=night,
                         seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
                         per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,

@@ -29,21 +29,19 @@ def find_attempt(target: str) -> Path:
                              "recorded before scalebench wrote it)")
         return folder
     from scalebench.core.attempt_folders import cell_attempts
+    from scalebench.core.cells import cell_id
     from scalebench.store.results import Store
 
-    cells = [c for c in Store().cells() if c["key"] == target]
+    cells = Store().cells(key=target)
     if not cells:
         raise ReproError(f"{target!r} is neither an attempt folder nor a stored cell key "
                          "(`scalebench results -o json` lists the keys)")
-    cell = {**cells[0], "cell_id": _cell_id(cells[0])}
+    c = cells[0]
+    cell = {**c, "cell_id": cell_id(c["gpus"], c["precision"], c["epochs"], c["repeat"])}
     started = [f for _, f in cell_attempts(cell) if (f / CONTAINER_FILE).exists()]
     if not started:
         raise ReproError(f"cell {target} ({cells[0]['label']}): no attempt started a container")
     return started[-1]
-
-
-def _cell_id(cell: dict) -> str:
-    return f"g{cell['gpus']}-{cell['precision']}-e{cell['epochs']}-r{cell['repeat']}"
 
 
 def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = None,

@@ -243,7 +243,7 @@ class Store:
         return list(rows.values())
 
     def cells(self, benchmark: str | None = None, run_id: str | None = None, night: str | None = None,
-              since: str | None = None) -> list[StoredCell]:
+              since: str | None = None, key: str | None = None) -> list[StoredCell]:
         """Every stored cell with its attempts and its figure (the newest valid attempt, or None);
         `night` one night (ISO date), `since` that night and later."""
         q = select(CellRow).order_by(CellRow.night, CellRow.benchmark, CellRow.run_id, CellRow.gpus, CellRow.epochs,
@@ -256,6 +256,8 @@ class Store:
             q = q.where(CellRow.night == night)
         if since:
             q = q.where(CellRow.night >= since)
+        if key:
+            q = q.where(CellRow.key == key)
         out = []
         with Session(self.engine) as s:
             for row in s.scalars(q):
