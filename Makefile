@@ -39,7 +39,17 @@ $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.tom
 	$(BIN)/pip install -q --no-deps -e containers/kit -e .
 	touch $@
 
-venv: $(BIN)/.installed
+UI_VENDOR := src/scalebench/orchestration/static/vendor
+# the history pages' charts (uPlot), vendored at build time from the npm registry as pinned by
+# web/package-lock.json (integrity-checked by npm ci); the pages never load a script from a CDN
+$(UI_VENDOR)/uPlot.iife.min.js: web/package.json web/package-lock.json
+	@command -v npm >/dev/null || { echo "installing npm (Debian package)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+	cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	mkdir -p $(UI_VENDOR)
+	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css web/node_modules/uplot/LICENSE $(UI_VENDOR)/
+	touch $@
+
+venv: $(BIN)/.installed $(UI_VENDOR)/uPlot.iife.min.js
 
 docker:
 	containers/ensure-docker.sh

@@ -234,17 +234,20 @@ def _night(text: str) -> str:
 def cmd_compare(args, configs: Configs) -> Listing:
     from dataclasses import asdict
 
-    from scalebench.analysis.compare import compare, render
+    from scalebench.analysis.compare import (COMPARISON_COLUMNS, compare, compare_nights, comparison_rows, render,
+                                             render_nights)
     from scalebench.store.results import Store
 
-    cmp = compare(Store(), args.run_a, args.run_b, args.benchmark, args.margin)
-    rows = [{"benchmark": cmp.benchmark, "run_a": cmp.run_a, "run_b": cmp.run_b, "gpus": d.gpus, "epochs": d.epochs,
-             "repeats_a": d.repeats[0], "repeats_b": d.repeats[1], "train_s_a": d.train_s[0], "train_s_b": d.train_s[1],
-             "ratio": d.ratio, "ratio_ci_low": d.ratio_ci[0] if d.ratio_ci else None,
-             "ratio_ci_high": d.ratio_ci[1] if d.ratio_ci else None, "images_per_s_a": d.images_per_s[0],
-             "images_per_s_b": d.images_per_s[1], "verdict": d.verdict} for d in cmp.cells]
-    return Listing(list(rows[0]) if rows else ["benchmark", "gpus", "epochs", "verdict"], rows, asdict(cmp),
-                   text=render(cmp))
+    store = Store()
+    if args.nights:
+        a, b = args.nights
+        cmp = compare_nights(store.cells(night=a), store.cells(night=b), a, b, args.benchmark, args.margin)
+        rows = [r for c in cmp.benchmarks for r in comparison_rows(c)]
+        return Listing(COMPARISON_COLUMNS, rows, asdict(cmp), text=render_nights(cmp))
+    if not (args.run_a and args.run_b):
+        raise CompareError("give two run ids (RUN_A RUN_B) or --nights A B")
+    cmp = compare(store, args.run_a, args.run_b, args.benchmark, args.margin)
+    return Listing(COMPARISON_COLUMNS, comparison_rows(cmp), asdict(cmp), text=render(cmp))
 
 
 def cmd_report(args, configs: Configs) -> str:
@@ -344,6 +347,14 @@ def cmd_db(args, configs: Configs) -> str:
             return backup.restore(args.file, url, pg_container=args.pg_container)
         except backup.BackupError as exc:
             raise ConfigError(str(exc)) from None
+    if args.action == "summarize":
+        from scalebench.report.summary import summarize_night
+        from scalebench.store.results import Store
+
+        store = Store(url)
+        nights = store.summarized()
+        rows = sum(summarize_night(store, bench, night) for bench, night in nights)
+        return f"history summaries rebuilt: {rows} rows for {len(nights)} (benchmark, night) pairs"
     before, after = upgrade(url)
     where = url.split("@")[-1]
     if before == after:
@@ -404,9 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--failed", action="store_true", help="only cells without a valid result")
     p = _listing(sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
                                                 "throughput, accuracy equivalence (e.g. a new image tag)"))
-    p.add_argument("run_a")
-    p.add_argument("run_b")
-    p.add_argument("--benchmark", help="needed when a run id belongs to several benchmarks' DAGs")
+    p.add_argument("run_a", nargs="?", help="reference run id (or --nights)")
+    p.add_argument("run_b", nargs="?", help="candidate run id")
+    p.add_argument("--nights", nargs=2, type=_night, metavar=("A", "B"),
+                   help="two nights instead: per benchmark, the run each night's report reads")
+    p.add_argument("--benchmark", help="one benchmark (needed when a run id belongs to several benchmarks' DAGs)")
     p.add_argument("--margin", type=float, default=0.01, help="accuracy equivalence margin (default 0.01)")
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
@@ -431,9 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", help="an attempt folder, or a cell key (its newest attempt that started a container)")
     p.add_argument("--run", action="store_true", help="run it now (outside the store: nothing is recorded)")
     p = sub.add_parser("db", help="the results database")
-    p.add_argument("action", choices=["upgrade", "backup", "restore"],
+    p.add_argument("action", choices=["upgrade", "backup", "restore", "summarize"],
                    help="upgrade: create or migrate the schema (idempotent, locked); backup FILE: the whole store to "
-                        "a new file; restore FILE: a backup into an empty store (SCALEBENCH_STORE_URL)")
+                        "a new file; restore FILE: a backup into an empty store (SCALEBENCH_STORE_URL); summarize: "
+                        "rebuild the history pages' night summaries from the stored attempts")
     p.add_argument("file", nargs="?", help="the backup file (backup, restore)")
     p.add_argument("--pg-container", metavar="NAME", help="PostgreSQL: run pg_dump/pg_restore inside this container "
                                                           "(e.g. the compose stack's postgres service)")

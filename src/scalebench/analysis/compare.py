@@ -1,8 +1,9 @@
 """`scalebench compare RUN_A RUN_B`: a candidate run against a reference run (e.g. a new image tag
 before it goes nightly), per cell (GPU count, epochs), with the report's statistics: the median
 training time ratio B/A with its bootstrap CI over repeats, throughput, and each accuracy metric's
-equivalence verdict (two one-sided tests, 90 % CI, the report's margin). Computed as data here;
-the CLI renders it."""
+equivalence verdict (two one-sided tests, 90 % CI, the report's margin). `compare_nights` does
+the same for two nights, per benchmark, between the runs each night's report reads. Computed as
+data here; the CLI and the UI render it."""
 from __future__ import annotations
 
 import statistics
@@ -12,6 +13,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis.regress import fingerprint_change
 from scalebench.analysis.stats import Verdict, bootstrap_ratio_ci, equivalence
+from scalebench.core.nights import choose_runs
 from scalebench.core.records import StoredCell
 
 
@@ -68,6 +70,39 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
     a, b = _run_cells(store, run_a, benchmark), _run_cells(store, run_b, benchmark)
     if a[0]["benchmark"] != b[0]["benchmark"]:
         raise CompareError(f"run {run_a!r} is of {a[0]['benchmark']!r}, run {run_b!r} of {b[0]['benchmark']!r}")
+    return compare_cells(a[0]["benchmark"], run_a, a, run_b, b, margin)
+
+
+@dataclass
+class NightComparison:
+    night_a: str
+    night_b: str
+    benchmarks: list[Comparison]   # A = the run night A's report reads, B = night B's
+    only_a: list[str]              # benchmarks with a run only on night A
+    only_b: list[str]
+
+
+def compare_nights(cells_a: list[StoredCell], cells_b: list[StoredCell], night_a: str, night_b: str,
+                   benchmark: str | None = None, margin: float = 0.01) -> NightComparison:
+    """Each benchmark's run of night A (the one its report reads: scheduled if any) against its
+    run of night B; `cells_a`/`cells_b` are the store's cells of those nights."""
+    def runs(cells: list[StoredCell], night: str) -> dict[str, list[StoredCell]]:
+        measured = [c for c in cells if c.get("role", "measure") == "measure" and (not benchmark or c["benchmark"] == benchmark)]
+        chosen, _ = choose_runs(measured, night)
+        return {b: [c for c in measured if c["benchmark"] == b and c["run_id"] == run] for b, run in chosen.items()}
+
+    a, b = runs(cells_a, night_a), runs(cells_b, night_b)
+    if not a and not b:
+        raise CompareError(f"nights {night_a} and {night_b}: no stored run" + (f" of benchmark {benchmark!r}" if benchmark else ""))
+    both = sorted(set(a) & set(b))
+    return NightComparison(night_a, night_b,
+                           [compare_cells(x, a[x][0]["run_id"], a[x], b[x][0]["run_id"], b[x], margin) for x in both],
+                           sorted(set(a) - set(b)), sorted(set(b) - set(a)))
+
+
+def compare_cells(benchmark: str, run_a: str, a: list[StoredCell], run_b: str, b: list[StoredCell],
+                  margin: float = 0.01) -> Comparison:
+    """Like with like (GPU count, precision, epochs) between two sets of one benchmark's cells."""
     groups: dict[tuple[int, str, int], tuple[list, list]] = {}  # like with like: GPUs, precision, epochs
     for side, cells in ((0, a), (1, b)):
         for c in cells:
@@ -95,7 +130,32 @@ def compare(store, run_a: str, run_b: str, benchmark: str | None = None, margin:
     def system(cells: list[StoredCell]) -> dict | None:
         return next((c["figure"].get("fingerprint") for c in cells if c["figure"]), None)
 
-    return Comparison(a[0]["benchmark"], run_a, run_b, fingerprint_change(system(a), system(b)), diffs, only(0), only(1))
+    return Comparison(benchmark, run_a, run_b, fingerprint_change(system(a), system(b)), diffs, only(0), only(1))
+
+
+def comparison_rows(cmp: Comparison) -> list[dict]:
+    """One flat row per compared cell (CSV, JSON lines, the UI's table)."""
+    return [{"benchmark": cmp.benchmark, "run_a": cmp.run_a, "run_b": cmp.run_b, "gpus": d.gpus, "precision": d.precision,
+             "epochs": d.epochs, "repeats_a": d.repeats[0], "repeats_b": d.repeats[1], "train_s_a": d.train_s[0],
+             "train_s_b": d.train_s[1], "ratio": d.ratio, "ratio_ci_low": d.ratio_ci[0] if d.ratio_ci else None,
+             "ratio_ci_high": d.ratio_ci[1] if d.ratio_ci else None, "images_per_s_a": d.images_per_s[0],
+             "images_per_s_b": d.images_per_s[1], "verdict": d.verdict, "systems_differ_in": cmp.changed or "",
+             **{f"{m}_verdict": v.text() for m, v in d.accuracy.items()}} for d in cmp.cells]
+
+
+COMPARISON_COLUMNS = ["benchmark", "run_a", "run_b", "gpus", "precision", "epochs", "repeats_a", "repeats_b", "train_s_a",
+                      "train_s_b", "ratio", "ratio_ci_low", "ratio_ci_high", "images_per_s_a", "images_per_s_b", "verdict",
+                      "systems_differ_in"]
+
+
+def render_nights(cmp: NightComparison) -> str:
+    out = [f"night A = {cmp.night_a}, night B = {cmp.night_b}"]
+    for c in cmp.benchmarks:
+        out += ["", render(c)]
+    for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if only:
+            out += ["", f"only on night {name}: {', '.join(only)}"]
+    return "\n".join(out)
 
 
 def render(cmp: Comparison) -> str:

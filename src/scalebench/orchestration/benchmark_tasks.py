@@ -160,7 +160,20 @@ def record(dag_id: str, planned: list[dict], **context) -> dict:
     run = context["dag_run"]
     counts = record_run_when_reachable(dag_id, run.run_id, planned)
     print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
+    summarize(planned)
     return counts
+
+
+def summarize(planned: list[dict]) -> None:
+    """The history pages' summaries of the nights these cells belong to (the host probe has none)."""
+    from scalebench.report.summary import summarize_night
+    from scalebench.store.db import outlasting_outages
+    from scalebench.store.results import Store
+
+    for bench, night in sorted({(c["benchmark"], c["night"]) for c in planned
+                                if c.get("role", "measure") != cellmod.PROBE and c.get("night")}):
+        n = outlasting_outages(lambda: summarize_night(Store(), bench, night), what=f"summarize {bench} {night}")
+        print(f"history summaries of {bench} on {night}: {n} rows (GPU count x precision)")
 
 
 # a short circuit: with nothing flagged the rerun tasks are skipped without starting
@@ -199,6 +212,7 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) ->
     reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
     if reruns:
         record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
+        summarize(reruns)
     verdict = verdicts(Store(), planned, reruns)
     for kind in ("confirmed", "cleared"):
         for line in verdict[kind]:

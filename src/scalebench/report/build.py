@@ -11,24 +11,20 @@ import datetime as dt
 from pathlib import Path
 from typing import Callable
 
-from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
+from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
 from scalebench.core.cells import PROBE_DAG_ID
+from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks
-from scalebench.report.figures import (alert_detail, average_row, bench_row, choose_runs, latest_accuracy_runs,
-                                       manual_runs)
+from scalebench.report.figures import (alert_detail, average_row, bench_row, latest_accuracy_runs,
+                                       manual_runs, precision_order)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
-
-
-def precision_order(p: str) -> tuple[int, str]:
-    """fp32, tf32, bf16, fp16, then anything older ("framework default")."""
-    return (PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS), p)
 
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
@@ -107,7 +103,10 @@ def build_report(store, night: str | None = None, opts: Options | None = None) -
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:
     """Build one night's report into reports/<night>/ and refresh the index of nights beside it."""
+    from scalebench.report.summary import marks_of
+
     rep = build_report(store, night, opts)
+    store.save_marks(rep.night, marks_of(rep))  # the history pages mark what this report judged
     path = render(rep, paths.reports_dir() / rep.night)
     write_index(paths.reports_dir())
     return rep, path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from scalebench_kit.names import ACCURACY_METRICS
+from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
 from scalebench.analysis.regress import Judgement
 from scalebench.core.cells import ACCURACY
@@ -12,21 +12,13 @@ from scalebench.core.records import FigureRow, RowKey
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
 
 
+def precision_order(p: str) -> tuple[int, str]:
+    """fp32, tf32, bf16, fp16, then anything older ("framework default")."""
+    return (PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS), p)
+
+
 def _med(xs):
     return statistics.median(xs) if xs else None
-
-
-def choose_runs(cells: list[FigureRow], night: str) -> tuple[dict[str, str], str]:
-    """(per benchmark, the run that feeds the table; where they come from). When the night has
-    scheduled runs, only those (the last per benchmark); a night with only manual runs (a demo, a
-    trial) is reported from the last manual run per benchmark, marked 'manual'."""
-    tonight = [c for c in cells if c["night"] == night and c["run_type"] != ACCURACY]
-    source = "scheduled" if any(c["run_type"] == "scheduled" for c in tonight) else "manual"
-    chosen: dict[str, str] = {}
-    for c in tonight:  # cells come in recording order: the last run wins
-        if source == "manual" or c["run_type"] == "scheduled":
-            chosen[c["benchmark"]] = c["run_id"]
-    return chosen, source
 
 
 def latest_accuracy_runs(cells: list[FigureRow]) -> dict[str, str]:

@@ -45,7 +45,7 @@ OUTAGE_WAIT_S = 180.0  # a record step outlasts a database restart or a long loc
 
 def outlasting_outages(fn, *, what: str, within_s: float = OUTAGE_WAIT_S, pause_s: float = 3.0, log=print):
     """fn(), called again while the database refuses connections or stays locked, up to within_s.
-    fn must be idempotent (the record step is: an attempt is one row, updated in place)."""
+    fn must be idempotent (the record step is: an attempt is one row, kept once written)."""
     import time
 
     from sqlalchemy.exc import InterfaceError, OperationalError
@@ -65,7 +65,7 @@ def outlasting_outages(fn, *, what: str, within_s: float = OUTAGE_WAIT_S, pause_
             time.sleep(pause_s)
 
 
-HEAD_REVISION = "0008"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
+HEAD_REVISION = "0009"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
 
 
 class StoreNotReady(RuntimeError):

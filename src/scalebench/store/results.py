@@ -10,7 +10,8 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, delete,
+                        select)
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from scalebench.core import nights
@@ -100,6 +101,44 @@ class BenchmarkRunRow(Base):
     counts: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
+
+
+class NightSummaryRow(Base):
+    """A night of one benchmark at one GPU count and precision, as the history pages show it:
+    written when its run is recorded (scalebench.report.summary), marked by that night's report.
+    Derived from the attempts, so it is replaced, never appended (unlike an attempt)."""
+    __tablename__ = "night_summaries"
+    __table_args__ = (UniqueConstraint("benchmark", "night", "gpus", "precision", name="uq_night_summary"),
+                      Index("ix_night_summaries_benchmark_night", "benchmark", "night"),
+                      Index("ix_night_summaries_night", "night"))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(100))
+    night: Mapped[str] = mapped_column(String(10))
+    gpus: Mapped[int] = mapped_column(Integer)
+    precision: Mapped[str] = mapped_column(String(32))
+    dag_id: Mapped[str] = mapped_column(String(250))
+    run_id: Mapped[str] = mapped_column(String(250))
+    run_type: Mapped[str] = mapped_column(String(32))
+    profile: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str] = mapped_column(String(100))
+    cells: Mapped[int] = mapped_column(Integer)
+    valid: Mapped[int] = mapped_column(Integer)
+    retried: Mapped[int] = mapped_column(Integer)        # cells with more than one attempt
+    reruns: Mapped[int] = mapped_column(Integer)         # same-night reruns of a flagged figure
+    basis: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    images_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    relative_time: Mapped[float | None] = mapped_column(Float, nullable=True)
+    relative_time_ci: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    step_shares: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    fingerprint: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    marks: Mapped[list | None] = mapped_column(JSON, nullable=True)  # [{kind, text}] from the night's report
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+SUMMARY_FIELDS = tuple(c.name for c in NightSummaryRow.__table__.columns if c.name not in ("id", "updated_at"))
 
 
 class HostAssignmentRow(Base):
@@ -209,7 +248,52 @@ class Store:
             return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
                      "night": r.night, "counts": r.counts} for r in s.scalars(q)]
 
-    def figures(self, up_to_night: str | None = None, since_night: str | None = None) -> list[FigureRow]:
+    def save_summaries(self, benchmark: str, night: str, rows: list[dict]) -> None:
+        """Replace one benchmark's summaries of one night (they are derived: recomputed whole),
+        keeping the marks its report already wrote."""
+        now = dt.datetime.now(dt.timezone.utc)
+        t = NightSummaryRow.__table__
+        with Session(self.engine) as s, s.begin():
+            where = (t.c.benchmark == benchmark) & (t.c.night == night)
+            marks = {(r.gpus, r.precision): r.marks for r in s.execute(select(t.c.gpus, t.c.precision, t.c.marks).where(where))}
+            s.execute(delete(t).where(where))
+            for r in rows:
+                s.add(NightSummaryRow(**{**{f: r.get(f) for f in SUMMARY_FIELDS}, "benchmark": benchmark, "night": night,
+                                         "marks": marks.get((r["gpus"], r["precision"])), "updated_at": now}))
+
+    def save_marks(self, night: str, marks: dict[tuple[str, int, str], list[dict]]) -> int:
+        """Set the night's report marks ((benchmark, gpus, precision) -> [{kind, text}]) on its
+        summaries; a summary the report did not mark has none. Returns the rows marked."""
+        t = NightSummaryRow.__table__
+        n = 0
+        with Session(self.engine) as s, s.begin():
+            for row in s.scalars(select(NightSummaryRow).where(t.c.night == night)):
+                row.marks = marks.get((row.benchmark, row.gpus, row.precision)) or None
+                n += bool(row.marks)
+        return n
+
+    def summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
+                  until: str | None = None) -> list[dict]:
+        """Stored summaries, oldest night first (then GPU count, precision)."""
+        t = NightSummaryRow.__table__
+        q = select(t).order_by(t.c.night, t.c.benchmark, t.c.gpus, t.c.precision)
+        for col, op, val in ((t.c.benchmark, "eq", benchmark), (t.c.night, "eq", night), (t.c.night, "ge", since),
+                             (t.c.night, "le", until)):
+            if val is not None:
+                q = q.where(col == val if op == "eq" else (col >= val if op == "ge" else col <= val))
+        with self.engine.connect() as conn:
+            return [{k: v for k, v in r.items() if k != "id"} | {"updated_at": r["updated_at"].isoformat()}
+                    for r in conn.execute(q).mappings()]
+
+    def summarized(self) -> list[tuple[str, str]]:
+        """(benchmark, night) of every stored cell's night: what `scalebench db summarize` rebuilds."""
+        c = CellRow.__table__
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(select(c.c.benchmark, c.c.night).distinct()
+                                                   .where(c.c.night.is_not(None)).order_by(c.c.night, c.c.benchmark))]
+
+    def figures(self, up_to_night: str | None = None, since_night: str | None = None,
+                benchmark: str | None = None) -> list[FigureRow]:
         """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
         c, a = CellRow.__table__, AttemptRow.__table__
         q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
@@ -220,6 +304,8 @@ class Store:
             q = q.where(c.c.night <= up_to_night)
         if since_night:
             q = q.where(c.c.night >= since_night)
+        if benchmark:
+            q = q.where(c.c.benchmark == benchmark)
         rows: dict[str, FigureRow] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(q).mappings():
