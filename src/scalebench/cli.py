@@ -6,8 +6,6 @@ and take `-o json` or `-o csv` for programs; other commands print a sentence or 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from dataclasses import dataclass, field
@@ -47,12 +45,9 @@ class Listing:
         if output == "json":
             return json.dumps(self.rows if self.doc is None else self.doc, indent=2, default=str)
         if output == "csv":
-            buf = io.StringIO()
-            w = csv.DictWriter(buf, self.columns, extrasaction="ignore", lineterminator="\n")
-            w.writeheader()
-            w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()}
-                        for r in self.rows)
-            return buf.getvalue().rstrip("\n")
+            from scalebench.report.exports import to_csv
+
+            return to_csv(self.columns, self.rows, extra=False).rstrip("\n")
         body = self.text if self.text is not None else (table(self.columns, self.rows) if self.rows else self.empty)
         return "\n".join([body, *self.notes])
 
@@ -202,24 +197,10 @@ def cmd_results(args, configs: Configs) -> Listing:
     cells = Store().cells(benchmark=args.benchmark, run_id=args.run_id, night=args.night, since=args.since)
     if args.failed:  # cells with no figure: failed, invalid or never started
         cells = [c for c in cells if c["figure"] is None]
-    rows = [_result_row(c) for c in cells]
-    columns = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
-    return Listing(columns, rows, cells, empty="no stored cells" + (" without a valid result" if args.failed else ""))
+    from scalebench.report.exports import RESULT_COLUMNS, result_row
 
-
-def _result_row(c: dict) -> dict:
-    """One cell: its figure when valid; else the last attempt's class, exit code and message."""
-    row = {"night": c["night"], "benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
-           "train_s": None, "attempt": None, "detail": ""}
-    if c["figure"]:
-        return row | {"train_s": round(c["figure"]["train_s"], 2), "attempt": f"{c['figure']['attempt']}",
-                      "detail": f"{c['figure']['images_per_s']:.1f} images/s"}
-    if not c["attempts"]:
-        return row | {"detail": "never started"}
-    last = c["attempts"][-1]
-    code = "none" if last["exit_code"] is None else last["exit_code"]
-    return row | {"attempt": f"{last['attempt']} of {len(c['attempts'])}",
-                  "detail": f"{last['reason']}, exit code {code}: {last['message']}"}
+    rows = [result_row(c) for c in cells]
+    return Listing(RESULT_COLUMNS, rows, cells, empty="no stored cells" + (" without a valid result" if args.failed else ""))
 
 
 def _night(text: str) -> str:

@@ -173,3 +173,35 @@ def contract_probe(tmp_path, timeout_minutes: float = 2.0):
                                         host_name="local", image="scalebench/tensorflow:cpu")
 
     return tree, data, make
+
+
+def seed_nights(store, count: int = 6, last: str = "2026-11-28") -> dict:
+    """Scheduled nights of resnet50 at 1 and 2 GPUs, summarized and reported as the DAGs would;
+    the last night is slower at 2 GPUs on a new image, and one of its cells failed twice (oom)."""
+    import datetime as dt
+
+    from scalebench.report.build import publish
+    from scalebench.report.model import Options
+    from scalebench.report.summary import summarize_night
+
+    bench = "resnet50_keras_cifar10"
+    start = dt.date.fromisoformat(last) - dt.timedelta(days=count - 1)
+    for i in range(count):
+        night = (start + dt.timedelta(days=i)).isoformat()
+        run_id = f"scheduled__{night}T01:00:00+00:00"
+        newest = i == count - 1
+        for gpus, t in ((1, 100), (2, 75 if newest else 60)):
+            for rep in (1, 2):
+                cell = sample_cell(gpus=gpus, repeat=rep, run_id=run_id, night=night, run_type="scheduled")
+                c = sample_contract(cell, train_s=t + rep)
+                c["provenance"]["image_digest"] = "sha256:new" if newest else "sha256:old"
+                store.record_attempt(cell, 1, "valid", contract=c,
+                                     task={"task_id": "local_2gpu.train", "map_index": rep, "try_number": 1})
+        if newest:
+            bad = sample_cell(gpus=2, repeat=3, run_id=run_id, night=night, run_type="scheduled")
+            for k in (1, 2):
+                store.record_attempt(bad, k, "failed", reason="oom", exit_code=137, message="CUDA out of memory",
+                                     task={"task_id": "local_2gpu.train", "map_index": 2, "try_number": k})
+        summarize_night(store, bench, night)
+        publish(store, night, Options(expected=[bench]))
+    return {"last": last, "run_id": run_id}

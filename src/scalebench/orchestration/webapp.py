@@ -1,4 +1,7 @@
-"""The report pages inside the Airflow UI: a FastAPI app the plugin mounts under /scalebench.
+"""The report and browsing pages inside the Airflow UI: a FastAPI app the plugin mounts under
+/scalebench. The nightly reports (files written by the report DAG), and pages built per request
+from the results store: a benchmark's history (night summaries), a night's or a DAG run's cells
+with links to their task logs, and two nights compared; each with its CSV and JSON.
 
 Every route requires the Airflow login: the same JWT the UI uses (its `_token` cookie, or an
 `Authorization: Bearer` header), checked by Airflow's own auth-manager dependency. A plugin's
@@ -9,8 +12,11 @@ from __future__ import annotations
 import json
 import re
 
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
+import functools
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
@@ -18,7 +24,58 @@ from scalebench.core import paths
 
 NIGHT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 FILES = re.compile(r"^[a-z_]+\.(html|png|json|md)$")
-MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown"}
+MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown",
+         "js": "text/javascript", "css": "text/css"}
+STATIC = Path(__file__).parent / "static"
+STATIC_FILES = {"history.js": STATIC / "history.js", "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
+                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+FORMATS = ("csv", "json")
+
+
+@functools.lru_cache(maxsize=4)
+def _store(url: str):
+    from scalebench.store.results import Store
+
+    return Store(url)
+
+
+def store():
+    """The results store, opened once per process (its engine pools connections)."""
+    return _store(paths.store_url())
+
+
+def _night(text: str) -> str:
+    if not NIGHT.match(text or ""):
+        raise HTTPException(404, f"{text!r} is not a night (YYYY-MM-DD)")
+    return text
+
+
+def _bases(request: Request) -> tuple[str, str]:
+    """(this app's mount path, the Airflow UI's root): links work behind any base URL."""
+    base = request.scope.get("root_path", "").rstrip("/")
+    return base, base.rsplit("/", 1)[0] if "/" in base else ""
+
+
+def _export(fmt: str, columns: list[str], rows: list[dict], name: str, doc=None) -> Response:
+    from scalebench.report.exports import to_csv
+
+    if fmt not in FORMATS:
+        raise HTTPException(404, f"no .{fmt} export: csv or json")
+    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    if fmt == "json":
+        return Response(json.dumps(rows if doc is None else doc, default=str, indent=1), media_type="application/json",
+                        headers=disposition)
+    return Response(to_csv(columns, rows), media_type="text/csv", headers=disposition)
+
+
+def _shifts(benchmark: str) -> list[dict]:
+    """The acknowledged shifts of one benchmark (include/configs), as the history page marks them."""
+    from scalebench.analysis.regress import load_shifts
+    from scalebench.core.config import SHIFTS_FILE, Configs
+
+    path = Configs().config_dir / SHIFTS_FILE
+    return [{"since": s.since.isoformat(), "reason": s.reason, "gpus": s.gpus} for s in load_shifts(path)
+            if s.benchmark == benchmark] if path.exists() else []
 
 
 def _auth():
@@ -30,6 +87,7 @@ def _auth():
 def create_app() -> FastAPI:
     app = FastAPI(title="scalebench reports", dependencies=[_auth()], docs_url=None, redoc_url=None, openapi_url=None)
     root = paths.reports_dir
+    add_browsing_routes(app)
 
     @app.get("/", response_class=HTMLResponse)
     def index():
@@ -65,3 +123,124 @@ def create_app() -> FastAPI:
         return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
 
     return app
+
+
+def add_browsing_routes(app: FastAPI) -> None:
+    """History, night, run and compare pages with their exports; declared before the report
+    files' `/{night}/{name}` so their paths are never read as a night."""
+    from scalebench.orchestration import pages
+    from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
+
+    @app.get("/static/{name}")
+    def static(name: str):
+        path = STATIC_FILES.get(name)
+        if path is None or not path.is_file():
+            raise HTTPException(404, f"no static file {name}" + (" (make venv vendors uPlot)" if path else ""))
+        return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
+
+    @app.get("/benchmarks", response_class=HTMLResponse)
+    def benchmarks(request: Request):
+        base, _ = _bases(request)
+        return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
+
+    @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
+    def history(request: Request, benchmark: str):
+        base, ui = _bases(request)
+        charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
+        return pages.history_page(base, ui, benchmark, store().summaries(benchmark=benchmark), _shifts(benchmark), charts)
+
+    @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
+    def history_export(benchmark: str, fmt: str):
+        rows = store().summaries(benchmark=benchmark)
+        return _export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
+
+    @app.get("/nights/{night}", response_class=HTMLResponse)
+    def night(request: Request, night: str):
+        base, ui = _bases(request)
+        night = _night(night)
+        earlier = sorted({n for ns in store().summary_nights().values() for n in ns if n < night})
+        return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
+                                (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
+
+    @app.get("/api/nights/{night}/cells.{fmt}")
+    def night_export(night: str, fmt: str):
+        cells = _ordered(store().cells(night=_night(night)))
+        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{night}", cells)
+
+    @app.get("/runs", response_class=HTMLResponse)
+    def run(request: Request, dag_id: str, run_id: str):
+        from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
+        from scalebench.orchestration.report_dag import REPORT_DAG_ID
+
+        base, ui = _bases(request)
+        if dag_id == REPORT_DAG_ID:
+            return pages.explain_page(base, f"Run {run_id}", f'A run of the nightly report DAG writes one night\'s report '
+                                      f'from the recorded cells: see <a href="{base}/">the nights</a> and '
+                                      f'<a href="{base}/latest">the latest report</a>.')
+        if dag_id == MAINTENANCE_DAG_ID:
+            return pages.explain_page(base, f"Run {run_id}", "A run of the maintenance DAG prunes old attempt folders and "
+                                      "logs; it records no figure. Its task logs say what it removed.")
+        return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
+
+    @app.get("/api/runs/cells.{fmt}")
+    def run_export(fmt: str, dag_id: str, run_id: str):
+        cells = _run_cells(dag_id, run_id)
+        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], "cells-" + re.sub(r"[^\w.-]", "_", run_id), cells)
+
+    @app.get("/dags")
+    def dag(request: Request, dag_id: str):
+        """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
+        from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
+        from scalebench.orchestration.report_dag import REPORT_DAG_ID
+
+        base, _ = _bases(request)
+        if dag_id == REPORT_DAG_ID:
+            return RedirectResponse(f"{base}/")
+        if dag_id == MAINTENANCE_DAG_ID:
+            return HTMLResponse(pages.explain_page(base, dag_id, "The maintenance DAG prunes old attempt folders and logs "
+                                                   "and records no figure: its history is its runs' task logs."))
+        bench = dag_id.removeprefix("scalebench_").removesuffix("_accuracy")
+        if bench not in store().summary_nights():
+            return HTMLResponse(pages.explain_page(base, dag_id, f"No night of <code>{bench}</code> is summarized yet: "
+                                                   "its history appears once a run of it is recorded."))
+        return RedirectResponse(f"{base}/benchmarks/{bench}")
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare(request: Request, a: str | None = None, b: str | None = None, benchmark: str | None = None):
+        base, _ = _bases(request)
+        nights = sorted({n for ns in store().summary_nights().values() for n in ns})
+        if not (a and b) and len(nights) >= 2:
+            a, b = nights[-2], nights[-1]
+        cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
+        return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
+
+    @app.get("/api/compare.{fmt}")
+    def compare_export(fmt: str, a: str, b: str, benchmark: str | None = None):
+        from dataclasses import asdict
+
+        from scalebench.analysis.compare import COMPARISON_COLUMNS, comparison_rows
+
+        cmp, error = _compare(a, b, benchmark)
+        if cmp is None:
+            raise HTTPException(404, error)
+        return _export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
+                       f"compare-{a}-{b}", asdict(cmp))
+
+
+def _ordered(cells: list[dict]) -> list[dict]:
+    """Cells without a valid result first (what a person opens the page for), then the rest, in store order."""
+    return sorted(cells, key=lambda c: c["figure"] is not None)
+
+
+def _run_cells(dag_id: str, run_id: str) -> list[dict]:
+    return _ordered([c for c in store().cells(run_id=run_id) if c["dag_id"] == dag_id])
+
+
+def _compare(a: str, b: str, benchmark: str | None):
+    from scalebench.analysis.compare import CompareError, compare_nights
+
+    a, b = _night(a), _night(b)
+    try:
+        return compare_nights(store().cells(night=a), store().cells(night=b), a, b, benchmark or None), None
+    except CompareError as exc:
+        return None, str(exc)

@@ -285,6 +285,15 @@ class Store:
             return [{k: v for k, v in r.items() if k != "id"} | {"updated_at": r["updated_at"].isoformat()}
                     for r in conn.execute(q).mappings()]
 
+    def summary_nights(self) -> dict[str, list[str]]:
+        """benchmark -> its summarized nights, oldest first (the pages' menus)."""
+        t = NightSummaryRow.__table__
+        out: dict[str, list[str]] = {}
+        with self.engine.connect() as conn:
+            for bench, night in conn.execute(select(t.c.benchmark, t.c.night).distinct().order_by(t.c.benchmark, t.c.night)):
+                out.setdefault(bench, []).append(night)
+        return out
+
     def summarized(self) -> list[tuple[str, str]]:
         """(benchmark, night) of every stored cell's night: what `scalebench db summarize` rebuilds."""
         c = CellRow.__table__

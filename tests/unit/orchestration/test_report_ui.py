@@ -27,12 +27,9 @@ def server(tmp_path_factory):
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "pw.json")}
     out = subprocess.run([BIN / "airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    script = ("from scalebench.store.db import upgrade\nfrom scalebench.store.results import Store\nfrom scalebench.report.build import write_report\n"
-              "from tests.support.samples import sample_cell, sample_contract\nupgrade()\ns = Store()\n"
-              "for rep in (1, 2):\n    for g, t in ((1, 100), (2, 60), (4, 40)):\n"
-              f"        c = sample_cell(gpus=g, repeat=rep, night='{NIGHT}', run_id='scheduled__x', run_type='scheduled')\n"
-              "        s.record_attempt(c, 1, 'valid', contract=sample_contract(c, train_s=t + rep))\n"
-              f"write_report(s, night='{NIGHT}')\n")
+    script = ("from scalebench.store.db import upgrade\nfrom scalebench.store.results import Store\n"
+              "from tests.support.samples import seed_nights\nupgrade()\n"
+              f"seed_nights(Store(), last='{NIGHT}')\n")
     out = subprocess.run([sys.executable, "-c", script], env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -43,7 +40,11 @@ def server(tmp_path_factory):
 
 ROUTES = ["/scalebench/", "/scalebench/api/nights", "/scalebench/latest", f"/scalebench/{NIGHT}/",
           f"/scalebench/{NIGHT}/report.html", f"/scalebench/{NIGHT}/speedup.png", f"/scalebench/{NIGHT}/table.json",
-          f"/scalebench/{NIGHT}/report.md", "/scalebench/2026-01-01/report.html"]
+          f"/scalebench/{NIGHT}/report.md", "/scalebench/2026-01-01/report.html", "/scalebench/benchmarks",
+          "/scalebench/benchmarks/resnet50_keras_cifar10", "/scalebench/api/benchmarks/resnet50_keras_cifar10/history.csv",
+          f"/scalebench/nights/{NIGHT}", f"/scalebench/api/nights/{NIGHT}/cells.json", "/scalebench/runs?dag_id=a&run_id=b",
+          "/scalebench/dags?dag_id=a", "/scalebench/compare", f"/scalebench/api/compare.csv?a=2026-11-27&b={NIGHT}",
+          "/scalebench/static/history.js", "/scalebench/static/uPlot.iife.min.js"]
 
 
 @pytest.mark.parametrize("route", ROUTES)
@@ -75,8 +76,10 @@ def test_with_the_login_the_pages_images_and_json_are_served(server):
     assert png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
     assert httpx.get(f"{base}/scalebench/2026-01-01/report.html", headers=h).status_code == 404
     plugins = httpx.get(f"{base}/api/v2/plugins", headers=h).json()["plugins"]
-    [view] = [v for p in plugins for v in p["external_views"] if v["url_route"] == "scalebench-report"]
-    assert view["name"] == "Scaling report" and view["href"] == "/scalebench/latest"
+    views = {v["url_route"]: v for p in plugins for v in p["external_views"]}
+    assert views["scalebench-report"]["name"] == "Scaling report" and views["scalebench-report"]["href"] == "/scalebench/latest"
+    assert (views["scalebench-history"]["destination"], views["scalebench-run"]["destination"]) == ("dag", "dag_run")
+    assert views["scalebench-run"]["href"] == "/scalebench/runs?dag_id={DAG_ID}&run_id={RUN_ID}"
 
 
 @chromium
@@ -91,9 +94,62 @@ def test_a_browser_logs_in_and_sees_the_report_table_inside_the_airflow_ui(serve
         frame = wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe")))
         driver.switch_to.frame(frame)
         table = wait.until(EC.presence_of_element_located((By.TAG_NAME, "table")))
-        assert "resnet50_keras_cifar10" in table.text and "60.6%" in table.text
+        assert "resnet50_keras_cifar10" in table.text and "75.4%" in table.text
         driver.switch_to.default_content()
-        shot = home / "report-view.png"
-        driver.save_screenshot(str(shot))
-        assert shot.read_bytes()[:4] == b"\x89PNG"
-        print(f"\nscreenshot: {shot}")
+        save_screenshot(driver, home, "report-view.png")
+
+
+@chromium
+def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_its_csv(server, tmp_path):
+    import csv
+
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    base, home = server
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with browser(tmp_path / "chrome") as driver:
+        wait = ui_login(driver, base, "ops", "s3cret", "/plugin/scalebench-benchmarks")
+        driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        driver.get(f"{base}/plugin/scalebench-benchmarks")  # Browse > Scaling history
+        driver.switch_to.frame(wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe"))))
+        wait.until(EC.element_to_be_clickable((By.LINK_TEXT, "resnet50_keras_cifar10"))).click()
+        wait.until(lambda d: d.execute_script("return !!(window.scalebenchCharts && window.scalebenchCharts.steps)"))
+        assert driver.execute_script("return typeof window.uPlot") == "function"  # the vendored script, served by the plugin
+
+        over = driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over")
+        width = over.size["width"]
+        ActionChains(driver).move_to_element_with_offset(over, width // 2 - 2, 0).perform()  # the newest night
+        tip = wait.until(lambda d: d.find_element(By.ID, "tip-relative").text or None)
+        assert f"night {NIGHT} · run scheduled__{NIGHT}T01:00:00+00:00 (scheduled)" in tip
+        assert "image sha256:new" in tip and "2 GPUs fp32: 2/3 valid" in tip and "restart:" in tip
+
+        chart = "window.scalebenchCharts.throughput"
+        span = driver.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min")
+        over = driver.find_element(By.CSS_SELECTOR, "#chart-throughput .u-over")
+        ActionChains(driver).move_to_element_with_offset(over, -width // 4, 0).click_and_hold() \
+            .move_by_offset(width // 4, 0).release().perform()  # drag: zoom into the middle nights
+        wait.until(lambda d: d.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min") < span / 1.5)
+        legend = driver.find_elements(By.CSS_SELECTOR, "#chart-throughput .u-legend .u-series")[1]
+        legend.click()  # hide the 1-GPU series
+        assert driver.execute_script(f"return {chart}.series[1].show") is False
+
+        driver.find_element(By.LINK_TEXT, "CSV").click()
+        wait.until(lambda d: (downloads / "resnet50_keras_cifar10-history.csv").exists())
+        rows = list(csv.DictReader((downloads / "resnet50_keras_cifar10-history.csv").open()))
+        assert len(rows) == 12 and rows[-1]["night"] == NIGHT and "restart:" in rows[-1]["marks"]
+        driver.execute_script("window.scalebenchCharts.throughput.setScale('x', {min: null, max: null}); window.scrollTo(0, 0)")
+        ActionChains(driver).move_to_element_with_offset(driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over"),
+                                                         width // 2 - 2, 0).perform()  # the picture shows a hover
+        driver.switch_to.default_content()
+        save_screenshot(driver, home, "history-view.png")
+
+
+def save_screenshot(driver, home, name: str) -> None:
+    """Into $SCALEBENCH_SCREENSHOTS (docs/ when the docs' images are made) or the test's home."""
+    where = Path(os.environ.get("SCALEBENCH_SCREENSHOTS") or home)
+    driver.save_screenshot(str(where / name))
+    assert (where / name).read_bytes()[:4] == b"\x89PNG"
+    print(f"\nscreenshot: {where / name}")

@@ -1,0 +1,123 @@
+// A benchmark's history charts, drawn with the vendored uPlot from the summaries embedded in the
+// page (#history-data). One series per GPU count and precision; vertical lines mark nights with an
+// alert, a flag, a cleared flag, a baseline restart, an acknowledged shift, reruns or a manual run.
+(function () {
+  "use strict";
+  const doc = JSON.parse(document.getElementById("history-data").textContent);
+  const points = doc.points;
+  const nights = [...new Set(points.map((p) => p.night))].sort();
+  const xs = nights.map((n) => Date.parse(n + "T00:00:00Z") / 1000);
+  const at = Object.fromEntries(nights.map((n, i) => [n, i]));
+  const keyOf = (p) => p.gpus + " GPU" + (p.gpus === 1 ? "" : "s") + " " + p.precision;
+  const keys = [...new Set(points.map(keyOf))].sort((a, b) => parseInt(a) - parseInt(b) || a.localeCompare(b));
+  const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
+  const markColors = { alert: "#c4320a", restart: "#175cd3", flagged: "#b54708", cleared: "#067647",
+                       shift: "#6941c6", rerun: "#98a2b3", manual: "#d0d5dd" };
+
+  // per night: what happened (marks from the night's report, shifts, reruns, manual runs, retries)
+  const marks = nights.map(() => []);
+  for (const p of points) {
+    const i = at[p.night];
+    for (const m of p.marks || []) marks[i].push({ kind: m.kind, text: m.text });
+    if (p.reruns) marks[i].push({ kind: "rerun", text: keyOf(p) + ": " + p.reruns + " same-night reruns" });
+    if (p.retried) marks[i].push({ kind: "retried", text: keyOf(p) + ": " + p.retried + " cells took more than one attempt" });
+    if (p.run_type !== "scheduled") marks[i].push({ kind: "manual", text: "a " + p.run_type + " run (no scheduled run that night)" });
+  }
+  for (const s of doc.shifts) {
+    const i = nights.findIndex((n) => n >= s.since);
+    if (i >= 0) marks[i].push({ kind: "shift", text: "acknowledged shift since " + s.since + ": " + s.reason });
+  }
+
+  function seriesData(value, only) {
+    const chosen = keys.filter((k) => !only || only(k));
+    const ys = chosen.map(() => nights.map(() => null));
+    for (const p of points) {
+      const j = chosen.indexOf(keyOf(p));
+      if (j >= 0) ys[j][at[p.night]] = value(p);
+    }
+    return { labels: chosen, keys: chosen, data: [xs, ...ys] };
+  }
+
+  function tipText(i, labels) {
+    const mine = points.filter((p) => p.night === nights[i] && (!labels || labels.includes(keyOf(p))));
+    const runs = [...new Set(mine.map((p) => p.run_id + " (" + p.run_type + ")"))].join(", ");
+    const images = [...new Set(mine.map((p) => p.image_digest || "no image digest"))].join(", ");
+    const cells = mine.map((p) => keyOf(p) + ": " + p.valid + "/" + p.cells + " valid").join("; ");
+    const lines = ["night " + nights[i] + " · run " + runs, "image " + images, "cells " + cells];
+    const mine_marks = marks[i].filter((m) => !labels || !/ GPUs? /.test(m.text) || labels.some((l) => m.text.includes(l)));
+    for (const m of mine_marks.slice(0, 4)) lines.push(m.kind + ": " + m.text);
+    if (mine_marks.length > 4) lines.push("… and " + (mine_marks.length - 4) + " more (Marked nights, below)");
+    return lines.join("\n");
+  }
+
+  function markerHook(u) {
+    const ctx = u.ctx;
+    ctx.save();
+    for (let i = 0; i < nights.length; i++) {
+      const kinds = marks[i].map((m) => m.kind);
+      const kind = ["alert", "restart", "shift", "flagged", "cleared", "rerun", "manual"].find((k) => kinds.includes(k));
+      if (!kind) continue;
+      const x = Math.round(u.valToPos(xs[i], "x", true));
+      if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+      ctx.strokeStyle = markColors[kind];
+      ctx.lineWidth = kind === "alert" || kind === "restart" ? 2 : 1;
+      ctx.setLineDash(kind === "restart" || kind === "shift" ? [6, 4] : []);
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+    }
+    ctx.restore();
+  }
+
+  function chart(id, yLabel, sd) {
+    const el = document.getElementById("chart-" + id);
+    const tip = document.getElementById("tip-" + id);
+    if (!sd.labels.length || sd.data.slice(1).every((ys) => ys.every((v) => v === null))) {
+      el.textContent = "Nothing to show: no night has this figure yet.";
+      return;
+    }
+    const opts = {
+      width: Math.min(1100, document.body.clientWidth - 40), height: 280,
+      scales: { x: { time: true } },
+      // whole nights on the x axis: ticks a day apart or more, written as dates
+      axes: [{ space: 70, incrs: [1, 2, 7, 14, 30, 91, 182, 365].map((d) => d * 86400),
+               values: (u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(0, 10)) },
+             { label: yLabel }],
+      series: [{ label: "night", value: (u, v) => (v == null ? "–" : new Date(v * 1000).toISOString().slice(0, 10)) },
+               ...sd.labels.map((l, j) => ({ label: l, stroke: colors[(keys.includes(l) ? keys.indexOf(l) : j) % colors.length],
+                                             width: 2, spanGaps: false,
+                                             points: { show: true, size: 6 } }))],
+      cursor: { drag: { x: true, y: false } },
+      hooks: {
+        draw: [markerHook],
+        setCursor: [(u) => { if (u.cursor.idx != null) tip.textContent = tipText(u.cursor.idx, sd.keys); }],
+      },
+    };
+    // kept on window so a browser test (or a person in the console) can read a chart's state
+    (window.scalebenchCharts = window.scalebenchCharts || {})[id] = new uPlot(opts, sd.data, el);
+  }
+
+  chart("relative", "relative time", seriesData((p) => p.relative_time, (k) => !k.startsWith("1 GPU ")));
+  chart("throughput", "images/s", seriesData((p) => p.images_per_s));
+  const top = Math.max(...points.map((p) => p.gpus));
+  const metrics = [...new Set(points.flatMap((p) => Object.keys(p.metrics || {})))].sort();
+  const acc = { labels: [], data: [xs] };
+  for (const m of metrics) {
+    for (const k of keys.filter((k) => parseInt(k) === top)) {
+      acc.labels.push(m + " · " + k);
+      acc.data.push(nights.map((n) => {
+        const p = points.find((q) => q.night === n && keyOf(q) === k);
+        return p && p.metrics && p.metrics[m] != null ? p.metrics[m] : null;
+      }));
+    }
+  }
+  chart("accuracy", "metric", acc);
+  const parts = ["compute", "data_wait", "sync", "other"];
+  const first = keys.find((k) => parseInt(k) === top);
+  const steps = { labels: parts, data: [xs, ...parts.map((part) => nights.map((n) => {
+    const p = points.find((q) => q.night === n && keyOf(q) === first);
+    return p && p.step_shares && p.step_shares[part] != null ? 100 * p.step_shares[part] : null;
+  }))] };
+  chart("steps", "% of step (" + first + ")", steps);
+})();

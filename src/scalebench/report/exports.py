@@ -1,0 +1,49 @@
+"""Figures as rows a program reads: the stored cells (`scalebench results`, a night's and a run's
+page) and the night summaries (a benchmark's history page), each with its column list, and CSV."""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
+HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
+                   "retried", "reruns", "basis", "train_s", "images_per_s", "relative_time", "relative_time_ci_low",
+                   "relative_time_ci_high", "image_digest", "marks"]
+
+
+def result_row(c: dict) -> dict:
+    """One cell: its figure when valid; else the last attempt's class, exit code and message."""
+    row = {"night": c["night"], "benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
+           "train_s": None, "attempt": None, "detail": ""}
+    if c["figure"]:
+        return row | {"train_s": round(c["figure"]["train_s"], 2), "attempt": f"{c['figure']['attempt']}",
+                      "detail": f"{c['figure']['images_per_s']:.1f} images/s"}
+    if not c["attempts"]:
+        return row | {"detail": "never started"}
+    last = c["attempts"][-1]
+    code = "none" if last["exit_code"] is None else last["exit_code"]
+    return row | {"attempt": f"{last['attempt']} of {len(c['attempts'])}",
+                  "detail": f"{last['reason']}, exit code {code}: {last['message']}"}
+
+
+def history_row(s: dict) -> dict:
+    """One night summary, flat: each metric and step share its own column (metric_<name>, share_<part>)."""
+    ci = s.get("relative_time_ci") or (None, None)
+    row = {k: s.get(k) for k in HISTORY_COLUMNS if k not in ("relative_time_ci_low", "relative_time_ci_high", "marks")}
+    row |= {"relative_time_ci_low": ci[0], "relative_time_ci_high": ci[1],
+            "marks": "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])}
+    row |= {f"metric_{k}": v for k, v in (s.get("metrics") or {}).items()}
+    return row | {f"share_{k}": v for k, v in (s.get("step_shares") or {}).items()}
+
+
+def to_csv(columns: list[str], rows: list[dict[str, Any]], extra: bool = True) -> str:
+    """CSV with `columns` first, then (`extra`) any other key the rows carry (metrics, shares), in
+    first-seen order; a list becomes its items joined by spaces."""
+    extra = [k for r in rows for k in r if k not in columns] if extra else []
+    header = columns + list(dict.fromkeys(extra))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, header, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()} for r in rows)
+    return buf.getvalue()

@@ -1,0 +1,105 @@
+"""The browsing pages served in process (the plugin's app, Airflow's login dependency satisfied;
+test_report_ui checks the login on a real api-server): what each page shows and links to, and
+its CSV/JSON exports."""
+import csv
+import io
+import json
+import re
+
+import pytest
+
+from scalebench.store.results import Store
+from tests.support.samples import seed_nights
+
+BENCH = "resnet50_keras_cifar10"
+DAG = f"scalebench_{BENCH}"
+
+
+def open_app():
+    from fastapi.testclient import TestClient
+
+    from scalebench.orchestration.webapp import create_app
+
+    app = create_app()
+    for route in app.routes:  # the login is Airflow's JWT check (tested against a real api-server elsewhere)
+        for dep in getattr(getattr(route, "dependant", None), "dependencies", []):
+            app.dependency_overrides[dep.call] = lambda: None
+    return TestClient(app, root_path="/scalebench")
+
+
+@pytest.fixture
+def nights(isolated_state):
+    return seed_nights(Store())
+
+
+def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_only_vendored_scripts(nights):
+    client = open_app()
+    page = client.get(f"/benchmarks/{BENCH}")
+    assert page.status_code == 200
+    doc = json.loads(re.search(r'id="history-data">(.*?)</script>', page.text, re.S).group(1).replace("<\\/", "</"))
+    assert [(p["night"], p["gpus"]) for p in doc["points"]][:2] == [("2026-11-23", 1), ("2026-11-23", 2)]
+    last = [p for p in doc["points"] if p["night"] == nights["last"] and p["gpus"] == 2][0]
+    assert last["relative_time"] == pytest.approx(76.5 / 101.5, rel=1e-6) and last["image_digest"] == "sha256:new"
+    assert last["valid"] == 2 and last["cells"] == 3 and last["retried"] == 1
+    assert any(m["kind"] == "restart" for m in last["marks"])  # the new image restarted the baseline
+    assert "restart: " in page.text  # the marked nights, in words
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    assert scripts == ["/scalebench/static/uPlot.iife.min.js", "/scalebench/static/history.js"]
+    for src in scripts:
+        assert client.get(src.removeprefix("/scalebench")).status_code == 200
+    assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]+)"', page.text))  # nothing from another site
+
+
+def test_the_history_exports_are_the_summaries_as_csv_and_json(nights):
+    client = open_app()
+    got = client.get(f"/api/benchmarks/{BENCH}/history.csv")
+    assert got.headers["content-disposition"] == f'attachment; filename="{BENCH}-history.csv"'
+    rows = list(csv.DictReader(io.StringIO(got.text)))
+    assert len(rows) == 12 and rows[-1]["night"] == nights["last"] and rows[-1]["gpus"] == "2"
+    assert float(rows[-1]["relative_time"]) == pytest.approx(76.5 / 101.5) and "restart:" in rows[-1]["marks"]
+    assert {"metric_precision", "share_compute"} <= set(rows[0])
+    assert client.get(f"/api/benchmarks/{BENCH}/history.json").json() == Store().summaries(benchmark=BENCH)
+    assert client.get(f"/api/benchmarks/{BENCH}/history.xml").status_code == 404
+
+
+def test_a_nights_page_lists_the_failed_cell_first_with_its_reason_and_a_link_to_each_attempts_log(nights):
+    client = open_app()
+    page = client.get(f"/nights/{nights['last']}").text
+    failed = page.index("Cells without a valid result (1)")
+    assert failed < page.index("<h2>Cells (5)</h2>")
+    assert "failed (oom), exit code 137: CUDA out of memory" in page
+    run = nights["run_id"].replace(":", "%3A").replace("+", "%2B")
+    for k in (1, 2):
+        link = f'target="_top" href="/dags/{DAG}/runs/{run}/tasks/local_2gpu.train/mapped/2?try_number={k}"'
+        assert link in page[failed:]
+    assert f'href="/scalebench/{nights["last"]}/report.html"' in page
+    assert 'href="/scalebench/compare?a=2026-11-27&amp;b=2026-11-28"' in page
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/api/nights/{nights['last']}/cells.csv").text)))
+    assert rows[0]["status"] == "failed" and rows[0]["detail"] == "oom, exit code 137: CUDA out of memory"
+    assert len(rows) == 5 and client.get("/nights/not-a-night").status_code == 404
+
+
+def test_a_dag_run_tab_shows_its_cells_and_the_other_dags_say_what_they_are(nights):
+    client = open_app()
+    page = client.get("/runs", params={"dag_id": DAG, "run_id": nights["run_id"]}).text
+    assert "Cells without a valid result (1)" in page and f'href="/scalebench/benchmarks/{BENCH}"' in page
+    assert "has no recorded cell" in client.get("/runs", params={"dag_id": DAG, "run_id": "manual__none"}).text
+    assert "nightly report DAG" in client.get("/runs", params={"dag_id": "scalebench_nightly_report", "run_id": "x"}).text
+    assert "records no figure" in client.get("/runs", params={"dag_id": "scalebench_maintenance", "run_id": "x"}).text
+    for dag_id, where in ((DAG, f"/scalebench/benchmarks/{BENCH}"), (f"{DAG}_accuracy", f"/scalebench/benchmarks/{BENCH}"),
+                          ("scalebench_nightly_report", "/scalebench/")):
+        got = client.get("/dags", params={"dag_id": dag_id}, follow_redirects=False)
+        assert got.status_code == 307 and got.headers["location"] == where
+    assert "No night of <code>unet_torch_voc2007</code>" in client.get("/dags", params={"dag_id": "scalebench_unet_torch_voc2007"}).text
+    assert "records no figure" in client.get("/dags", params={"dag_id": "scalebench_maintenance"}).text
+
+
+def test_the_compare_page_defaults_to_the_last_two_nights_and_exports_the_same_rows(nights):
+    client = open_app()
+    page = client.get("/compare").text
+    assert "A = scheduled__2026-11-27T01:00:00+00:00" in page and "systems differ in: image digest sha256:old" in page
+    assert "B slower by" in page or "inconclusive" in page
+    rows = list(csv.DictReader(io.StringIO(client.get("/api/compare.csv", params={"a": "2026-11-27", "b": "2026-11-28"}).text)))
+    assert [(r["gpus"], r["run_b"]) for r in rows] == [("1", nights["run_id"]), ("2", nights["run_id"])]
+    assert float(rows[1]["ratio"]) == pytest.approx(76.5 / 61.5)
+    assert "no stored run" in client.get("/compare", params={"a": "2026-01-01", "b": "2026-01-02"}).text
