@@ -329,18 +329,25 @@ def cmd_db(args, configs: Configs) -> str:
         except backup.BackupError as exc:
             raise ConfigError(str(exc)) from None
     if args.action == "summarize":
-        from scalebench.report.summary import summarize_night
-        from scalebench.store.results import Store
-
-        store = Store(url)
-        nights = store.summarized()
-        rows = sum(summarize_night(store, bench, night) for bench, night in nights)
-        return f"history summaries rebuilt: {rows} rows for {len(nights)} (benchmark, night) pairs"
+        return _summarize_all(url)
     before, after = upgrade(url)
     where = url.split("@")[-1]
     if before == after:
         return f"results store {where}: already at schema revision {after}"
-    return f"results store {where}: upgraded from {before or 'an empty database'} to schema revision {after}"
+    done = f"results store {where}: upgraded from {before or 'an empty database'} to schema revision {after}"
+    if before is not None and before < "0009":  # the history pages' summaries start with the nights stored so far
+        done += "; " + _summarize_all(url)
+    return done
+
+
+def _summarize_all(url: str) -> str:
+    from scalebench.report.summary import summarize_night
+    from scalebench.store.results import Store
+
+    store = Store(url)
+    nights = store.summarized()
+    rows = sum(summarize_night(store, bench, night) for bench, night in nights)
+    return f"history summaries rebuilt: {rows} rows for {len(nights)} (benchmark, night) pairs"
 
 
 def _listing(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -124,6 +124,14 @@ def browser(profile_dir):
         driver.quit()
 
 
+def save_screenshot(driver, home, name: str) -> None:
+    """Into $SCALEBENCH_SCREENSHOTS (docs/, when the docs' pictures are made) or the test's folder."""
+    where = Path(os.environ.get("SCALEBENCH_SCREENSHOTS") or home)
+    driver.save_screenshot(str(where / name))
+    assert (where / name).read_bytes()[:4] == b"\x89PNG"
+    print(f"\nscreenshot: {where / name}")
+
+
 def ui_login(driver, base: str, user: str, password: str, page: str = "/"):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By

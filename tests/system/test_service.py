@@ -14,7 +14,8 @@ from tests.support import ROOT
 from tests.support.engine import chromium, requires_docker
 from tests.support.drill_configs import BROKEN as BROKEN_ID
 from tests.support.drill_configs import write_drill_configs
-from tests.support.service_clients import LOGIN, browser, local_service, make, task_log_text, trigger_form_text, ui_login
+from tests.support.service_clients import (LOGIN, browser, local_service, make, save_screenshot, task_log_text,
+                                          trigger_form_text, ui_login)
 
 pytestmark = [requires_docker, pytest.mark.slow]
 RESNET = "scalebench_resnet50_keras_cifar10"
@@ -209,6 +210,22 @@ def test_a_browser_sees_the_trigger_form_the_failed_cell_log_and_the_report(serv
         driver.get(f"{api.base}/plugin/scalebench-report")
         driver.switch_to.frame(wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe"))))
         assert "resnet50_keras_cifar10" in wait.until(EC.presence_of_element_located((By.TAG_NAME, "table"))).text
+        driver.switch_to.default_content()
+
+        # the DAG run's "Scaling figures" tab: the failed cell first, its reason, a link to its task's log
+        run_id = runs["ids"][DRILL]
+        driver.get(f"{api.base}/dags/{DRILL}/runs/{run_id}/plugin/scalebench-run")
+        driver.switch_to.frame(wait.until(EC.presence_of_element_located((By.TAG_NAME, "iframe"))))
+        failed = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "tr.failed")))
+        assert "1 GPU" in failed.text and "exit code 3" in failed.text
+        driver.switch_to.default_content()
+        save_screenshot(driver, service["tmp"], "run-view.png")
+        driver.switch_to.frame(driver.find_element(By.TAG_NAME, "iframe"))
+        failed.find_element(By.CSS_SELECTOR, "a.log").click()  # handed to the UI's router: the whole page moves
+        driver.switch_to.default_content()
+        wait.until(lambda d: "/tasks/local_1gpu.train/mapped/0" in d.current_url)
+        wait.until(lambda d: "lines of the container output" in d.find_element(By.TAG_NAME, "body").text)
+        assert "failed: unknown, exit code 3: last output line" in driver.find_element(By.TAG_NAME, "body").text
 
 
 def test_make_airflow_stop_ends_every_process_it_started_and_nothing_else(service, runs):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .epochs import epoch_plan
 from .precision import not_observed, requested
-from .runtime import Cell, StepTimer, combine_ranks, main_guard, system_fingerprint
+from .runtime import Cell, Progress, StepTimer, combine_ranks, main_guard, system_fingerprint
 
 STUDY_RELATIVE = (1.0, 0.662, 0.557, 0.512)  # the study's mean relative training time at 1-4 GPUs
 METHOD = {"compute_s": "sleeping: the hold trainer occupies its devices and computes nothing",
@@ -69,7 +69,7 @@ def rehearse(cell: Cell, spec: str, capped: bool) -> None:
     train, n = cell.training, cell.devices["count"]
     per_epoch, step_s = planned_steps(spec, n)
     step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n)
-    timer = StepTimer(train["warmup_steps"])
+    timer = StepTimer(train["warmup_steps"], Progress(per_epoch * train["epochs"], train["global_batch"]))
     cell.events.log("model_ready", steps=per_epoch * train["epochs"], step_s=step_s)
     epoch_s = []
     for _ in range(train["epochs"]):

@@ -80,6 +80,9 @@ FAILURE_REASONS: dict[str, bool] = {
 }
 
 TRAINER_FAILED = "scalebench: trainer failed:"  # the line a trainer prints for any exception (runtime.main_guard)
+PROGRESS_PREFIX = "scalebench progress:"  # a trainer's progress line; the operator logs it outside the folded output
+PROGRESS_EVERY_ENV = "SCALEBENCH_PROGRESS_EVERY_S"  # seconds between progress lines (default PROGRESS_EVERY_S)
+PROGRESS_EVERY_S = 30.0
 
 # -- event keys (events.jsonl) -------------------------------------------------------------------
 EVENT_KEYS = frozenset({

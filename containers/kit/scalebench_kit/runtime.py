@@ -13,7 +13,7 @@ from .contract import CONTRACT_VERSION, load_cell_spec, write_result
 from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
 from .epochs import epoch_plan  # noqa: F401  (trainers import it from here)
 from .events import EventLog
-from .timing import StepTimer, combine_ranks  # noqa: F401  (trainers import both from here)
+from .timing import Progress, StepTimer, combine_ranks  # noqa: F401  (trainers import them from here)
 
 RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
 

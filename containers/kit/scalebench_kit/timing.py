@@ -9,26 +9,62 @@ step. A part the framework does not expose is None, with the reason in `method`.
 
 The first `warmup_steps` steps are warm-up: recorded apart, never summed into the steady
 figures. Per-epoch fixed costs (sampler set-up, loader start) have their own bucket.
-Standard library only: this module runs in every image and on bare GPU hosts.
+With a `Progress`, the timer also prints a progress line at a fixed interval, from the times it
+took anyway (no device synchronisation of its own). Standard library only: this module runs in
+every image and on bare GPU hosts.
 """
 from __future__ import annotations
 
 import os
 import time
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
+
+from .names import PROGRESS_EVERY_ENV, PROGRESS_EVERY_S, PROGRESS_PREFIX
 
 PARTS = ("data_wait_s", "compute_s", "sync_s", "other_s")
 
 
+class Progress:
+    """'step i of N, images/s, time left' every `every_s` seconds of the step timer's clock; the
+    rate is over the steps since the last line, so warm-up stops counting once it is behind."""
+
+    def __init__(self, total_steps: int, samples_per_step: int, every_s: float | None = None,
+                 emit: Callable[[str], None] = lambda line: print(line, flush=True)):
+        self.total_steps, self.samples_per_step, self.emit = total_steps, samples_per_step, emit
+        self.every_s = float(os.environ.get(PROGRESS_EVERY_ENV, PROGRESS_EVERY_S)) if every_s is None else every_s
+        self._since: tuple[float, int] | None = None  # (clock, steps done) at the last line
+
+    def step(self, now: float, done: int) -> None:
+        if self._since is None:
+            self._since = (now, done)
+            return
+        t0, d0 = self._since
+        if now - t0 < self.every_s or done == d0:
+            return
+        rate = (done - d0) / (now - t0)
+        left = max(self.total_steps - done, 0) / rate
+        self.emit(f"{PROGRESS_PREFIX} step {done} of {self.total_steps} ({100 * done / self.total_steps:.0f}%), "
+                  f"{rate * self.samples_per_step:.1f} images/s, {_duration(left)} left")
+        self._since = (now, done)
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600} h {s % 3600 // 60} min" if s >= 3600 else f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
 class StepTimer:
-    def __init__(self, warmup_steps: int):
+    def __init__(self, warmup_steps: int, progress: Progress | None = None):
         self.warmup_steps = warmup_steps
+        self.progress = progress       # rank 0's progress lines (None on the other ranks)
         self.steps: list[dict[str, float | None]] = []
         self.fixed: list[float] = []   # per-epoch fixed costs, one entry per epoch
         self._t: float | None = None
 
     def start(self) -> None:
         self._t = time.perf_counter()
+        if self.progress:
+            self.progress.step(self._t, len(self.steps))
 
     @property
     def step_began(self) -> float:
@@ -46,6 +82,8 @@ class StepTimer:
         self.steps.append({"step_s": step, "data_wait_s": data_wait_s, "compute_s": compute_s, "sync_s": sync_s,
                            "other_s": step - known})
         self._t = now
+        if self.progress:
+            self.progress.step(now, len(self.steps))
 
     @property
     def step_times(self) -> list[float]:

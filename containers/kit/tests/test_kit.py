@@ -170,3 +170,24 @@ def test_the_contract_knows_every_precision_preset_and_its_dtype():
     assert requested({"training": {}}) == "fp32"  # a cell spec from before presets
     with pytest.raises(PrecisionError, match="training.precision 'fp8'"):
         requested({"training": {"precision": "fp8"}})
+
+
+def test_progress_lines_come_at_the_interval_from_the_timers_own_clock(monkeypatch):
+    clock = iter([0.0, 1.0, 2.0, 10.5, 11.0, 21.0])  # start, then five steps: perf_counter as the timer reads it
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    lines = []
+    t = timing.StepTimer(warmup_steps=1, progress=timing.Progress(100, 32, every_s=10, emit=lines.append))
+    t.start()
+    for _ in range(5):
+        t.step_done()
+    # 10.5 s after the start: 3 steps done at 3/10.5 steps/s; 10.5 s later: 2 more steps
+    assert lines == ["scalebench progress: step 3 of 100 (3%), 9.1 images/s, 5 min 40 s left",
+                     "scalebench progress: step 5 of 100 (5%), 6.1 images/s, 8 min 19 s left"]
+    assert t.timed_steps == 4 and t.train_s == 20.0  # the figures are the timer's, progress changes none of them
+
+
+def test_progress_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("SCALEBENCH_PROGRESS_EVERY_S", "2.5")
+    assert timing.Progress(10, 1).every_s == 2.5
+    monkeypatch.delenv("SCALEBENCH_PROGRESS_EVERY_S")
+    assert timing.Progress(10, 1).every_s == 30.0

@@ -48,7 +48,7 @@ from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
 from scalebench_kit.precision import ObservedDtype, PrecisionError, record, requested
-from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 from trainers.unet_voc import SyncProbe, nccl_version, setup_distributed
 
 DETECTIONS_FILE = "detections.jsonl"
@@ -388,7 +388,8 @@ def main(name: str) -> None:
     if rank == 0:
         Config(cfg).dump(str(cell.results_dir / CONFIG_FILE))
 
-    timer = StepTimer(train["warmup_steps"])
+    timer = StepTimer(train["warmup_steps"],
+                      Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]) if rank == 0 else None)
     state = {"probe": SyncProbe(torch, device) if world > 1 else None, "step_losses": [], "epoch_s": [],
              "loss_curve": [], "evaluations": [], "eval_s": 0.0}
 

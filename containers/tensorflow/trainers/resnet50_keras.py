@@ -24,7 +24,7 @@ from scalebench_kit import cifar10
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
 from scalebench_kit.precision import keras_observed, keras_policy, record, requested
-from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 
 BREAKDOWN_METHOD = {
     "data_wait_s": "next() on the distributed tf.data iterator (prefetch 2), including the copy to the replicas",
@@ -155,7 +155,7 @@ def main() -> None:
     setup_s = cell.elapsed()
     cell.events.log("init_stop", setup_s)
 
-    timer = StepTimer(train["warmup_steps"])
+    timer = StepTimer(train["warmup_steps"], Progress(steps_per_epoch * train["epochs"], global_batch))  # one process
     epoch_s: list[float] = []
     loss_curve: list[float] = []
     last: dict = {}

@@ -32,7 +32,7 @@ from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores
 from scalebench_kit.names import COMPUTE_DTYPE
 from scalebench_kit.precision import PrecisionError, record, requested
-from scalebench_kit.runtime import Cell, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
 from trainers.resnet50_keras import make_strategy
 from trainers.voc_tfrecord import convert_cached
 
@@ -153,7 +153,7 @@ def main() -> None:
     cell.events.log("init_stop", setup_s)
 
     delay = cell.test_hooks.get("data_delay_s")
-    timer = StepTimer(train["warmup_steps"])
+    timer = StepTimer(train["warmup_steps"], Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]))
     epoch_s, loss_curve, step_losses = [], [], []
     gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
     with gpus:

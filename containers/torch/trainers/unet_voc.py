@@ -37,7 +37,7 @@ from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
 from scalebench_kit.precision import TorchPrecision, requested
-from scalebench_kit.runtime import (RESULTS_DIR_ENV, Cell, StepTimer, combine_ranks, epoch_plan, main_guard,
+from scalebench_kit.runtime import (RESULTS_DIR_ENV, Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard,
                                    system_fingerprint)
 from scalebench_kit.timing import delayed
 
@@ -222,7 +222,8 @@ def main() -> None:
     delay = cell.test_hooks.get("data_delay_s")
     cuda = device.type == "cuda"
     settle = torch.cuda.synchronize if cuda else (lambda: None)
-    timer = StepTimer(train["warmup_steps"])
+    timer = StepTimer(train["warmup_steps"],
+                      Progress(steps_per_epoch * train["epochs"], train["global_batch"]) if rank == 0 else None)
     epoch_s, loss_curve, evaluations, eval_s = [], [], [], 0.0
     gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
     with gpus:

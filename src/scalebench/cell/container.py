@@ -1,9 +1,12 @@
 """Container settings for one cell, as plain objects (unit-tested for GPU hosts on CPU machines)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from docker.types import DeviceRequest, Mount
+
+from scalebench_kit.names import PROGRESS_EVERY_ENV
 
 from scalebench.core.config import Benchmark, Host
 
@@ -45,6 +48,8 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
         "OMP_NUM_THREADS": str(threads),
         "PYTHONHASHSEED": str(cell["seed"]),
     }
+    if os.environ.get(PROGRESS_EVERY_ENV):  # the worker's choice of progress interval reaches the trainer
+        env[PROGRESS_EVERY_ENV] = os.environ[PROGRESS_EVERY_ENV]
     requests = None
     if host.kind == "gpu":
         # The container sees exactly the leased GPUs, renumbered from 0 inside.

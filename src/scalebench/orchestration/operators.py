@@ -27,8 +27,8 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
-from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, RESULT_FILE, TASK_FILE,
-                                  VALIDATION_FILE)
+from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, PROGRESS_PREFIX,
+                                  RESULT_FILE, TASK_FILE, VALIDATION_FILE)
 
 from scalebench.orchestration import notes
 from scalebench.core import paths
@@ -111,6 +111,27 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
 
 
+class FoldedOutput:
+    """The task logger while a container runs: its lines go inside the folded group, except a
+    trainer's progress line, which closes the group, is logged on its own and reopens it, so
+    the task log shows how far the cell is while it runs."""
+
+    def __init__(self, log, image: str):
+        self._log, self._image = log, image
+
+    def info(self, msg, *args, **kw):
+        line = args[0] if args and msg == "%s" else None
+        if isinstance(line, str) and line.startswith(PROGRESS_PREFIX):
+            self._log.info("::endgroup::")
+            self._log.info("%s", line)
+            self._log.info("::group::Container output, continued (%s)", self._image)
+            return
+        self._log.info(msg, *args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
 class CellDockerOperator(DockerOperator):
     # Only the mapped cell and the dataset check are rendered: image, command and environment come
     # from the validated config, so no trigger conf can reach them through a template.
@@ -134,6 +155,13 @@ class CellDockerOperator(DockerOperator):
         self._cpuset: str | None = None
         self._timed_out = threading.Event()
         self._cancelled = threading.Event()
+        self._folded: FoldedOutput | None = None
+
+    @property
+    def log(self):
+        """While the container runs: the same logger, with progress lines kept out of the fold."""
+        folded = self.__dict__.get("_folded")
+        return folded if folded is not None else super().log
 
     @property
     def cli(self):
@@ -300,6 +328,7 @@ class CellDockerOperator(DockerOperator):
         try:
             watchdog.start()
             try:
+                self._folded = FoldedOutput(self.log, self.image)  # the provider logs each line to self.log
                 lines = super().execute(context) or []
                 exit_code = 0
             except DockerContainerFailedException as exc:
@@ -309,6 +338,7 @@ class CellDockerOperator(DockerOperator):
                 raise self.fail(a, self._engine_failure(exc)) from None
         finally:
             watchdog.cancel()
+            self._folded = None
             self.log.info("::endgroup::")
         oom = False
         if self.container:

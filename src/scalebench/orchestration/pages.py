@@ -2,7 +2,7 @@
 night summaries, stored cells, comparisons. Rendering only; the routes are in `webapp`.
 
 Pages are shown inside the Airflow UI (a tab in an iframe), so a link into Airflow's own pages
-(a task's log) opens in the top window. Links between our pages are relative to the plugin's
+(a task's log) opens in the top window (pages.js hands it to the UI's router). Links between our pages are relative to the plugin's
 mount (`base`), links into Airflow to its UI root (`ui`).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ def page(title: str, base: str, body: str, head: str = "") -> str:
     nav = (f'<nav><a href="{base}/">nights</a><a href="{base}/benchmarks">benchmarks</a>'
            f'<a href="{base}/compare">compare nights</a><a href="{base}/latest">latest report</a></nav>')
     return (f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title><style>{STYLE}</style>{head}"
-            f"</head><body>{nav}<h1>{escape(title)}</h1>{body}</body></html>")
+            f'<script src="{base}/static/pages.js"></script></head><body>{nav}<h1>{escape(title)}</h1>{body}</body></html>')
 
 
 def _num(v, fmt: str = "{:.3g}") -> str:

@@ -27,7 +27,7 @@ FILES = re.compile(r"^[a-z_]+\.(html|png|json|md)$")
 MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown",
          "js": "text/javascript", "css": "text/css"}
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"history.js": STATIC / "history.js", "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
+STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
                 "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
 FORMATS = ("csv", "json")
 

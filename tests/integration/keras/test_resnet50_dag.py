@@ -15,7 +15,7 @@ DAG_ID = "scalebench_resnet50_keras_cifar10"
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("e2e")
-    env = airflow_env(home)
+    env = {**airflow_env(home), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
     prepare_homes(env)
     conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0, "precisions": ["fp32", "bf16"]}
     rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env)
@@ -93,3 +93,17 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
         verdicts = line.split(" | ")[3:-2]
         assert verdicts and all(v in ("inconclusive at 2", "uninformative") for v in verdicts), line
         assert line.split(" | ")[-2] == "100.0%", line
+
+
+@requires_docker
+@pytest.mark.slow
+def test_the_trainers_progress_lines_are_in_the_task_log_outside_the_folded_output(smoke_run):
+    import re
+
+    _, _, log = smoke_run
+    found = re.findall(r"scalebench progress: step (\d+) of (\d+) \(\d+%\), [\d.]+ images/s, .+ left", log)
+    assert found and all(int(i) <= int(n) for i, n in found)
+    lines = log.splitlines()
+    for k, line in enumerate(lines):  # each one right after the fold closed, and the fold reopened after it
+        if "scalebench progress: step" in line and "::group::" not in line:
+            assert "::endgroup::" in lines[k - 1] and "::group::Container output, continued" in lines[k + 1], lines[k - 1:k + 2]

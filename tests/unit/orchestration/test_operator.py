@@ -74,6 +74,24 @@ def test_a_clean_exit_with_a_valid_contract_is_collected(cell_op):
     assert ctx["ti"].pushed == {} and notes_set == [] and _no_leases_held()
 
 
+def test_progress_lines_are_logged_outside_the_folded_container_output(cell_op):
+    from airflow.providers.docker.operators.docker import DockerOperator
+
+    progress = "scalebench progress: step 40 of 400 (10%), 812.5 images/s, 1 min 20 s left"
+    op, ctx, cell, client, _ = cell_op(0, ["Epoch 1/3", progress, "loss 0.5"], writes_result=True)
+    logged = mock.MagicMock()
+    with mock.patch.object(DockerOperator, "log", new_callable=mock.PropertyMock, return_value=logged):
+        op.execute(ctx)
+        assert op.log is logged  # the container is gone: the plain logger again
+    lines = [c.args[0] % c.args[1:] for c in logged.info.call_args_list]
+    start = lines.index("::group::Container output (scalebench/tensorflow:cpu)")
+    first = lines.index("Epoch 1/3")
+    assert start < first and "::endgroup::" not in lines[start:first]  # the output is folded...
+    assert lines[first:first + 6] == ["Epoch 1/3", "::endgroup::", progress,  # ...but for its progress line
+                                      "::group::Container output, continued (scalebench/tensorflow:cpu)", "loss 0.5",
+                                      "::endgroup::"]
+
+
 # exit code, OOMKilled, output -> class, retried, words in the detail
 EXIT_TABLE = [
     (0, False, ["done"], "contract_missing_or_invalid", False, "metrics.json: file missing"),

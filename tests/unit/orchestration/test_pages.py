@@ -44,7 +44,8 @@ def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_o
     assert any(m["kind"] == "restart" for m in last["marks"])  # the new image restarted the baseline
     assert "restart: " in page.text  # the marked nights, in words
     scripts = re.findall(r'<script src="([^"]+)"', page.text)
-    assert scripts == ["/scalebench/static/uPlot.iife.min.js", "/scalebench/static/history.js"]
+    assert scripts == ["/scalebench/static/uPlot.iife.min.js", "/scalebench/static/pages.js",
+                       "/scalebench/static/history.js"]
     for src in scripts:
         assert client.get(src.removeprefix("/scalebench")).status_code == 200
     assert "http" not in "".join(re.findall(r'(?:src|href)="([^"]+)"', page.text))  # nothing from another site

@@ -11,7 +11,7 @@ import pytest
 from tests.support import ROOT
 from tests.support.airflow_home import api_server
 from tests.support.engine import chromium, free_port
-from tests.support.service_clients import browser, ui_login
+from tests.support.service_clients import browser, save_screenshot, ui_login
 
 NIGHT = "2026-11-28"
 BIN = Path(sys.executable).parent
@@ -146,10 +146,3 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         driver.switch_to.default_content()
         save_screenshot(driver, home, "history-view.png")
 
-
-def save_screenshot(driver, home, name: str) -> None:
-    """Into $SCALEBENCH_SCREENSHOTS (docs/ when the docs' images are made) or the test's home."""
-    where = Path(os.environ.get("SCALEBENCH_SCREENSHOTS") or home)
-    driver.save_screenshot(str(where / name))
-    assert (where / name).read_bytes()[:4] == b"\x89PNG"
-    print(f"\nscreenshot: {where / name}")

@@ -104,3 +104,25 @@ def test_scalebench_db_summarize_rebuilds_every_night_from_the_attempts(capsys):
     assert "4 rows for 2 (benchmark, night) pairs" in capsys.readouterr().out
     assert [(r["night"], r["gpus"]) for r in store.summaries()] == [("2026-11-27", 1), ("2026-11-27", 2),
                                                                   ("2026-11-28", 1), ("2026-11-28", 2)]
+
+
+def test_upgrading_a_store_from_before_the_summaries_summarizes_its_nights(isolated_state, capsys):
+    from pathlib import Path
+
+    from alembic import command
+    from alembic.config import Config
+
+    from scalebench.cli import main
+    from scalebench.store.db import HEAD_REVISION
+
+    store = Store()
+    record(store, 1, 1, 100)
+    record(store, 2, 1, 60)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parents[3] / "src/scalebench/store/migrations"))
+    cfg.set_main_option("sqlalchemy.url", store.url)
+    command.downgrade(cfg, "0008")  # the store as the release before the history pages left it
+    assert main(["db", "upgrade"]) == 0
+    out = capsys.readouterr().out
+    assert f"upgraded from 0008 to schema revision {HEAD_REVISION}; history summaries rebuilt: 2 rows" in out
+    assert [r["relative_time"] for r in Store().summaries()] == [1.0, pytest.approx(0.6)]
