@@ -125,6 +125,9 @@ def benchmarks_page(base: str, latest: dict[str, str]) -> str:
     return page("Benchmarks", base, _table(["benchmark", "latest night"], rows))
 
 
+CHART_FIELDS = ("night", "gpus", "precision", "run_id", "run_type", "image_digest", "cells", "valid", "retried", "reruns",
+                "relative_time", "images_per_s", "metrics", "step_shares", "marks")  # what history.js reads
+
 HISTORY_CHARTS = [  # (id, title, what the y axis is)
     ("relative", "Relative time per GPU count (T(n) / T(1), lower is better)", "relative time"),
     ("throughput", "Throughput per GPU count (images/s)", "images/s"),
@@ -133,13 +136,12 @@ HISTORY_CHARTS = [  # (id, title, what the y axis is)
 ]
 
 
-def history_page(base: str, ui: str, benchmark: str, summaries: list[dict], shifts: list[dict], charts: bool) -> str:
+def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[dict], charts: bool) -> str:
     """A benchmark across nights: the charts (drawn by history.js from the embedded summaries), the
     marked nights in words, and the last nights as a table."""
     if not summaries:
         return page(f"{benchmark}: history", base, "<p>No night of this benchmark is summarized yet.</p>")
-    data = {"benchmark": benchmark, "points": summaries, "shifts": shifts,
-            "nights_url": f"{base}/nights/", "ui": ui}
+    data = {"benchmark": benchmark, "shifts": shifts, "points": [{k: s[k] for k in CHART_FIELDS} for s in summaries]}
     blob = json.dumps(data, default=str).replace("</", "<\\/")
     head = (f'<link rel="stylesheet" href="{base}/static/uPlot.min.css">'
             f'<script src="{base}/static/uPlot.iife.min.js"></script>' if charts else "")

@@ -145,9 +145,9 @@ def add_browsing_routes(app: FastAPI) -> None:
 
     @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
     def history(request: Request, benchmark: str):
-        base, ui = _bases(request)
+        base, _ = _bases(request)
         charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
-        return pages.history_page(base, ui, benchmark, store().summaries(benchmark=benchmark), _shifts(benchmark), charts)
+        return pages.history_page(base, benchmark, store().summaries(benchmark=benchmark), _shifts(benchmark), charts)
 
     @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
     def history_export(benchmark: str, fmt: str):
