@@ -202,6 +202,8 @@ def seed_nights(store, count: int = 6, last: str = "2026-11-28") -> dict:
             for k in (1, 2):
                 store.record_attempt(bad, k, "failed", reason="oom", exit_code=137, message="CUDA out of memory",
                                      task={"task_id": "local_2gpu.train", "map_index": 2, "try_number": k})
+        store.record_run(dag_id=f"scalebench_{bench}", run_id=run_id, benchmark=bench, run_type="scheduled", night=night,
+                         counts={})
         summarize_night(store, bench, night)
         publish(store, night, Options(expected=[bench]))
     return {"last": last, "run_id": run_id}
