@@ -26,7 +26,7 @@ PARTS = ("data_wait_s", "compute_s", "sync_s", "other_s")
 
 class Progress:
     """'step i of N, images/s, time left' every `every_s` seconds of the step timer's clock; the
-    rate is over the steps since the last line, so warm-up stops counting once it is behind."""
+    rate is over the steady steps since the last line (warm-up steps are reported, never rated)."""
 
     def __init__(self, total_steps: int, samples_per_step: int, every_s: float | None = None,
                  emit: Callable[[str], None] = lambda line: print(line, flush=True)):
@@ -34,11 +34,16 @@ class Progress:
         self.every_s = float(os.environ.get(PROGRESS_EVERY_ENV, PROGRESS_EVERY_S)) if every_s is None else every_s
         self._since: tuple[float, int] | None = None  # (clock, steps done) at the last line
 
-    def step(self, now: float, done: int) -> None:
+    def step(self, now: float, done: int, steady: bool = True) -> None:
         if self._since is None:
             self._since = (now, done)
             return
         t0, d0 = self._since
+        if not steady:  # compiling, allocating: no rate to tell yet; the steady window starts after it
+            if now - t0 >= self.every_s:
+                self.emit(f"{PROGRESS_PREFIX} step {done} of {self.total_steps} (warm-up)")
+            self._since = (now, done)
+            return
         if now - t0 < self.every_s or done == d0:
             return
         rate = (done - d0) / (now - t0)
@@ -83,7 +88,7 @@ class StepTimer:
                            "other_s": step - known})
         self._t = now
         if self.progress:
-            self.progress.step(now, len(self.steps))
+            self.progress.step(now, len(self.steps), steady=len(self.steps) > self.warmup_steps)
 
     @property
     def step_times(self) -> list[float]:

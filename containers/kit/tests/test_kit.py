@@ -180,10 +180,21 @@ def test_progress_lines_come_at_the_interval_from_the_timers_own_clock(monkeypat
     t.start()
     for _ in range(5):
         t.step_done()
-    # 10.5 s after the start: 3 steps done at 3/10.5 steps/s; 10.5 s later: 2 more steps
-    assert lines == ["scalebench progress: step 3 of 100 (3%), 9.1 images/s, 5 min 40 s left",
-                     "scalebench progress: step 5 of 100 (5%), 6.1 images/s, 8 min 19 s left"]
+    # the warm-up step (1 s) is not rated; 10 s after it 3 steady steps: 0.3 steps/s; 10 s later 1 more
+    assert lines == ["scalebench progress: step 4 of 100 (4%), 9.6 images/s, 5 min 20 s left",
+                     "scalebench progress: step 5 of 100 (5%), 3.2 images/s, 15 min 50 s left"]
     assert t.timed_steps == 4 and t.train_s == 20.0  # the figures are the timer's, progress changes none of them
+
+
+def test_a_long_warm_up_is_reported_without_a_rate():
+    lines = []
+    p = timing.Progress(50, 8, every_s=5, emit=lines.append)
+    p.step(0.0, 0)
+    p.step(40.0, 1, steady=False)  # a first step that compiled for 40 s
+    p.step(41.0, 2)
+    p.step(46.0, 7)
+    assert lines == ["scalebench progress: step 1 of 50 (warm-up)",
+                     "scalebench progress: step 7 of 50 (14%), 8.0 images/s, 43 s left"]
 
 
 def test_progress_interval_comes_from_the_environment(monkeypatch):
