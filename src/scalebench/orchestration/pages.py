@@ -125,8 +125,9 @@ def benchmarks_page(base: str, latest: dict[str, str]) -> str:
     return page("Benchmarks", base, _table(["benchmark", "latest night"], rows))
 
 
-CHART_FIELDS = ("night", "gpus", "precision", "run_id", "run_type", "image_digest", "cells", "valid", "retried", "reruns",
-                "relative_time", "images_per_s", "metrics", "step_shares", "marks")  # what history.js reads
+CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "relative_time", "images_per_s",
+                "metrics", "step_shares", "marks")  # what history.js reads of each summary
+HISTORY_NIGHTS = 365  # the history page's default window; ?since= or ?all=1 for more
 
 HISTORY_CHARTS = [  # (id, title, what the y axis is)
     ("relative", "Relative time per GPU count (T(n) / T(1), lower is better)", "relative time"),
@@ -136,16 +137,26 @@ HISTORY_CHARTS = [  # (id, title, what the y axis is)
 ]
 
 
-def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[dict], charts: bool) -> str:
-    """A benchmark across nights: the charts (drawn by history.js from the embedded summaries), the
-    marked nights in words, and the last nights as a table."""
+def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[dict], charts: bool,
+                 since: str | None, first: str | None) -> str:
+    """A benchmark across nights since `since` (None: all; `first`: its first summarized night):
+    the charts (drawn by history.js from the embedded summaries), the marked nights in words, and
+    the last nights as a table."""
     if not summaries:
         return page(f"{benchmark}: history", base, "<p>No night of this benchmark is summarized yet.</p>")
-    data = {"benchmark": benchmark, "shifts": shifts, "points": [{k: s[k] for k in CHART_FIELDS} for s in summaries]}
+    shown = (f"nights since {since} (its first: {first})" if since and first and since > first
+             else f"every night since {first}")
+    windows = " · ".join(f'<a href="{base}/benchmarks/{quote(benchmark)}?{q}">{label}</a>'
+                         for label, q in (("last 90 nights", "nights=90"), ("last year", "nights=365"), ("all", "all=1")))
+    runs = {}
+    for s in summaries:  # one run and image per night (the first row's: every row of a night is one run)
+        runs.setdefault(s["night"], {"run_id": s["run_id"], "run_type": s["run_type"], "image_digest": s["image_digest"]})
+    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": CHART_FIELDS,
+            "rows": [[s[k] for k in CHART_FIELDS] for s in summaries]}
     blob = json.dumps(data, default=str).replace("</", "<\\/")
     head = (f'<link rel="stylesheet" href="{base}/static/uPlot.min.css">'
             f'<script src="{base}/static/uPlot.iife.min.js"></script>' if charts else "")
-    body = [downloads(base, f"/api/benchmarks/{quote(benchmark)}/history"),
+    body = [f"<p>Showing {shown}: {windows}</p>", downloads(base, f"/api/benchmarks/{quote(benchmark)}/history"),
             '<p class="muted">Drag across a chart to zoom (double-click to reset); click a legend entry to hide '
             "or show its series; hover a night for its run, image and cells.</p>"]
     if not charts:

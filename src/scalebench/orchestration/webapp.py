@@ -30,6 +30,9 @@ STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
                 "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
 FORMATS = ("csv", "json")
+# what the history page reads of a summary (not its fingerprint or CI: those are in the CSV)
+HISTORY_READ = ("night", "gpus", "precision", "run_id", "run_type", "image_digest", "cells", "valid", "retried", "reruns",
+                "relative_time", "images_per_s", "metrics", "step_shares", "marks")
 
 
 @functools.lru_cache(maxsize=4)
@@ -144,10 +147,15 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
 
     @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
-    def history(request: Request, benchmark: str):
+    def history(request: Request, benchmark: str, nights: int = pages.HISTORY_NIGHTS, all: bool = False):
+        import datetime as dt
+
         base, _ = _bases(request)
+        known = store().summary_nights().get(benchmark, [])
+        since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
         charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
-        return pages.history_page(base, benchmark, store().summaries(benchmark=benchmark), _shifts(benchmark), charts)
+        return pages.history_page(base, benchmark, store().summaries(benchmark=benchmark, since=since, columns=HISTORY_READ),
+                                  _shifts(benchmark), charts, since, known[0] if known else None)
 
     @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
     def history_export(benchmark: str, fmt: str):

@@ -273,17 +273,21 @@ class Store:
         return n
 
     def summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
-                  until: str | None = None) -> list[dict]:
-        """Stored summaries, oldest night first (then GPU count, precision)."""
+                  until: str | None = None, columns: tuple[str, ...] | None = None) -> list[dict]:
+        """Stored summaries, oldest night first (then GPU count, precision); `columns`: only those."""
         t = NightSummaryRow.__table__
-        q = select(t).order_by(t.c.night, t.c.benchmark, t.c.gpus, t.c.precision)
+        q = (select(*[t.c[c] for c in columns]) if columns else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
+                                                                                    t.c.precision)
         for col, op, val in ((t.c.benchmark, "eq", benchmark), (t.c.night, "eq", night), (t.c.night, "ge", since),
                              (t.c.night, "le", until)):
             if val is not None:
                 q = q.where(col == val if op == "eq" else (col >= val if op == "ge" else col <= val))
         with self.engine.connect() as conn:
-            return [{k: v for k, v in r.items() if k != "id"} | {"updated_at": r["updated_at"].isoformat()}
-                    for r in conn.execute(q).mappings()]
+            rows = [{k: v for k, v in r.items() if k != "id"} for r in conn.execute(q).mappings()]
+        for r in rows:
+            if "updated_at" in r:
+                r["updated_at"] = r["updated_at"].isoformat()
+        return rows
 
     def summary_nights(self) -> dict[str, list[str]]:
         """benchmark -> its summarized nights, oldest first (the pages' menus)."""

@@ -37,9 +37,11 @@ def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_o
     page = client.get(f"/benchmarks/{BENCH}")
     assert page.status_code == 200
     doc = json.loads(re.search(r'id="history-data">(.*?)</script>', page.text, re.S).group(1).replace("<\\/", "</"))
-    assert [(p["night"], p["gpus"]) for p in doc["points"]][:2] == [("2026-11-23", 1), ("2026-11-23", 2)]
-    last = [p for p in doc["points"] if p["night"] == nights["last"] and p["gpus"] == 2][0]
+    points = [dict(zip(doc["fields"], row)) | doc["runs"][row[0]] for row in doc["rows"]]  # as history.js reads it
+    assert [(p["night"], p["gpus"]) for p in points][:2] == [("2026-11-23", 1), ("2026-11-23", 2)]
+    last = [p for p in points if p["night"] == nights["last"] and p["gpus"] == 2][0]
     assert last["relative_time"] == pytest.approx(76.5 / 101.5, rel=1e-6) and last["image_digest"] == "sha256:new"
+    assert last["run_id"] == nights["run_id"] and "every night since 2026-11-23" in page.text
     assert last["valid"] == 2 and last["cells"] == 3 and last["retried"] == 1
     assert any(m["kind"] == "restart" for m in last["marks"])  # the new image restarted the baseline
     assert "restart: " in page.text  # the marked nights, in words
@@ -104,3 +106,13 @@ def test_the_compare_page_defaults_to_the_last_two_nights_and_exports_the_same_r
     assert [(r["gpus"], r["run_b"]) for r in rows] == [("1", nights["run_id"]), ("2", nights["run_id"])]
     assert float(rows[1]["ratio"]) == pytest.approx(76.5 / 61.5)
     assert "no stored run" in client.get("/compare", params={"a": "2026-01-01", "b": "2026-01-02"}).text
+
+
+def test_the_history_page_shows_a_window_of_nights_unless_asked_for_all(nights):
+    client = open_app()
+    recent = client.get(f"/benchmarks/{BENCH}", params={"nights": 2}).text
+    rows = json.loads(re.search(r'id="history-data">(.*?)</script>', recent, re.S).group(1))["rows"]
+    assert sorted({r[0] for r in rows}) == ["2026-11-27", "2026-11-28"]
+    assert "nights since 2026-11-27 (its first: 2026-11-23)" in recent
+    every = client.get(f"/benchmarks/{BENCH}", params={"all": 1}).text
+    assert len(json.loads(re.search(r'id="history-data">(.*?)</script>', every, re.S).group(1))["rows"]) == 12

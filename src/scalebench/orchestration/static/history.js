@@ -4,12 +4,20 @@
 (function () {
   "use strict";
   const doc = JSON.parse(document.getElementById("history-data").textContent);
-  const points = doc.points;
-  const nights = [...new Set(points.map((p) => p.night))].sort();
+  // rows of `fields` (compact: a year of nights is a few hundred kB); the run and image are per night
+  const points = doc.rows.map((r) => Object.fromEntries(doc.fields.map((f, i) => [f, r[i]])));
+  for (const p of points) Object.assign(p, doc.runs[p.night]);
+  const nights = Object.keys(doc.runs).sort();
   const xs = nights.map((n) => Date.parse(n + "T00:00:00Z") / 1000);
   const at = Object.fromEntries(nights.map((n, i) => [n, i]));
   const keyOf = (p) => p.gpus + " GPU" + (p.gpus === 1 ? "" : "s") + " " + p.precision;
   const keys = [...new Set(points.map(keyOf))].sort((a, b) => parseInt(a) - parseInt(b) || a.localeCompare(b));
+  const byNight = nights.map(() => []);  // night index -> its points
+  const at_key = {};                     // key -> night index -> point
+  for (const p of points) {
+    byNight[at[p.night]].push(p);
+    (at_key[keyOf(p)] = at_key[keyOf(p)] || {})[at[p.night]] = p;
+  }
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
   const markColors = { alert: "#c4320a", restart: "#175cd3", flagged: "#b54708", cleared: "#067647",
                        shift: "#6941c6", rerun: "#98a2b3", manual: "#d0d5dd" };
@@ -39,7 +47,7 @@
   }
 
   function tipText(i, labels) {
-    const mine = points.filter((p) => p.night === nights[i] && (!labels || labels.includes(keyOf(p))));
+    const mine = byNight[i].filter((p) => !labels || labels.includes(keyOf(p)));
     const runs = [...new Set(mine.map((p) => p.run_id + " (" + p.run_type + ")"))].join(", ");
     const images = [...new Set(mine.map((p) => p.image_digest || "no image digest"))].join(", ");
     const cells = mine.map((p) => keyOf(p) + ": " + p.valid + "/" + p.cells + " valid").join("; ");
@@ -100,14 +108,14 @@
 
   chart("relative", "relative time", seriesData((p) => p.relative_time, (k) => !k.startsWith("1 GPU ")));
   chart("throughput", "images/s", seriesData((p) => p.images_per_s));
-  const top = Math.max(...points.map((p) => p.gpus));
+  const top = points.reduce((m, p) => Math.max(m, p.gpus), 0);
   const metrics = [...new Set(points.flatMap((p) => Object.keys(p.metrics || {})))].sort();
   const acc = { labels: [], data: [xs] };
   for (const m of metrics) {
     for (const k of keys.filter((k) => parseInt(k) === top)) {
       acc.labels.push(m + " · " + k);
-      acc.data.push(nights.map((n) => {
-        const p = points.find((q) => q.night === n && keyOf(q) === k);
+      acc.data.push(nights.map((n, i) => {
+        const p = (at_key[k] || {})[i];
         return p && p.metrics && p.metrics[m] != null ? p.metrics[m] : null;
       }));
     }
@@ -115,8 +123,8 @@
   chart("accuracy", "metric", acc);
   const parts = ["compute", "data_wait", "sync", "other"];
   const first = keys.find((k) => parseInt(k) === top);
-  const steps = { labels: parts, data: [xs, ...parts.map((part) => nights.map((n) => {
-    const p = points.find((q) => q.night === n && keyOf(q) === first);
+  const steps = { labels: parts, data: [xs, ...parts.map((part) => nights.map((n, i) => {
+    const p = (at_key[first] || {})[i];
     return p && p.step_shares && p.step_shares[part] != null ? 100 * p.step_shares[part] : null;
   }))] };
   chart("steps", "% of step (" + first + ")", steps);
