@@ -82,7 +82,7 @@ def summaries(store: Store, recorded: int = 30) -> tuple[int, float]:
     from scalebench.report.summary import summarize_night
     from scalebench.store.results import NightSummaryRow
 
-    pairs = store.summarized()
+    pairs = store.cell_nights()
     last = sorted({n for _, n in pairs})[-recorded:]
     t = time.perf_counter()
     for bench, n in pairs:

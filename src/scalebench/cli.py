@@ -345,7 +345,7 @@ def _summarize_all(url: str) -> str:
     from scalebench.store.results import Store
 
     store = Store(url)
-    nights = store.summarized()
+    nights = store.cell_nights()
     rows = sum(summarize_night(store, bench, night) for bench, night in nights)
     return f"history summaries rebuilt: {rows} rows for {len(nights)} (benchmark, night) pairs"
 

@@ -2,14 +2,16 @@
 night summaries, stored cells, comparisons. Rendering only; the routes are in `webapp`.
 
 Pages are shown inside the Airflow UI (a tab in an iframe), so a link into Airflow's own pages
-(a task's log) opens in the top window (pages.js hands it to the UI's router). Links between our pages are relative to the plugin's
-mount (`base`), links into Airflow to its UI root (`ui`).
+(a task's log) opens in the top window (pages.js hands it to the UI's router). Links between our
+pages are relative to the plugin's mount (`base`), links into Airflow to its UI root (`ui`).
 """
 from __future__ import annotations
 
 import json
 from html import escape
 from urllib.parse import quote, urlencode
+
+from scalebench.report.exports import result_row
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:16px 24px;color:#1d2430}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d5d9e0;padding:3px 8px;text-align:left;vertical-align:top}
@@ -59,20 +61,12 @@ def log_link(ui: str, cell: dict, attempt: dict) -> str:
     return f'<a class="log" target="_top" href="{escape(path)}">attempt {attempt["attempt"]} log</a>'
 
 
-def _reason(cell: dict) -> str:
-    if not cell["attempts"]:
-        return "never started"
-    last = cell["attempts"][-1]
-    code = "none" if last["exit_code"] is None else last["exit_code"]
-    return f"{last['status']} ({last['reason']}), exit code {code}: {last['message'] or ''}"
-
-
 def cells_section(ui: str, cells: list[dict]) -> str:
     """The cells without a valid result first, with their reason line; then every cell with its figure."""
     failed = [c for c in cells if c["figure"] is None]
     out = []
     if failed:
-        rows = [[_td(c["benchmark"]), _td(c["run_id"]), _td(c["label"]), _td(_reason(c)),
+        rows = [[_td(c["benchmark"]), _td(c["run_id"]), _td(c["label"]), _td(result_row(c)["detail"]),
                  "<td>" + " ".join(log_link(ui, c, a) for a in c["attempts"]) + "</td>"] for c in failed]
         out.append(f"<h2 id=failed>Cells without a valid result ({len(failed)})</h2>"
                    + _table(["benchmark", "run", "cell", "reason", "task logs"], rows, ["failed"] * len(rows)))
@@ -127,7 +121,8 @@ def benchmarks_page(base: str, latest: dict[str, str]) -> str:
 
 CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "relative_time", "images_per_s",
                 "metrics", "step_shares", "marks")  # what history.js reads of each summary
-HISTORY_NIGHTS = 365  # the history page's default window; ?since= or ?all=1 for more
+RUN_FIELDS = ("run_id", "run_type", "image_digest")  # sent once per night (every row of a night is one run)
+HISTORY_NIGHTS = 365  # the history page's default window; ?nights=N or ?all=1 for another
 
 HISTORY_CHARTS = [  # (id, title, what the y axis is)
     ("relative", "Relative time per GPU count (T(n) / T(1), lower is better)", "relative time"),
@@ -149,8 +144,8 @@ def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[
     windows = " · ".join(f'<a href="{base}/benchmarks/{quote(benchmark)}?{q}">{label}</a>'
                          for label, q in (("last 90 nights", "nights=90"), ("last year", "nights=365"), ("all", "all=1")))
     runs = {}
-    for s in summaries:  # one run and image per night (the first row's: every row of a night is one run)
-        runs.setdefault(s["night"], {"run_id": s["run_id"], "run_type": s["run_type"], "image_digest": s["image_digest"]})
+    for s in summaries:
+        runs.setdefault(s["night"], {k: s[k] for k in RUN_FIELDS})
     data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": CHART_FIELDS,
             "rows": [[s[k] for k in CHART_FIELDS] for s in summaries]}
     blob = json.dumps(data, default=str).replace("</", "<\\/")

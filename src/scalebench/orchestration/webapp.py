@@ -27,12 +27,9 @@ FILES = re.compile(r"^[a-z_]+\.(html|png|json|md)$")
 MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown",
          "js": "text/javascript", "css": "text/css"}
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
-                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js",
+                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js", "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
 FORMATS = ("csv", "json")
-# what the history page reads of a summary (not its fingerprint or CI: those are in the CSV)
-HISTORY_READ = ("night", "gpus", "precision", "run_id", "run_type", "image_digest", "cells", "valid", "retried", "reruns",
-                "relative_time", "images_per_s", "metrics", "step_shares", "marks")
 
 
 @functools.lru_cache(maxsize=4)
@@ -154,8 +151,8 @@ def add_browsing_routes(app: FastAPI) -> None:
         known = store().summary_nights().get(benchmark, [])
         since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
         charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
-        return pages.history_page(base, benchmark, store().summaries(benchmark=benchmark, since=since, columns=HISTORY_READ),
-                                  _shifts(benchmark), charts, since, known[0] if known else None)
+        rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
+        return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
 
     @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
     def history_export(benchmark: str, fmt: str):
@@ -166,7 +163,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     def night(request: Request, night: str):
         base, ui = _bases(request)
         night = _night(night)
-        earlier = sorted({n for ns in store().summary_nights().values() for n in ns if n < night})
+        earlier = [n for n in _summarized_nights() if n < night]
         return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
                                 (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
 
@@ -177,17 +174,10 @@ def add_browsing_routes(app: FastAPI) -> None:
 
     @app.get("/runs", response_class=HTMLResponse)
     def run(request: Request, dag_id: str, run_id: str):
-        from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
-        from scalebench.orchestration.report_dag import REPORT_DAG_ID
-
         base, ui = _bases(request)
-        if dag_id == REPORT_DAG_ID:
-            return pages.explain_page(base, f"Run {run_id}", f'A run of the nightly report DAG writes one night\'s report '
-                                      f'from the recorded cells: see <a href="{base}/">the nights</a> and '
-                                      f'<a href="{base}/latest">the latest report</a>.')
-        if dag_id == MAINTENANCE_DAG_ID:
-            return pages.explain_page(base, f"Run {run_id}", "A run of the maintenance DAG prunes old attempt folders and "
-                                      "logs; it records no figure. Its task logs say what it removed.")
+        other = _no_figures(dag_id, base)
+        if other:
+            return pages.explain_page(base, f"Run {run_id}", other)
         return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
 
     @app.get("/api/runs/cells.{fmt}")
@@ -198,15 +188,14 @@ def add_browsing_routes(app: FastAPI) -> None:
     @app.get("/dags")
     def dag(request: Request, dag_id: str):
         """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
-        from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
         from scalebench.orchestration.report_dag import REPORT_DAG_ID
 
         base, _ = _bases(request)
-        if dag_id == REPORT_DAG_ID:
+        if dag_id == REPORT_DAG_ID:  # its history is the nights' reports
             return RedirectResponse(f"{base}/")
-        if dag_id == MAINTENANCE_DAG_ID:
-            return HTMLResponse(pages.explain_page(base, dag_id, "The maintenance DAG prunes old attempt folders and logs "
-                                                   "and records no figure: its history is its runs' task logs."))
+        other = _no_figures(dag_id, base)
+        if other:
+            return HTMLResponse(pages.explain_page(base, dag_id, other))
         bench = dag_id.removeprefix("scalebench_").removesuffix("_accuracy")
         if bench not in store().summary_nights():
             return HTMLResponse(pages.explain_page(base, dag_id, f"No night of <code>{bench}</code> is summarized yet: "
@@ -216,7 +205,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     @app.get("/compare", response_class=HTMLResponse)
     def compare(request: Request, a: str | None = None, b: str | None = None, benchmark: str | None = None):
         base, _ = _bases(request)
-        nights = sorted({n for ns in store().summary_nights().values() for n in ns})
+        nights = _summarized_nights()
         if not (a and b) and len(nights) >= 2:
             a, b = nights[-2], nights[-1]
         cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
@@ -233,6 +222,22 @@ def add_browsing_routes(app: FastAPI) -> None:
             raise HTTPException(404, error)
         return _export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
                        f"compare-{a}-{b}", asdict(cmp))
+
+
+def _no_figures(dag_id: str, base: str) -> str | None:
+    """What a DAG of ours that records no figure does instead (None for a benchmark's DAG)."""
+    from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
+    from scalebench.orchestration.report_dag import REPORT_DAG_ID
+
+    return {REPORT_DAG_ID: f'The nightly report DAG writes one night\'s report from the recorded cells: see '
+                           f'<a href="{base}/">the nights</a> and <a href="{base}/latest">the latest report</a>.',
+            MAINTENANCE_DAG_ID: "The maintenance DAG prunes old attempt folders and logs and records no figure; its "
+                                "task logs say what it removed."}.get(dag_id)
+
+
+def _summarized_nights() -> list[str]:
+    """Every night some benchmark has a summary of, oldest first."""
+    return sorted({n for ns in store().summary_nights().values() for n in ns})
 
 
 def _ordered(cells: list[dict]) -> list[dict]:

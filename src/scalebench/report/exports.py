@@ -40,8 +40,8 @@ def history_row(s: dict) -> dict:
 def to_csv(columns: list[str], rows: list[dict[str, Any]], extra: bool = True) -> str:
     """CSV with `columns` first, then (`extra`) any other key the rows carry (metrics, shares), in
     first-seen order; a list becomes its items joined by spaces."""
-    extra = [k for r in rows for k in r if k not in columns] if extra else []
-    header = columns + list(dict.fromkeys(extra))
+    more = [k for r in rows for k in r if k not in columns] if extra else []
+    header = columns + list(dict.fromkeys(more))
     buf = io.StringIO()
     w = csv.DictWriter(buf, header, extrasaction="ignore", lineterminator="\n")
     w.writeheader()

@@ -273,15 +273,17 @@ class Store:
         return n
 
     def summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
-                  until: str | None = None, columns: tuple[str, ...] | None = None) -> list[dict]:
+                  columns: tuple[str, ...] | None = None) -> list[dict]:
         """Stored summaries, oldest night first (then GPU count, precision); `columns`: only those."""
         t = NightSummaryRow.__table__
         q = (select(*[t.c[c] for c in columns]) if columns else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
                                                                                     t.c.precision)
-        for col, op, val in ((t.c.benchmark, "eq", benchmark), (t.c.night, "eq", night), (t.c.night, "ge", since),
-                             (t.c.night, "le", until)):
-            if val is not None:
-                q = q.where(col == val if op == "eq" else (col >= val if op == "ge" else col <= val))
+        if benchmark:
+            q = q.where(t.c.benchmark == benchmark)
+        if night:
+            q = q.where(t.c.night == night)
+        if since:
+            q = q.where(t.c.night >= since)
         with self.engine.connect() as conn:
             rows = [{k: v for k, v in r.items() if k != "id"} for r in conn.execute(q).mappings()]
         for r in rows:
@@ -298,8 +300,8 @@ class Store:
                 out.setdefault(bench, []).append(night)
         return out
 
-    def summarized(self) -> list[tuple[str, str]]:
-        """(benchmark, night) of every stored cell's night: what `scalebench db summarize` rebuilds."""
+    def cell_nights(self) -> list[tuple[str, str]]:
+        """(benchmark, night) of every stored cell: what `scalebench db summarize` rebuilds."""
         c = CellRow.__table__
         with self.engine.connect() as conn:
             return [tuple(r) for r in conn.execute(select(c.c.benchmark, c.c.night).distinct()

@@ -70,7 +70,7 @@ def test_a_nights_page_lists_the_failed_cell_first_with_its_reason_and_a_link_to
     page = client.get(f"/nights/{nights['last']}").text
     failed = page.index("Cells without a valid result (1)")
     assert failed < page.index("<h2>Cells (5)</h2>")
-    assert "failed (oom), exit code 137: CUDA out of memory" in page
+    assert "oom, exit code 137: CUDA out of memory" in page
     run = nights["run_id"].replace(":", "%3A").replace("+", "%2B")
     for k in (1, 2):
         link = f'target="_top" href="/dags/{DAG}/runs/{run}/tasks/local_2gpu.train/mapped/2?try_number={k}"'
