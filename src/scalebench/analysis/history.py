@@ -1,10 +1,11 @@
 """The nightly series the regression detector judges, built from stored cells, and what tonight's
 judgements mean together.
 
-Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image line,
-precision):
+Per like-with-like key (benchmark, GPU count, metric, profile, host, scaling mode, image
+repository, precision):
 the median of the night's scheduled measuring cells, the same night's reruns beside it (never
-as nights), the system fingerprint, and for throughput the host's night factor. Per benchmark
+as nights) with the A/B's previous-image cells, the system fingerprint, and for throughput the
+host's night factor. Per benchmark
 and GPU count n > 1 also the scaling efficiency T(1) / (n T(n)) of the night, on the report's
 timing basis (`analysis.basis`), so a change in scaling is told apart from a change in compute.
 """
@@ -19,7 +20,7 @@ from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 from scalebench.analysis.basis import basis_of, time_value
 from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, fingerprint_change,
                                          host_factor_series, night_factors)
-from scalebench.core.cells import PROBE
+from scalebench.core.cells import AB_PREVIOUS, PROBE, RERUN
 from scalebench.core.records import FigureRow
 
 
@@ -44,6 +45,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
     values: dict[SeriesKey, dict[str, list[float]]] = {}
     prints: dict[SeriesKey, dict[str, dict]] = {}
     reruns: dict[SeriesKey, dict[str, list[float]]] = {}
+    previous: dict[SeriesKey, dict[str, list[float]]] = {}  # the A/B's cells on the previous image
     measured: dict[tuple[SeriesKey, str], list[FigureRow]] = {}  # (bench key at 1 GPU, night) -> its cells
     probes: dict[tuple[str, str], dict[str, list[float]]] = {}  # (host, profile) -> night -> probe throughputs
     probe_prints: dict[tuple[str, str], dict[str, dict]] = {}
@@ -55,8 +57,9 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
             probes.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
             probe_prints.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], _measured_on(f))
             continue
-        if c.get("role", "measure") == "rerun":
-            reruns.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
+        if c.get("role", "measure") in (RERUN, AB_PREVIOUS):
+            arm = reruns if c.get("role", "measure") == RERUN else previous
+            arm.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
             continue
         vals = {THROUGHPUT.name: f[THROUGHPUT.name], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
         for metric, v in vals.items():
@@ -82,7 +85,9 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
             prints.setdefault(kn, {})[night] = prints.get(tput, {}).get(night, {})
     series = {k: Series(k, sorted((dt.date.fromisoformat(n), statistics.median(v)) for n, v in per.items()),
                         reruns={dt.date.fromisoformat(n): v for n, v in reruns.get(k, {}).items()},
-                        fingerprints={dt.date.fromisoformat(n): fp for n, fp in prints.get(k, {}).items()})
+                        fingerprints={dt.date.fromisoformat(n): fp for n, fp in prints.get(k, {}).items()},
+                        previous={dt.date.fromisoformat(n): v for n, v in previous.get(k, {}).items()},
+                        host=k.host_class)
               for k, per in values.items()}
     if not with_factors:
         return [series[k] for k in sorted(series)]

@@ -13,12 +13,14 @@ thermals and noisy neighbours move every figure of a night together, a regressio
 own benchmark's. The factors form a
 series of their own, so a slowdown of the whole host still alerts.
 Baselines compare like with like (the series key) and take scheduled nights only; reruns never
-join them. An acknowledged shift, or a change of the system fingerprint (image digest,
-framework, CUDA, NCCL, driver, GPU model, topology) or of the resolved config (config_sha: a
-redefined profile, batch, model), restarts the baseline: the first night after
-a change is compared with the last night before it and reported as "changed with ...". A
-flagged night joins the baseline only once cleared, so a step cannot widen its own baseline; a
-confirmed regression's nights never join it."""
+join them. A change is the prime suspect, not a fresh start: a change under test (the image:
+its reference, digest, framework and the CUDA / cuDNN / NCCL it carries; or the resolved config,
+config_sha) is judged against the OLD baseline with the usual gates, confirmed the same night by
+an A/B of the previous and the new image (or by reruns, or by the next night), and only a change
+found harmless (no effect, an improvement, an A/B that says "same") or an acknowledged shift
+starts a new baseline. A change of the environment (driver, GPU model, topology) restarts the
+baseline and says so. A flagged night joins the baseline only once cleared, so a step cannot
+widen its own baseline; a confirmed regression's nights never join it."""
 from __future__ import annotations
 
 import datetime as dt
@@ -36,11 +38,17 @@ DIRECTION = {name: +1 if m.higher_is_better else -1 for name, m in ALL_METRICS.i
 EFFICIENCY = "efficiency"        # T(1) / (n T(n)) of one night: the scaling curve, judged apart from the times
 NIGHT_FACTOR = "night_factor"    # a host's night factor, judged as a series of its own
 DIRECTION[EFFICIENCY] = DIRECTION[NIGHT_FACTOR] = +1
-# what a system fingerprint holds, in the order a change is reported
-# (and the resolved config's identity: a changed plan, e.g. a redefined profile, is a new baseline too)
-FINGERPRINT_KEYS = ("image_digest", "framework", "framework_version", "cuda", "cudnn", "nccl", "driver",
-                    "gpu_model", "topology", "config_sha")
+# what a system fingerprint holds, in the order a change is reported: what the image carries is
+# under test; the environment is not (a host move is a new series already); the resolved
+# config's identity is under test too, but alerts only where its benchmark asks for it
+IMAGE_KEYS = ("image", "image_digest", "framework", "framework_version", "cuda", "cudnn", "nccl")
+ENVIRONMENT_KEYS = ("driver", "gpu_model", "topology")
+CONFIG_KEYS = ("config_sha",)
+FINGERPRINT_KEYS = IMAGE_KEYS + ENVIRONMENT_KEYS + CONFIG_KEYS
 HASHES = {"image_digest", "config_sha"}  # shown shortened
+# a change's verdict (the report's "Changes tonight")
+REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE = ("regression (confirmed)", "improvement", "no effect",
+                                                    "inconclusive")
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor
 
 
@@ -54,6 +62,10 @@ class Gates:
     rerun_z: float = 1.5      # the DAG reruns a figure this far off ...
     rerun_magnitude: float = 0.03  # ... and at least this much worse (raw, before the night factor)
     rerun_alpha: float = 0.01  # one-sided Mann-Whitney U, reruns vs baseline
+    environment: tuple[str, ...] = ENVIRONMENT_KEYS  # changes that restart a baseline (drop "driver" to test it)
+    ab_alpha: float = 0.01     # same-night A/B of the previous and the new image: one-sided Mann-Whitney U
+    ab_min_pairs: int = 5      # 4 + 4 cells cannot reach p <= 0.01 with a rank test (the least p is 0.014)
+    ab_max_pairs: int = 8      # an "unknown" A/B adds pairs up to this many
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,7 @@ class Shift:
     reason: str
     gpus: tuple[int, ...] | None = None
     metric: str | None = None
+    image: str | None = None  # from the first night on this image (reference or digest) on or after `since`
 
     def covers(self, key: "SeriesKey") -> bool:
         return (key.benchmark == self.benchmark and (self.gpus is None or key.gpus in self.gpus)
@@ -95,17 +108,31 @@ class Judgement:
     reruns: tuple[float, ...] = ()    # the same night's reruns of this figure
     rerun_p: float | None = None      # Mann-Whitney U p-value of the reruns against the baseline
     confirmed_by_reruns: bool | None = None  # None: no reruns; True: confirmed; False: cleared
-    changed_with: str | None = None   # the fingerprint change that restarted the baseline this night
+    changed_with: str | None = None   # the environment change that restarted the baseline this night
     factor: float | None = None       # the host's night factor divided out of the value
+    suspect: "Change | None" = None   # the change under test this night's figure is judged with
+    verdict: str | None = None        # the suspect's verdict: REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE
+    ab: "ABTest | None" = None        # the same-night A/B of the previous and the new image
+    news: bool = False                # the suspect appeared tonight, or its verdict was decided tonight
+
+    @property
+    def head(self) -> str:
+        k = self.key
+        return f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''}{' ' + k.precision if k.precision != DEFAULT_PRECISION else ''} {k.metric}"
 
     def line(self) -> str:
-        k = self.key
-        head = f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''}{' ' + k.precision if k.precision != DEFAULT_PRECISION else ''} {k.metric}"
+        head = self.head
         if self.changed_with:
             return (f"{head}: changed with {self.changed_with}: {self.value:.4g} vs {self.baseline:.4g} the night "
                     f"before ({-self.change * 100:+.1f}%) on {self.night}; baseline restarted")
+        if self.suspect is not None and self.verdict == REGRESSION:
+            head += f": regressed with {self.suspect.text}"
+        elif self.suspect is not None:
+            head += f": with {self.suspect.text} ({self.verdict})"
         s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({self.change * 100:+.1f}% worse, robust z "
              f"{self.z:.1f}) on {self.night}")
+        if self.ab is not None:
+            s += f"; A/B: {self.ab.line()}"
         if self.reruns:
             verdict = "confirmed" if self.confirmed_by_reruns else "cleared"
             s += (f"; reruns {', '.join(f'{v:.4g}' for v in self.reruns)}: {verdict} "
@@ -115,6 +142,60 @@ class Judgement:
         return s
 
 
+@dataclass(frozen=True)
+class ABTest:
+    """A same-night A/B: the cell on the previous image (A) and on the new one (B), in pairs on one host."""
+    previous: str              # the previous image (its reference)
+    new: str                   # tonight's image
+    host: str
+    a: tuple[float, ...]       # A's values (the previous image)
+    b: tuple[float, ...]       # B's values (tonight's image)
+    direction: int = +1        # +1: higher is better
+    gates: "Gates" = None      # type: ignore[assignment]
+
+    @property
+    def change(self) -> float:
+        """B relative to A in the bad direction (0.1: B 10 % worse)."""
+        ma = statistics.median(self.a)
+        return -self.direction * (statistics.median(self.b) - ma) / abs(ma) if ma else 0.0
+
+    def p(self, worse: bool = True) -> float:
+        """One-sided Mann-Whitney U: B worse than A (or, worse=False, better)."""
+        from scipy.stats import mannwhitneyu
+
+        b_low = (self.direction > 0) == worse
+        return float(mannwhitneyu(self.b, self.a, alternative="less" if b_low else "greater").pvalue)
+
+    @property
+    def verdict(self) -> str:
+        """worse | better (different at ab_alpha and past the magnitude gate) | same (within half the
+        magnitude gate, or within it once the pairs reached their cap) | unknown (add pairs)."""
+        g = self.gates or Gates()
+        if min(len(self.a), len(self.b)) < g.ab_min_pairs:
+            return "unknown"
+        if self.p(True) <= g.ab_alpha and self.change >= g.magnitude:
+            return "worse"
+        if self.p(False) <= g.ab_alpha and -self.change >= g.magnitude:
+            return "better"
+        capped = min(len(self.a), len(self.b)) >= g.ab_max_pairs
+        return "same" if abs(self.change) < g.magnitude / (1 if capped else 2) else "unknown"
+
+    def wants_pairs(self) -> int:
+        """How many more pairs an "unknown" A/B should run (0: decided, or at its cap)."""
+        g = self.gates or Gates()
+        if self.verdict != "unknown":
+            return 0
+        return max(0, g.ab_max_pairs - min(len(self.a), len(self.b)))
+
+    def line(self) -> str:
+        kind = {"worse": "slower" if self.direction > 0 else "worse", "better": "faster" if self.direction > 0
+                else "better"}.get(self.verdict)
+        what = (f"image {self.new} {abs(self.change) * 100:.1f} % {kind} than image {self.previous}" if kind else
+                f"image {self.new} vs image {self.previous}: {self.verdict} ({-self.change * 100:+.1f} %)")
+        p = self.p(self.verdict != "better")
+        return f"{what} tonight on {self.host} (p = {p:.3g}, {len(self.a)} + {len(self.b)} cells)"
+
+
 @dataclass
 class Series:
     key: SeriesKey
@@ -122,21 +203,70 @@ class Series:
     reruns: dict[dt.date, list[float]] = field(default_factory=dict)  # same-night reruns of flagged figures
     fingerprints: dict[dt.date, dict] = field(default_factory=dict)
     factors: dict[dt.date, float] = field(default_factory=dict)      # host night factors (throughput only)
+    previous: dict[dt.date, list[float]] = field(default_factory=dict)  # the A/B's previous-image cells
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class Change:
+    """What changed between two nights' fingerprints, and whether it is under test."""
+    kind: str    # "image" (under test), "config" (under test, alerts where asked) or "environment" (restarts)
+    text: str    # "image scalebench/torch:b (was scalebench/torch:a), framework version 2.5.1 -> 2.6.0"
+    before: dict
+    after: dict
+
+    @property
+    def previous_image(self) -> str | None:
+        return self.before.get("image_ref") or self.before.get("image")
+
+    @property
+    def new_image(self) -> str | None:
+        return self.after.get("image_ref") or self.after.get("image")
+
+
+def _describe(before: dict, after: dict, keys) -> list[str]:
+    out = []
+    for k in keys:
+        a, b = before.get(k), after.get(k)
+        if a == b:
+            continue
+        if k == "image":
+            out.append(f"image {b or 'unknown'} (was {a or 'unknown'})")
+            continue
+        if k == "image_digest" and before.get("image") != after.get("image") and a and b:
+            continue  # the image's name says it; the digests are in the package diff
+        short = (lambda v: str(v)[:19]) if k in HASHES else str
+        out.append(f"{k.replace('_', ' ')} {short(a) if a is not None else 'unknown'} -> "
+                   f"{short(b) if b is not None else 'unknown'}")
+    return out
+
+
+def classify_change(before: dict | None, after: dict | None, gates: "Gates | None" = None) -> Change | None:
+    """The change between two system fingerprints, None when nothing changed or either is unknown
+    (history recorded before fingerprints). A fingerprint without an image reference (recorded
+    before references were) changes only with its digest."""
+    if not before or not after:
+        return None
+    g = gates or Gates()
+    if "image" not in before or "image" not in after:
+        before, after = {k: v for k, v in before.items() if k != "image"}, {k: v for k, v in after.items() if k != "image"}
+    env = _describe(before, after, [k for k in FINGERPRINT_KEYS if k in g.environment])
+    if env:
+        return Change("environment", ", ".join(_describe(before, after, FINGERPRINT_KEYS)), before, after)
+    image = _describe(before, after, [k for k in IMAGE_KEYS + ENVIRONMENT_KEYS if k not in g.environment])
+    config = _describe(before, after, CONFIG_KEYS)
+    if image:
+        return Change("image", ", ".join(image + config), before, after)
+    if config:
+        return Change("config", ", ".join(config), before, after)
+    return None
 
 
 def fingerprint_change(before: dict | None, after: dict | None) -> str | None:
-    """What changed between two system fingerprints ("torch 2.5.1 -> 2.6.0, driver 550 -> 560"),
-    None when nothing did or either is unknown (history recorded before fingerprints)."""
-    if not before or not after:
-        return None
-    out = []
-    for k in FINGERPRINT_KEYS:
-        a, b = before.get(k), after.get(k)
-        if a != b:
-            short = (lambda v: str(v)[:19]) if k in HASHES else str
-            out.append(f"{k.replace('_', ' ')} {short(a) if a is not None else 'unknown'} -> "
-                       f"{short(b) if b is not None else 'unknown'}")
-    return ", ".join(out) or None
+    """What changed between two system fingerprints ("framework version 2.5.1 -> 2.6.0, driver 550 ->
+    560"), None when nothing did or either is unknown (history recorded before fingerprints)."""
+    change = classify_change(before, after)
+    return change.text if change else None
 
 
 def wants_rerun(j: Judgement, gates: Gates = Gates()) -> bool:
@@ -144,6 +274,12 @@ def wants_rerun(j: Judgement, gates: Gates = Gates()) -> bool:
     needs the other benchmarks of the night, which may not have run yet), on looser gates."""
     return (j.baseline is not None and j.changed_with is None and j.change >= gates.rerun_magnitude
             and j.z >= gates.rerun_z)
+
+
+def wants_ab(j: Judgement, gates: Gates = Gates()) -> bool:
+    """Whether tonight's flagged figure came with an image change: its rerun is an A/B of the
+    previous and the new image (confirmed on its first night, whatever the host's night)."""
+    return wants_rerun(j, gates) and j.suspect is not None and j.suspect.kind == "image"
 
 
 def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates: Gates) -> tuple[bool, float]:
@@ -157,31 +293,56 @@ def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates
     return p <= gates.rerun_alpha and change >= gates.magnitude, p
 
 
-def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> list[Judgement]:
-    """Judge every night of a series against the nights before it."""
+def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
+    """The newest acknowledged shift's first night in this series (an image shift: the first night
+    on that image on or after its date)."""
+    starts = []
+    for s in shifts:
+        if not s.covers(series.key):
+            continue
+        if s.image is None:
+            starts.append(s.since)
+            continue
+        on = [n for n, _ in series.points if n >= s.since and s.image in
+              {(series.fingerprints.get(n) or {}).get(k) for k in ("image", "image_ref", "image_digest")}]
+        if on:
+            starts.append(min(on))
+    return max(starts, default=None)
+
+
+def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), config_alerts: bool = False
+          ) -> list[Judgement]:
+    """Judge every night of a series against the nights before it. A change under test is judged
+    against the baseline before it; `config_alerts`: a confirmed regression that came with a config
+    change alerts too (else it is reported, not alerted: whoever edited the profile knows)."""
     direction = DIRECTION.get(series.key.metric, +1)
-    since = max((s.since for s in shifts if s.covers(series.key)), default=None)
+    since = _shift_start(series, list(shifts))
     out: list[Judgement] = []
     history: list[list] = []  # [value, state]: "in" the baseline, "pending" (flagged), "out" (confirmed)
     streak = 0
     last_print: dict | None = None
+    suspect: Change | None = None  # the change under test tonight's figure is judged with (kept while flagged)
+    pending = False                # the suspect's verdict is still inconclusive
     for night, raw in series.points:
         if since and night < since:
             continue
         factor = series.factors.get(night)
         value = raw / factor if factor else raw
         fp = series.fingerprints.get(night)
-        changed = fingerprint_change(last_print, fp)
+        change = classify_change(last_print, fp, gates)
         last_print = fp or last_print
-        if changed and history:  # a new system: compare with the last night before, then start again
+        base = [v for v, state in history if state == "in"][-gates.window:]
+        if change and history and (change.kind == "environment" or len(base) < gates.min_history):
+            # a new environment (or too little history to judge a change): compare with the night before, start again
             before = history[-1][0]
-            history = [[value, "in"]]
-            streak = 0
+            history, streak, suspect = [[value, "in"]], 0, None
             out.append(Judgement(series.key, night, value, before, -direction * (value - before) / abs(before)
-                                 if before else 0.0, None, False, False, "baseline restarted", changed_with=changed,
+                                 if before else 0.0, None, False, False, "baseline restarted", changed_with=change.text,
                                  factor=factor))
             continue
-        base = [v for v, state in history if state == "in"][-gates.window:]
+        news = bool(change) or (suspect is not None and pending)
+        if change:
+            suspect, streak, pending = change, 0, False  # tonight starts judging this change against the old baseline
         entry = [value, "in"]
         history.append(entry)
         if len(base) < gates.min_history:
@@ -190,13 +351,21 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
             streak = 0
             continue
         med = statistics.median(base)
-        change = -direction * (value - med) / abs(med) if med else 0.0
+        delta = -direction * (value - med) / abs(med) if med else 0.0
         z = -direction * robust_z(value, base)
-        flagged = change >= gates.magnitude and z >= gates.z
+        flagged = delta >= gates.magnitude and z >= gates.z
+        ab = None
+        if suspect is not None and series.previous.get(night) and suspect.kind == "image":
+            ab = ABTest(suspect.previous_image or "previous", suspect.new_image or "new", series.host,
+                        tuple(series.previous[night]), tuple(series.reruns.get(night, [])), direction, gates)
         reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
-        confirmed, p = (reruns_confirm(reruns, base, direction, gates) if flagged and reruns else (None, None))
-        if confirmed is False:  # the reruns cleared it: an unlucky cell, judged as not flagged
+        if ab is not None:  # the same-night A/B decides: the host's night moves both images alike
+            confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
+        else:
+            confirmed, p = (reruns_confirm(reruns, base, direction, gates) if flagged and reruns else (None, None))
+        if confirmed is False:  # the reruns (or the A/B) cleared it: an unlucky cell, judged as not flagged
             flagged = False
+        improved = not flagged and -delta >= gates.magnitude and -z >= gates.z
         if flagged:
             streak += 1
             entry[1] = "pending"
@@ -209,9 +378,22 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = ()) -> l
         if alert:  # keep judging later nights against the level before the regression
             for h in history[-streak:]:
                 h[1] = "out"
-        out.append(Judgement(series.key, night, value, med, change, z, flagged, alert,
-                             reruns=tuple(reruns) if confirmed is not None else (), rerun_p=p,
-                             confirmed_by_reruns=confirmed, factor=factor))
+        verdict = None
+        if suspect is not None:
+            verdict = (REGRESSION if alert else INCONCLUSIVE if flagged else
+                       IMPROVEMENT if improved or (ab is not None and ab.verdict == "better") else NO_EFFECT)
+            if suspect.kind == "config" and not config_alerts:
+                alert = False  # reported in Changes tonight, not alerted
+        j = Judgement(series.key, night, value, med, delta, z, flagged, alert,
+                      reruns=tuple(reruns) if confirmed is not None and ab is None else (), rerun_p=p,
+                      confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
+                      news=news and suspect is not None)
+        out.append(j)
+        if suspect is not None and verdict in (IMPROVEMENT, NO_EFFECT) and (improved or ab is not None):
+            history = [[value, "in"]]  # found harmless at a new level: the new image's own baseline starts here
+        pending = verdict == INCONCLUSIVE
+        if not flagged:
+            suspect = None  # decided harmless; a confirmed regression stays named while it lasts
     return out
 
 
@@ -282,5 +464,5 @@ def load_shifts(path: Path | str) -> list[Shift]:
     """include/configs/acknowledged_shifts.yaml (validated by the config module) as shifts."""
     from scalebench.core.config import load_acknowledged_shifts
 
-    return [Shift(s.benchmark, s.since, s.reason, tuple(s.gpus) if s.gpus else None, s.metric)
+    return [Shift(s.benchmark, s.since, s.reason, tuple(s.gpus) if s.gpus else None, s.metric, s.image)
             for s in load_acknowledged_shifts(path)]

@@ -59,6 +59,9 @@ def host_for(bench: Benchmark, profile: str, fleet: Fleet, gpu_counts: list[int]
 
 ACCURACY = "accuracy"  # the run type of the weekly accuracy DAG's runs (scheduled or triggered)
 PROBE = "probe"        # the host probe's DAG kind and its cells' role: a night factor, never a figure
+MEASURE = "measure"    # a scheduled or manual cell: a figure
+RERUN = "rerun"        # a same-night rerun of a flagged figure (on tonight's image: the A/B's B arm)
+AB_PREVIOUS = "ab_previous"  # the A/B's A arm: the flagged cell on the image its baseline was measured on
 PROBE_DAG_ID = "scalebench_host_probe"
 
 

@@ -367,6 +367,12 @@ class Benchmark(Strict):
     estimate: Estimate
     time_to_accuracy: AccuracyTarget | None = None
     confirm_reruns: Annotated[int, Field(ge=0, le=10)] = 3  # same-night reruns of a figure that looks regressed
+    # a figure that looks regressed tonight on a new image: pairs of the previous and the new image,
+    # run on one host (at least 5: 4 + 4 cells cannot reach p <= 0.01), more while the A/B says "unknown"
+    ab_pairs: Annotated[int, Field(ge=5, le=10)] = 5
+    ab_max_pairs: Annotated[int, Field(ge=5, le=16)] = 8
+    # a confirmed regression that came with an edit of this config alerts too (default: reported only)
+    alert_on_config_change: bool = False
     schedule_repeats: Annotated[int, Field(ge=1, le=10)] = 3  # repeats of every cell in a scheduled run
     # the weekly accuracy run (profile `full`), cut to fit its window: these epochs (default: the
     # largest of the full profile's) and repeats
@@ -410,6 +416,8 @@ class Benchmark(Strict):
             raise ValueError("scaling_mode 'strong' needs global_batch (the fixed global batch)")
         if len(set(self.gpu_counts)) != len(self.gpu_counts):
             raise ValueError(f"gpu_counts must not repeat, got {self.gpu_counts}")
+        if self.ab_max_pairs < self.ab_pairs:
+            raise ValueError(f"ab_max_pairs ({self.ab_max_pairs}) must be at least ab_pairs ({self.ab_pairs})")
         return self
 
     @property
@@ -444,6 +452,7 @@ class Benchmark(Strict):
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
+                     "ab_pairs", "ab_max_pairs", "alert_on_config_change",
                      "reference_accuracy", "schedule_repeats", "min_timed_steps", "accuracy_epochs",
                      "accuracy_repeats", "hosts"}
 
@@ -675,6 +684,7 @@ class AcknowledgedShift(Strict):
     reason: str
     gpus: list[PosInt] | None = None
     metric: str | None = None
+    image: str | None = None  # from the first night on this image (reference or digest) on or after `since`
 
 
 class AcknowledgedShifts(Strict):

@@ -29,14 +29,16 @@ def git_revision() -> str:
 
 def system_of(contract: dict | None) -> dict | None:
     """The system fingerprint a figure was measured on, the fields a regression baseline must not
-    mix: image digest, framework and its CUDA/cuDNN/NCCL, driver, GPU model, link topology.
+    mix: image (as run, and `image_ref`: the reference that runs it again, tagged by its digest),
+    image digest, framework and its CUDA/cuDNN/NCCL, driver, GPU model, link topology.
     Device names of emulated slots and a leased set's ids are left out (they vary by placement)."""
     if not contract:
         return None
     system, devices = contract.get("system") or {}, contract.get("devices") or {}
     links = sorted({k for row in (devices.get("topology") or {}).values() for k in (row or {}).values()})
     gpus = system.get("nvml_devices") or []
-    doc = {"image_digest": (contract.get("provenance") or {}).get("image_digest"),
+    prov = contract.get("provenance") or {}
+    doc = {"image": prov.get("image"), "image_ref": prov.get("image_ref"), "image_digest": prov.get("image_digest"),
            "framework": system.get("framework"), "framework_version": system.get("framework_version"),
            "cuda": system.get("cuda"), "cudnn": system.get("cudnn"), "nccl": system.get("nccl"),
            "driver": system.get("driver"), "gpu_model": gpus[0] if gpus else None,

@@ -18,7 +18,7 @@ table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d5d9e0;paddi
 th{background:#f2f4f7}td.n{text-align:right;font-variant-numeric:tabular-nums}.failed td{background:#fff1f0}
 nav a{margin-right:14px}.muted{color:#667085}.chart{margin:6px 0 18px}.tip{min-height:3.2em;font-size:13px;white-space:pre-line;
 background:#f8f9fb;border:1px solid #e4e7ec;padding:4px 8px;max-width:1100px}.marks li{margin:2px 0}
-.k-alert{color:#c4320a}.k-restart{color:#175cd3}.k-flagged{color:#b54708}.k-cleared{color:#067647}.k-shift{color:#6941c6}
+.k-alert{color:#c4320a}.k-restart{color:#175cd3}.k-change{color:#0e9384}.k-flagged{color:#b54708}.k-cleared{color:#067647}.k-shift{color:#6941c6}
 .k-rerun,.k-retried,.k-manual{color:#475467}"""
 
 

@@ -53,7 +53,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
     missing = sorted(set(expected) - recorded)
     today = dt.date.fromisoformat(night)
     series = history.build_series(cells, opts.lineage(), opts.gates)
-    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts)]
+    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts, opts.config_alerts(s.key.benchmark))]
     tonight = [j for j in judged if j.night == today]
     rep = Report(
         night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

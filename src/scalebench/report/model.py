@@ -38,8 +38,16 @@ class Options:
         return sorted(b for b, c in self.benchmarks.items() if c.schedule)
 
     def lineage(self) -> dict[str, str]:
-        """benchmark -> image name (not digest): a series follows its image line, not each build."""
-        return {b: c.images.get("gpu", "") for b, c in self.benchmarks.items()}
+        """benchmark -> image repository (no tag, no digest): a series follows its image line, and a
+        new tag or build of it is a change judged against that line's baseline, not a new series."""
+        from scalebench.core.config import image_repository
+
+        return {b: image_repository(c.images["gpu"]) if c.images.get("gpu") else "" for b, c in self.benchmarks.items()}
+
+    def config_alerts(self, bench: str) -> bool:
+        """Whether a regression that came with a config change alerts (the benchmark asks for it)."""
+        c = self.benchmarks.get(bench)
+        return bool(c and c.alert_on_config_change)
 
     def lr_policy(self, bench: str) -> str:
         c = self.benchmarks.get(bench)

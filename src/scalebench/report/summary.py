@@ -64,7 +64,7 @@ def marks_of(rep: Report) -> dict[tuple[str, int, str], list[dict]]:
         if j.night != night:
             continue
         kind = ("restart" if j.changed_with else "alert" if j.alert else "cleared" if j.confirmed_by_reruns is False
-                else "flagged" if j.flagged else None)
+                else "flagged" if j.flagged else "change" if j.news else None)
         if kind:
             out.setdefault((j.key.benchmark, j.key.gpus, j.key.precision), []).append({"kind": kind, "text": j.line()})
     return out

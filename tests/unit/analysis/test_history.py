@@ -3,6 +3,7 @@ regression, a fingerprint change that restarts the baseline, reruns that confirm
 the host's night factor, and the physical plausibility checks."""
 import datetime as dt
 import random
+import statistics
 
 import pytest
 
@@ -74,27 +75,71 @@ def test_everything_slower_is_a_compute_regression_with_unchanged_scaling():
     assert line.endswith("and the scaling efficiency is unchanged.")
 
 
-def test_a_new_framework_version_restarts_the_baseline_and_says_what_changed():
-    nights = nights_of(30)
-    newer = {**TORCH, "image_digest": "sha256:" + "b" * 64, "framework_version": "2.6.0"}
-    rng = random.Random(3)
-    cells = study("b", nights[:20], rng) + study("b", nights[20:], rng, slow=lambda i, g: 1.2, fingerprint=newer)
-    key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "", "bf16")
-    [s] = [s for s in build_series(cells, {}) if s.key == key]
-    js = judge(s)
-    first = js[20]
-    assert first.changed_with == ("image digest sha256:aaaaaaaaaaaa -> sha256:bbbbbbbbbbbb, "
-                                  "framework version 2.5.1 -> 2.6.0")
-    assert not first.alert and first.baseline == pytest.approx(js[19].value) and first.change > 0.1
-    assert "changed with image digest" in first.line() and "baseline restarted" in first.line()
-    # the change night starts a new baseline: judged again once it has min_history nights, not as a regression
-    assert [j.note for j in js[21:25]] == ["building baseline"] * 4 and js[25].baseline is not None
-    assert not any(j.alert for j in js)
-    unacknowledged = judge(Series(key, s.points))  # without fingerprints the 20 % step would alert
-    assert any(j.alert for j in unacknowledged)
+IMAGE_A = {**TORCH, "image": "scalebench/torch:a"}
+IMAGE_B = {**TORCH, "image": "scalebench/torch:b", "image_digest": "sha256:" + "b" * 64, "framework_version": "2.6.0"}
+KEY2 = SeriesKey("b", 4, "images_per_s", "nightly", "local", "weak", "", "bf16")
 
 
-def test_a_changed_plan_restarts_the_baseline_like_a_new_system():
+def image_step(factor, *, new=IMAGE_B, cv=0.02, seed=3, before=25, after=5):
+    """One benchmark at 1-4 GPUs (CV 2 %): image A for `before` nights, then image `new` whose step
+    takes `factor` times as long (1.12 / 0.88 of the throughput: factor 1 / 0.88 and 1 / 1.12)."""
+    nights = nights_of(before + after)
+    rng = random.Random(seed)
+    return (study("b", nights[:before], rng, cv=cv, fingerprint=IMAGE_A)
+            + study("b", nights[before:], rng, cv=cv, slow=lambda i, g: factor, fingerprint=new))
+
+
+def judged_at_4(cells, **kw):
+    return judge(next(s for s in build_series(cells, {}) if s.key == KEY2), **kw)
+
+
+def test_an_image_12_percent_slower_is_judged_against_the_old_baseline_and_alerts_naming_the_image():
+    js = judged_at_4(image_step(1 / 0.88))
+    first, second = js[25], js[26]  # nights 26 and 27
+    assert first.changed_with is None and first.baseline == pytest.approx(js[24].baseline, rel=0.03)
+    assert first.flagged and not first.alert and first.verdict == "inconclusive"
+    assert first.suspect.kind == "image" and first.suspect.previous_image == "scalebench/torch:a"
+    assert second.alert and second.verdict == "regression (confirmed)"
+    assert second.line().startswith("b 4 GPUs bf16 images_per_s: regressed with image scalebench/torch:b (was "
+                                    "scalebench/torch:a), framework version 2.5.1 -> 2.6.0: ")
+    assert 0.08 < second.change < 0.16
+    # the slower level never becomes the baseline: later nights keep alerting against image A's
+    assert all(j.alert for j in js[27:]) and js[29].baseline == pytest.approx(js[24].baseline, rel=0.03)
+
+
+@pytest.mark.parametrize("factor,verdict", [(1.0, "no effect"), (0.88, "improvement")])
+def test_an_image_with_no_effect_or_a_12_percent_improvement_never_alerts(factor, verdict):
+    for seed in range(5):
+        js = judged_at_4(image_step(factor, seed=seed))
+        assert not any(j.alert for j in js), [j.line() for j in js if j.alert]
+        assert js[25].verdict == verdict and js[25].suspect is not None and js[25].changed_with is None
+    if verdict == "improvement":  # the faster level is the new image's own baseline from its first night
+        assert [j.note for j in js[26:30]] == ["building baseline"] * 4
+
+
+def test_a_gpu_model_change_restarts_the_baseline_and_says_what_changed():
+    js = judged_at_4(image_step(1 / 0.88, new={**IMAGE_A, "gpu_model": "NVIDIA H200"}))
+    first = js[25]
+    assert first.changed_with == "gpu model unknown -> NVIDIA H200" and first.suspect is None
+    assert "baseline restarted" in first.line() and first.baseline == pytest.approx(js[24].value)
+    assert [j.note for j in js[26:30]] == ["building baseline"] * 4 and not any(j.alert for j in js)
+
+
+def test_a_new_tag_of_the_same_repository_is_the_same_series_judged_as_a_change():
+    from scalebench.report.model import Options
+
+    bench = sample_benchmark("b")
+    opts = Options(benchmarks={"b": bench.model_copy(update={"images": {"gpu": "scalebench/torch:a"}})})
+    cells = image_step(1 / 0.88)
+    series = [s for s in build_series(cells, opts.lineage()) if s.key.metric == "images_per_s" and s.key.gpus == 4]
+    assert len(series) == 1 and series[0].key.image_lineage == "scalebench/torch"
+    # the config moved on to tag b: still the same series, and the change is judged
+    moved = Options(benchmarks={"b": bench.model_copy(update={"images": {"gpu": "scalebench/torch:b"}})})
+    assert moved.lineage() == opts.lineage()
+    assert judge(series[0])[26].verdict == "regression (confirmed)"
+
+
+def test_a_changed_plan_is_judged_and_reported_but_alerts_only_where_the_config_asks():
     """A redefined profile (here: more steps, so 20 % fewer images/s) changes config_sha, not the system."""
     nights = nights_of(30)
     rng = random.Random(5)
@@ -102,9 +147,41 @@ def test_a_changed_plan_restarts_the_baseline_like_a_new_system():
     for c in cells[20 * 4:]:
         c["figure"]["config_sha"] = "d" * 64
     key = SeriesKey("b", 2, "images_per_s", "nightly", "local", "weak", "", "bf16")
-    js = judge(next(s for s in build_series(cells, {}) if s.key == key))
-    assert js[20].changed_with == f"config sha {'c' * 19} -> {'d' * 19}"
-    assert "baseline restarted" in js[20].line() and not any(j.alert for j in js)
+    s = next(s for s in build_series(cells, {}) if s.key == key)
+    js = judge(s)
+    assert js[20].suspect.kind == "config" and js[20].suspect.text == f"config sha {'c' * 19} -> {'d' * 19}"
+    assert js[21].verdict == "regression (confirmed)" and not any(j.alert for j in js)
+    assert any(j.alert for j in judge(s, config_alerts=True))
+
+
+def test_an_image_shift_acknowledges_the_new_image_from_its_first_night():
+    from scalebench.analysis.regress import Shift
+
+    cells = image_step(1 / 0.88)
+    s = next(s for s in build_series(cells, {}) if s.key == KEY2)
+    shift = Shift("b", D0, "torch 2.6: slower kernels, accepted", image="scalebench/torch:b")
+    js = judge(s, shifts=[shift])
+    assert js[0].night == D0 + dt.timedelta(days=25) and not any(j.alert for j in js)
+    assert any(j.alert for j in judge(s, shifts=[Shift("b", D0, "other", image="scalebench/torch:c")]))
+
+
+def test_an_ab_of_the_previous_image_confirms_an_image_regression_on_its_first_night():
+    cells = image_step(1 / 0.88, after=1)
+    s = next(s for s in build_series(cells, {}) if s.key == KEY2)
+    night = s.points[-1][0]
+    rng = random.Random(9)
+    level = statistics.median(v for _, v in s.points[:25])
+    s.previous[night] = [level * 0.9 * (1 + rng.gauss(0, 0.02)) for _ in range(5)]  # a bad night for the host:
+    s.reruns[night] = [level * 0.9 * 0.88 * (1 + rng.gauss(0, 0.02)) for _ in range(5)]  # both arms 10 % down
+    s.host = "gpu-node-1"
+    j = judge(s)[-1]
+    assert j.alert and j.verdict == "regression (confirmed)" and j.ab.verdict == "worse"
+    assert j.ab.line().startswith("image scalebench/torch:b 1") and "% slower than image scalebench/torch:a tonight on " \
+        "gpu-node-1 (p = 0.00" in j.ab.line() and j.ab.line().endswith(", 5 + 5 cells)")
+    # the same A/B with no difference between the images clears the flag: the host had a bad night
+    s.reruns[night] = [level * 0.9 * (1 + rng.gauss(0, 0.02)) for _ in range(5)]
+    j = judge(s)[-1]
+    assert not j.alert and not j.flagged and j.ab.verdict == "same" and j.verdict == "no effect"
 
 
 def test_fingerprint_change_lists_each_field_and_ignores_unknown_history():
@@ -112,6 +189,9 @@ def test_fingerprint_change_lists_each_field_and_ignores_unknown_history():
     assert fingerprint_change(TORCH, dict(TORCH)) is None
     assert fingerprint_change(TORCH, {**TORCH, "driver": "560.1", "gpu_model": "H100"}) == \
         "driver 550.54 -> 560.1, gpu model unknown -> H100"
+    # an image reference is compared only where both fingerprints carry one (older history has none)
+    assert fingerprint_change(TORCH, IMAGE_A) is None
+    assert fingerprint_change(IMAGE_A, IMAGE_B) == "image scalebench/torch:b (was scalebench/torch:a), framework version 2.5.1 -> 2.6.0"
 
 
 def series_with_reruns(tonight, reruns, n=20, seed=4):

@@ -79,7 +79,7 @@ def test_summarizing_again_replaces_the_rows_and_keeps_the_reports_marks():
     assert row["reruns"] == 1 and [m["kind"] for m in row["marks"]] == ["alert"]
 
 
-def test_a_new_image_marks_the_night_its_baseline_restarted():
+def test_a_new_image_is_marked_as_the_suspect_of_its_flagged_night():
     store = Store()
     start = dt.date(2026, 11, 1)
     for i in range(6):
@@ -89,7 +89,12 @@ def test_a_new_image_marks_the_night_its_baseline_restarted():
     publish(store, "2026-11-06", Options(expected=["resnet50_keras_cifar10"]))
     [row] = store.summaries(night="2026-11-06")
     assert row["image_digest"] == "sha256:new"
-    assert "restart" in [m["kind"] for m in row["marks"]] and "image" in row["marks"][0]["text"]
+    # judged against the old image's baseline: flagged, with the image change named
+    [flag] = [m for m in row["marks"] if m["kind"] == "flagged"]
+    assert "images_per_s: with image digest sha256:old -> sha256:new (inconclusive)" in flag["text"]
+    # the accuracy figures came with the same change and did not move: "change" marks, no effect
+    assert {m["kind"] for m in row["marks"]} == {"flagged", "change"}
+    assert all("(no effect)" in m["text"] for m in row["marks"] if m["kind"] == "change")
 
 
 def test_scalebench_db_summarize_rebuilds_every_night_from_the_attempts(capsys):
