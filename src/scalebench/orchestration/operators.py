@@ -37,6 +37,7 @@ from scalebench.core.attempt_folders import claim, contract_mismatch
 from scalebench.core.cells import timing_policy
 from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
 from scalebench.cell.container import CELL_LABEL, settings
+from scalebench.cell.images import keep_reference, read_packages
 from scalebench.cell.container import record as container_record
 from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
 from scalebench.core.provenance import git_revision
@@ -269,7 +270,7 @@ class CellDockerOperator(DockerOperator):
         """Write cell.json (what runs, with provenance) and container.json (how it is started), and
         set the container's settings."""
         a.stage = "spec"
-        digest = self._image_digest(a)
+        digest, image_ref = self.identify_image(a)
         bench, host, cell = a.bench, a.host, a.cell
         topo = {x: {y: k for y, k in (host.topology or {}).get(x, {}).items() if y in lease.device_ids}
                 for x in lease.device_ids} if host.topology else None
@@ -289,7 +290,7 @@ class CellDockerOperator(DockerOperator):
                      "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
                      "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
             "model": {"name": bench.id, **bench.model},
-            "provenance": {"image": self.image, "image_digest": digest,
+            "provenance": {"image": self.image, "image_digest": digest, "image_ref": image_ref,
                            "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
                            "resolved_config": a.resolved.summary(cell["precision"])},
         }
@@ -408,9 +409,32 @@ class CellDockerOperator(DockerOperator):
             "host": a.host.name, "device_ids": lease.device_ids, "lease_id": lease.lease_id, "timing_policy": a.policy,
             "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s, "preflight": checked})
 
-    def _image_digest(self, a: Attempt) -> str:
+    def identify_image(self, a: Attempt) -> tuple[str, str]:
+        """(digest, a reference that runs this image again): tagged by its digest on the engine, so a
+        later build under the same tag leaves it runnable for an A/B or a bisect. Its package list
+        is read and kept the first time the store sees the image; neither step fails the cell."""
+        inspected = self._inspect_image(a)
+        digest, ref = inspected["Id"], self.image
         try:
-            return self.cli.inspect_image(self.image)["Id"]
+            ref = keep_reference(self.cli, self.image, inspected)
+        except Exception as exc:
+            self.log.warning("could not tag %s by its digest (%s: %s): an A/B may not find it later", self.image,
+                             type(exc).__name__, exc)
+        try:
+            from scalebench.store.results import Store
+
+            store = Store()
+            if store.image_packages(digest) is None:
+                store.save_image_packages(digest, self.image, ref, read_packages(self.cli, self.image))
+                self.log.info("read and kept the package list of %s (%s)", self.image, digest[:19])
+        except Exception as exc:
+            self.log.warning("could not keep the package list of %s (%s: %s): a change verdict will not name "
+                             "its packages", self.image, type(exc).__name__, exc)
+        return digest, ref
+
+    def _inspect_image(self, a: Attempt) -> dict:
+        try:
+            return self.cli.inspect_image(self.image)
         except Exception as exc:
             import docker.errors
 

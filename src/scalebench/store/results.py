@@ -150,6 +150,16 @@ class HostAssignmentRow(Base):
     reason: Mapped[str] = mapped_column(String(300))
 
 
+class ImagePackagesRow(Base):
+    """What one training image carries, read once inside it (scalebench.cell.images), by its digest."""
+    __tablename__ = "image_packages"
+    digest: Mapped[str] = mapped_column(String(100), primary_key=True)
+    image: Mapped[str] = mapped_column(String(300), index=True)
+    ref: Mapped[str] = mapped_column(String(300), index=True)
+    packages: Mapped[dict] = mapped_column(JSON)
+    read_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Store:
     def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
@@ -239,6 +249,28 @@ class Store:
                 row.host, row.since, row.reason = host, now, reasons.get(bench, "new")[:300]
                 changed[bench] = host
         return changed
+
+    def save_image_packages(self, digest: str, image: str, ref: str, packages: dict) -> bool:
+        """Keep an image's package list by its digest; False when it was kept before (read once)."""
+        with Session(self.engine) as s, s.begin():
+            if s.get(ImagePackagesRow, digest) is not None:
+                return False
+            s.add(ImagePackagesRow(digest=digest, image=image, ref=ref, packages=packages,
+                                   read_at=dt.datetime.now(dt.timezone.utc)))
+            return True
+
+    def image_packages(self, ident: str) -> dict | None:
+        """An image's kept package list by its digest, its re-runnable reference or the reference it
+        was read as (the newest read of that name): {"digest", "image", "ref", "packages", "read_at"}."""
+        with Session(self.engine) as s:
+            row = (s.get(ImagePackagesRow, ident)
+                   or s.scalar(select(ImagePackagesRow).where(ImagePackagesRow.ref == ident))
+                   or s.scalar(select(ImagePackagesRow).where(ImagePackagesRow.image == ident)
+                               .order_by(ImagePackagesRow.read_at.desc()).limit(1)))
+            if row is None:
+                return None
+            return {"digest": row.digest, "image": row.image, "ref": row.ref, "packages": row.packages,
+                    "read_at": row.read_at.isoformat()}
 
     def runs(self, night: str | None = None) -> list[dict]:
         with Session(self.engine) as s:

@@ -27,8 +27,11 @@ def cell_op(tmp_path, monkeypatch):
     notes_set = []
     monkeypatch.setattr("scalebench.orchestration.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
 
-    def make(exit_code=0, lines=(), oom=False, writes_result=False, writes_for=None, **probe_kw):
+    def make(exit_code=0, lines=(), oom=False, writes_result=False, writes_for=None, packages_kept=True, **probe_kw):
         op, ctx, cell, tree = make_probe(tmp_path, "unused: the engine is a mock", **probe_kw)
+        if packages_kept:  # the image's package list was read before: no container but the cell's
+            Store().save_image_packages("sha256:1mage", "scalebench/probe:cpu", "scalebench/probe:sha256-1mage",
+                                        {"python": {}, "debian": {}, "cuda": {}})
         monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
         ctx["ti"].dag_id = "scalebench_probe"
         client = mock.MagicMock(spec=docker.APIClient)
@@ -229,6 +232,43 @@ def test_no_dataset_check_result_is_dataset_missing(cell_op):
     exc = _fails(op, ctx)
     assert exc.failure.reason == "dataset_missing" and isinstance(exc, CellFailedPermanently)
     assert _record(cell)["stage"] == "begin"
+
+
+def test_the_image_is_tagged_by_its_digest_and_its_packages_read_once(cell_op):
+    """The first cell on an image reads its package list in a short container of the image (no
+    network) and keeps it by digest; every cell's spec names the tag that runs the image again."""
+    from scalebench.cell.images import PACKAGES_COMMAND
+
+    packages = {"python": {"torch": "2.13.0"}, "debian": {"libc6": "2.36"}, "cuda": {}}
+    op, ctx, cell, client, _ = cell_op(0, writes_result=True, packages_kept=False)
+    client.inspect_image.return_value = {"Id": "sha256:" + "ab" * 32, "RepoDigests": []}
+    client.create_container.side_effect = lambda image, **kw: {"Id": "pkgs" if kw.get("command") == PACKAGES_COMMAND
+                                                               else "c0ffee" * 8}
+    client.logs.side_effect = lambda c, stdout=True, stderr=True: json.dumps(packages).encode() if stdout else b""
+    op.execute(ctx)
+    repo = op.image.split(":")[0]
+    client.tag.assert_called_with("sha256:" + "ab" * 32, repo, "sha256-abababababab")
+    spec = json.loads((attempt_dir(cell, 1) / "cell.json").read_text())
+    assert spec["provenance"]["image_ref"] == f"{repo}:sha256-abababababab"
+    kept = Store().image_packages("sha256:" + "ab" * 32)
+    assert kept["packages"] == packages and kept["ref"] == f"{repo}:sha256-abababababab"
+    assert Store().image_packages(f"{repo}:sha256-abababababab")["digest"] == "sha256:" + "ab" * 32
+    pkg_calls = [c for c in client.create_container.call_args_list if c.kwargs.get("command") == PACKAGES_COMMAND]
+    assert len(pkg_calls) == 1 and pkg_calls[0].kwargs["network_disabled"] is True
+    # a second cell on the same image reads nothing again; a registry digest is its reference
+    client.inspect_image.return_value = {"Id": "sha256:" + "ab" * 32, "RepoDigests": [f"{repo}@sha256:" + "cd" * 32]}
+    ctx["ti"].try_number = 2
+    op.execute(ctx)
+    assert len([c for c in client.create_container.call_args_list if c.kwargs.get("command") == PACKAGES_COMMAND]) == 1
+    assert json.loads((attempt_dir(cell, 2) / "cell.json").read_text())["provenance"]["image_ref"] == \
+        f"{repo}@sha256:" + "cd" * 32
+
+
+def test_a_package_list_that_cannot_be_read_does_not_fail_the_cell(cell_op):
+    op, ctx, cell, client, _ = cell_op(0, writes_result=True, packages_kept=False)
+    client.logs.return_value = b"not json"
+    assert op.execute(ctx)["attempt"] == 1
+    assert Store().image_packages("sha256:1mage") is None
 
 
 def test_a_retry_is_a_new_attempt_folder(cell_op):

@@ -1,0 +1,63 @@
+"""A training image as a thing to judge: a reference that runs it again, and what it carries.
+
+Every image a figure was measured on stays runnable: the cell operator tags it by its digest
+(`<repository>:sha256-<12 hex>`) before the cell runs, so `make images` moving the image's tag to
+a new build leaves the old one reachable, and the A/B and bisect can run it. An image pulled from
+or pushed to a registry is referenced by its registry digest (`repository@sha256:...`), which a
+second host resolves too. Its package list is read once, inside the image, by the kit's
+`scalebench_kit.packages` (no network), and kept by digest in the results store.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from scalebench.core.config import image_repository
+
+KEEP_TAG = re.compile(r"^sha256-[0-9a-f]{12}$")
+READ_TIMEOUT_S = 120
+PACKAGES_COMMAND = ["python3", "-m", "scalebench_kit.packages"]
+
+
+class ImageError(RuntimeError):
+    """An image that cannot be found, tagged or read; the message names it."""
+
+
+def keep_tag(digest: str) -> str:
+    """The tag an image is kept under: its digest's first 12 hex digits ("sha256-0123456789ab")."""
+    return "sha256-" + digest.split(":", 1)[-1][:12]
+
+
+def keep_reference(cli, image: str, inspected: dict | None = None) -> str:
+    """A reference that runs this image again: its registry digest where it has one, else a tag by
+    its digest in its repository, which this makes on the engine (`cli`: docker's APIClient)."""
+    inspected = inspected or cli.inspect_image(image)
+    repo = image_repository(image)
+    for rd in inspected.get("RepoDigests") or []:
+        if image_repository(rd) == repo:
+            return rd
+    tag = keep_tag(inspected["Id"])
+    cli.tag(inspected["Id"], repo, tag)
+    return f"{repo}:{tag}"
+
+
+def read_packages(cli, image: str) -> dict:
+    """The image's package list, read by a short container of the image itself (no network)."""
+    container = cli.create_container(image, command=PACKAGES_COMMAND, entrypoint=[], network_disabled=True,
+                                     labels={"org.scalebench.role": "image-packages"})
+    try:
+        cli.start(container)
+        status = cli.wait(container, timeout=READ_TIMEOUT_S)
+        out = cli.logs(container, stdout=True, stderr=False).decode(errors="replace")
+        err = cli.logs(container, stdout=False, stderr=True).decode(errors="replace")
+    finally:
+        cli.remove_container(container, force=True)
+    if status.get("StatusCode") != 0:
+        raise ImageError(f"reading the packages of {image} exited {status.get('StatusCode')}: {err.strip()[-300:]}")
+    try:
+        doc = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ImageError(f"reading the packages of {image} printed no JSON: {out[-300:]!r}") from None
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), dict) for k in ("python", "debian", "cuda")):
+        raise ImageError(f"the packages of {image}: expected python, debian and cuda maps, got {sorted(doc)}")
+    return doc
