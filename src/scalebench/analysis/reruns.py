@@ -4,20 +4,27 @@ benchmarks of the night may not have run) is rerun k times in the same DAG run, 
 set of the host when one is free. Once the reruns are recorded, the run states whether they
 confirm or clear each flag; the nightly report decides the alert with the whole night's figures.
 Reruns are cells of role "rerun": stored beside the figure they check, never a night of the baseline.
+
+A flagged figure that came with a new image (regress.wants_ab) is rerun as a same-night A/B
+instead, as Chromium's Pinpoint confirms a bisect step: `ab_pairs` pairs of the cell on the
+previous image (role "ab_previous", the reference its baseline's image was kept under) and on
+tonight's (role "rerun"), on one host, in balanced order (AB BA AB ...). Where the previous image
+is gone, plain reruns run instead and the line says so.
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from typing import Callable
 
 from scalebench_kit.contract import read_json
 from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
 
 from scalebench.core import nights
-from scalebench.core.cells import ACCURACY
+from scalebench.core.cells import ACCURACY, AB_PREVIOUS, RERUN
 from scalebench.core.attempt_folders import cell_attempts
 from scalebench.analysis.history import build_series
-from scalebench.analysis.regress import Gates, judge, wants_rerun
+from scalebench.analysis.regress import Gates, judge, wants_ab, wants_rerun
 from scalebench.core.records import FigureRow, PlannedCell
 
 LOOKBACK_NIGHTS = 60
@@ -55,13 +62,38 @@ def _tonight(cells: list[FigureRow], gates: Gates, night: str) -> dict[int, obje
     return out
 
 
-def rerun_key(key: str, i: int) -> str:
-    return hashlib.sha256(f"{key}:rerun{i}".encode()).hexdigest()[:20]
+def rerun_key(key: str, i: int, role: str = RERUN) -> str:
+    return hashlib.sha256(f"{key}:{'rerun' if role == RERUN else role}{i}".encode()).hexdigest()[:20]
 
 
-def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates()) -> tuple[list[PlannedCell], list[str]]:
-    """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count.
-    A weekly accuracy run reruns nothing: its throughput has no nightly baseline."""
+def rerun_cell(source: PlannedCell, i: int, role: str = RERUN, image: str | None = None,
+               devices: list[str] | None = None) -> PlannedCell:
+    """The i-th rerun of `source` (role "rerun", tonight's image), or the i-th cell of its A/B on
+    the previous image (role "ab_previous", `image`)."""
+    name = "rerun" if role == RERUN else "previous"
+    cell = {**source, "key": rerun_key(source["key"], i, role), "cell_id": f"{source['cell_id']}-{name}{i}",
+            "label": f"{source['label']} · {'rerun' if role == RERUN else 'previous image'} {i}", "role": role,
+            "rerun_of": source["key"], "avoid_devices": devices}
+    if image:
+        cell["image"] = image
+    return cell
+
+
+def ab_cells(source: PlannedCell, previous: str, start: int, pairs: int, devices: list[str] | None) -> list[PlannedCell]:
+    """Pairs start .. start + pairs - 1 of an A/B, in balanced order: odd pairs A then B, even B then A."""
+    out = []
+    for i in range(start, start + pairs):
+        a, b = rerun_cell(source, i, AB_PREVIOUS, previous, devices), rerun_cell(source, i, RERUN, None, devices)
+        out += [a, b] if i % 2 else [b, a]
+    return out
+
+
+def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates(), ab_pairs: int = 5,
+                image_available: Callable[[str], bool] = lambda ref: True) -> tuple[list[PlannedCell], list[str]]:
+    """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count,
+    or, where the flag came with a new image, an A/B of `ab_pairs` pairs with the previous image
+    (`image_available(ref)`: whether the host's engine still has it). A weekly accuracy run reruns
+    nothing: its throughput has no nightly baseline."""
     if not planned or count < 1 or planned[0]["run_type"] == ACCURACY:
         return [], []
     cells = _history(store, planned)
@@ -74,13 +106,35 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
         source = next((c for c in planned if c["gpus"] == n and c["key"] in valid), None)
         if source is None:
             continue
-        flagged.append(j.line())
         devices = _devices_of(source)
-        for i in range(1, count + 1):
-            out.append({**source, "key": rerun_key(source["key"], i), "cell_id": f"{source['cell_id']}-rerun{i}",
-                        "label": f"{source['label']} · rerun {i}", "role": "rerun", "rerun_of": source["key"],
-                        "avoid_devices": devices})
+        previous = j.suspect.previous_image if wants_ab(j, gates) else None
+        if previous and image_available(previous):
+            flagged.append(f"{j.line()}; A/B with the previous image {previous}: {ab_pairs} + {ab_pairs} cells")
+            out += ab_cells(source, previous, 1, ab_pairs, devices)
+            continue
+        if previous:
+            flagged.append(f"{j.line()}; the previous image {previous} is gone from this engine: no A/B, judged "
+                           "against the baseline (reruns, then a second night)")
+        else:
+            flagged.append(j.line())
+        out += [rerun_cell(source, i, RERUN, None, devices) for i in range(1, count + 1)]
     return out, flagged
+
+
+def more_pairs(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates: Gates = Gates()
+               ) -> tuple[list[PlannedCell], list[str]]:
+    """An A/B that says "unknown" adds pairs up to gates.ab_max_pairs: (the added cells, why)."""
+    judged = _tonight(_history(store, planned, reruns), gates, _night(planned))
+    out, why = [], []
+    for n, j in sorted(judged.items()):
+        if j.ab is None or not j.ab.wants_pairs():
+            continue
+        firsts = [c for c in reruns if c["gpus"] == n and c["role"] == AB_PREVIOUS]
+        source = next(c for c in planned if c["key"] == firsts[0]["rerun_of"])
+        done = len(firsts)
+        why.append(f"{j.head}: A/B unknown after {done} + {done} cells ({j.ab.line()}): {j.ab.wants_pairs()} more pairs")
+        out += ab_cells(source, firsts[0]["image"], done + 1, j.ab.wants_pairs(), firsts[0].get("avoid_devices"))
+    return out, why
 
 
 def _devices_of(cell: dict) -> list[str] | None:
@@ -106,6 +160,8 @@ def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates
             out["confirmed"].append(j.line())
         elif j.reruns or j.confirmed_by_reruns is False or not j.flagged:
             out["cleared"].append(j.line())
+        elif j.ab is not None:  # an A/B that stayed "unknown": the next night decides
+            out.setdefault("unknown", []).append(j.line())
     for c in reruns:
         out["placements"][c["label"]] = {"devices": _devices_of(c), "flagged_cell_devices": c.get("avoid_devices")}
     return out

@@ -65,7 +65,7 @@ class HostNight:
     budget_minutes: float
     budget_name: str = "night_budget_minutes"
     cell_minutes: float = 0.0
-    rerun_minutes: float = 0.0  # reserve: each benchmark's confirm_reruns of its longest cell
+    rerun_minutes: float = 0.0  # reserve: per benchmark, its reruns or A/B cells (the more) of its longest cell
     benchmarks: list[str] = field(default_factory=list)
 
     @property
@@ -102,7 +102,7 @@ def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[
         f = c["figure"]
         t = (f or {}).get("timing") or {}
         b = t.get("breakdown") or {}
-        if not f or not b.get("timed_steps") or c["role"] == "rerun":
+        if not f or not b.get("timed_steps") or c["role"] in ("rerun", "ab_previous"):
             continue
         s = seen.setdefault((c["benchmark"], c["profile"], c["host"], c["gpus"], c["precision"]),
                             {"nights": [], "cells": []})
@@ -166,7 +166,8 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 if row.timed_steps < res.min_timed_steps:
                     problems.append(f"{bid} at {n} GPU(s): {row.timed_steps} timed steps, below min_timed_steps "
                                     f"{res.min_timed_steps}")
-        night.rerun_minutes += 0.0 if weekly else bench.confirm_reruns * longest / 60  # accuracy runs rerun nothing
+        # accuracy runs rerun nothing; a figure flagged on a new image runs an A/B of ab_pairs pairs
+        night.rerun_minutes += 0.0 if weekly else max(bench.confirm_reruns, 2 * bench.ab_pairs) * longest / 60
     if probe is not None and fleet.probe is not None and profile == "nightly":
         for host in fleet.hosts_of("gpu"):
             night = hosts.setdefault(host.name, HostNight(host.name, *budget))

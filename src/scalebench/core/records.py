@@ -41,7 +41,7 @@ class PlannedCell(StoredCellFields):
     night: str | None        # ISO date (UTC) of the run
     lr: float
     image: NotRequired[str]          # a candidate image (trigger param image_tag) instead of the configured one
-    role: NotRequired[str]           # measure (default) | rerun
+    role: NotRequired[str]           # measure (default) | rerun | ab_previous (an A/B on the previous image) | probe
     rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
 
 

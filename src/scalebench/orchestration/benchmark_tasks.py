@@ -179,7 +179,8 @@ def summarize(planned: list[dict]) -> None:
 # a short circuit: with nothing flagged the rerun tasks are skipped without starting
 @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
 def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> list[dict]:
-    """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns); the host
+    """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns), or, when
+    it came with a new image, run as an A/B with the previous image (ab_pairs pairs); the host
     probe's cells are never rerun (they are judged only as the host's night factor)."""
     from scalebench.analysis.reruns import plan_reruns as plan
     from scalebench.store.results import Store
@@ -188,10 +189,11 @@ def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> 
     if not planned:
         return []
 
-    k = Configs().benchmark(bench_id).confirm_reruns
-    reruns, flagged = plan(Store(), planned, k)
+    bench = Configs().benchmark(bench_id)
+    k = bench.confirm_reruns
+    reruns, flagged = plan(Store(), planned, k, ab_pairs=bench.ab_pairs, image_available=image_available)
     for line in flagged:
-        print(f"flagged, {k} reruns: {line}")
+        print(f"flagged, {k} reruns: {line}" if "A/B with the previous image" not in line else f"flagged, A/B: {line}")
     if flagged:
         note(context["ti"], f"{len(flagged)} flagged, {len(reruns)} reruns: " + "; ".join(flagged))
     else:
@@ -199,10 +201,23 @@ def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> 
     return reruns
 
 
+def image_available(ref: str) -> bool:
+    """Whether this worker's Docker engine has the image (the cells of its host run there); an
+    engine that does not answer is taken to have it (the cell then fails with its own reason)."""
+    import docker
+
+    try:
+        docker.from_env(timeout=30).images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    except Exception:
+        return True
+
+
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) -> dict:
-    """The reruns into the store, each flag confirmed or cleared; emits the results Asset with the
-    run's night (the builder gives this task the asset as its outlet)."""
+    """The reruns into the store, each flag confirmed or cleared (an A/B may stay unknown)."""
     from scalebench.analysis.reruns import verdicts
     from scalebench.store.recording import record_run_when_reachable
     from scalebench.store.results import Store
@@ -213,13 +228,57 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) ->
     if reruns:
         record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
         summarize(reruns)
-    verdict = verdicts(Store(), planned, reruns)
-    for kind in ("confirmed", "cleared"):
-        for line in verdict[kind]:
-            print(f"{kind} by reruns: {line}")
-    if verdict["confirmed"] or verdict["cleared"]:
-        note(context["ti"], f"reruns confirmed {len(verdict['confirmed'])}, cleared {len(verdict['cleared'])}: "
-                            + "; ".join(verdict["confirmed"] + verdict["cleared"]))
+    return _say_verdicts(context, verdicts(Store(), planned, reruns), "reruns")
+
+
+def _say_verdicts(context, verdict: dict, what: str) -> dict:
+    for kind in ("confirmed", "cleared", "unknown"):
+        for line in verdict.get(kind, []):
+            print(f"{kind} by {what}: {line}")
+    if verdict["confirmed"] or verdict["cleared"] or verdict.get("unknown"):
+        note(context["ti"], f"{what} confirmed {len(verdict['confirmed'])}, cleared {len(verdict['cleared'])}"
+                            f"{', unknown ' + str(len(verdict['unknown'])) if verdict.get('unknown') else ''}: "
+                            + "; ".join(verdict["confirmed"] + verdict["cleared"] + verdict.get("unknown", [])))
+    return verdict
+
+
+@task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
+def plan_more_pairs(bench_id: str, planned: list[dict], verdict: dict, **context) -> list[dict]:
+    """An A/B that stayed "unknown" adds pairs, up to the benchmark's ab_max_pairs."""
+    from dataclasses import replace
+
+    from scalebench.analysis.regress import Gates
+    from scalebench.analysis.reruns import more_pairs
+    from scalebench.store.results import Store
+
+    reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
+    if not verdict or not verdict.get("unknown") or not reruns:
+        return []
+    bench = Configs().benchmark(bench_id)
+    cells, why = more_pairs(Store(), planned, reruns, replace(Gates(), ab_max_pairs=bench.ab_max_pairs))
+    for line in why:
+        print(line)
+    if why:
+        note(context["ti"], "; ".join(why))
+    return cells
+
+
+@task(trigger_rule=TriggerRule.ALL_DONE)
+def record_more_pairs(bench_id: str, dag_id: str, planned: list[dict], **context) -> dict:
+    """The added A/B pairs into the store and the final verdicts; emits the results Asset with the
+    run's night (the builder gives this task the asset as its outlet)."""
+    from scalebench.analysis.reruns import verdicts
+    from scalebench.store.recording import record_run_when_reachable
+    from scalebench.store.results import Store
+
+    run = context["dag_run"]
+    more = context["ti"].xcom_pull(task_ids="plan_more_pairs") or []
+    verdict = {}
+    if more:
+        record_run_when_reachable(dag_id, run.run_id, more, run_row=False)
+        summarize(more)
+        reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
+        verdict = _say_verdicts(context, verdicts(Store(), planned, reruns + more), "A/B pairs")
     # the report DAG writes the report of this night, whenever this run finishes
     context["outlet_events"][results_asset(bench_id)].extra = {"night": nights.night_of(run), "dag_id": dag_id,
                                                                "run_id": run.run_id}

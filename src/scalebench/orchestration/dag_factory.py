@@ -4,9 +4,11 @@ tasks themselves are module-level functions in `benchmark_tasks`; this module wi
 Chain: plan_cells -> check_dataset_<host> (on the host's queue; skipped where the run has no
 cell) -> <host>_<n>gpu.{cells, train (mapped over the group's slice
 of the plan; each cell trains, then is validated with GX inside its task)} -> record -> plan_reruns
-(GPU counts whose throughput looks regressed, k reruns each) -> <host>_<n>gpu.{reruns, rerun} ->
-record_reruns (confirms or clears each flag; emits the benchmark's results Asset, with the run's
-night) -> check_cells. A config that does not load
+(GPU counts whose throughput looks regressed: k reruns each, or an A/B of the previous and the new
+image when the flag came with a new image) -> <host>_<n>gpu.{reruns, rerun} -> record_reruns
+(confirms or clears each flag) -> plan_more_pairs (an A/B that says "unknown" adds pairs) ->
+<host>_<n>gpu.{more_pairs, more} -> record_more_pairs (emits the benchmark's results Asset, with
+the run's night) -> check_cells. A config that does not load
 becomes a placeholder DAG instead. Nothing heavy is imported here: GX, pandas and matplotlib
 load inside the tasks.
 """
@@ -23,8 +25,9 @@ from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
 from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet
-from scalebench.orchestration.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_reruns, record,
-                                                      record_reruns, results_asset, select_cells)
+from scalebench.orchestration.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_more_pairs,
+                                                      plan_reruns, record, record_more_pairs, record_reruns,
+                                                      results_asset, select_cells)
 from scalebench.orchestration.operators import CellDockerOperator
 
 
@@ -115,14 +118,18 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
             bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
         recorded = record(dag_id, plan)
         reruns = plan_reruns(bench.id, plan, recorded)
-        rerun_done = record_reruns.override(outlets=[] if probe else [asset])(bench.id, dag_id, plan)
+        rerun_done = record_reruns(bench.id, dag_id, plan)
+        more = plan_more_pairs(bench.id, plan, rerun_done)
+        more_done = record_more_pairs.override(outlets=[] if probe else [asset])(bench.id, dag_id, plan)
+        rerun_done >> more_done
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
-        rerun_done >> check_cells(recorded)
+        more_done >> check_cells(recorded)
         for host, n in groups:
             gid = cellmod.group_id(host.name, n)
             with TaskGroup(group_id=gid, tooltip=f"{n} GPU cells on {host.name}"):
                 mine = select_cells.override(task_id="cells")(plan, gid)
                 again = select_cells.override(task_id="reruns")(reruns, gid)
+                added = select_cells.override(task_id="more_pairs")(more, gid)
                 partial_args = dict(
                     benchmark_id=bench.id,
                     host_name=host.name,
@@ -140,8 +147,10 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
                 )
                 train = CellDockerOperator.partial(task_id="train", **partial_args).expand(cell=mine)
                 rerun = CellDockerOperator.partial(task_id="rerun", **partial_args).expand(cell=again)
+                pairs = CellDockerOperator.partial(task_id="more", **partial_args).expand(cell=added)
             train >> recorded
             rerun >> rerun_done
+            pairs >> more_done
     return dag
 
 

@@ -184,7 +184,7 @@ def seed_baseline(store, configs: Configs, planted: dict[str, Planted], night: s
     rng = random.Random(seed)
     passed = {(c["benchmark"], c["gpus"], c["epochs"], c["repeat"]): c
               for c in store.figures(up_to_night=night, since_night=night)
-              if c["figure"] is not None and c["role"] != "rerun"}
+              if c["figure"] is not None and c["role"] not in ("rerun", "ab_previous")}
     seeded = 0
     for k in range(1, nights + 1):
         day = (dt.date.fromisoformat(night) - dt.timedelta(days=k)).isoformat()

@@ -20,17 +20,21 @@ from scalebench.core.cells import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks
-from scalebench.report.figures import (alert_detail, average_row, bench_row, latest_accuracy_runs,
-                                       manual_runs, precision_order)
+from scalebench.analysis.changes import diff_line, package_diff
+from scalebench.analysis.regress import Change
+from scalebench.report.figures import (alert_detail, alert_line, average_row, bench_row, changes_tonight,
+                                       latest_accuracy_runs, manual_runs, precision_order)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
 
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
-          model_size: Callable[[str, str], int | None] = lambda bench, run_id: None) -> Report:
+          model_size: Callable[[str, str], int | None] = lambda bench, run_id: None,
+          packages: Callable[[str], dict | None] = lambda digest: None) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
-    over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count."""
+    over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count;
+    `packages(digest)` an image's kept package list (what changed between two images)."""
     # reruns confirm flags and the host probe makes night factors: neither fills the table
     measured = [c for c in cells if c.get("role", "measure") == "measure"]
     chosen, source = choose_runs(measured, night)
@@ -55,6 +59,17 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
     series = history.build_series(cells, opts.lineage(), opts.gates)
     judged = [j for s in series for j in judge(s, opts.gates, opts.shifts, opts.config_alerts(s.key.benchmark))]
     tonight = [j for j in judged if j.night == today]
+
+    diff_of: dict[tuple, str] = {}  # per (digest before, digest after, config changed): many figures share one
+
+    def what_changed(change: Change | None) -> str | None:
+        if change is None or change.kind != "image":
+            return None
+        key = (change.before.get("image_digest"), change.after.get("image_digest"),
+               change.before.get("config_sha") != change.after.get("config_sha"))
+        if key not in diff_of:
+            diff_of[key] = diff_line(package_diff(*(packages(d) if d else None for d in key[:2])), key[2])
+        return diff_of[key]
     rep = Report(
         night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         complete=not missing, expected=expected, missing=missing, source=source,
@@ -63,10 +78,12 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
         rows=rows, average=avg, skipped=skipped, accuracy_rows=accuracy_rows,
         accuracy_metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in accuracy_rows)], conclusions=conclusions(rows, avg, opts),
-        alerts=[j.line() for j in tonight if j.alert], flagged=[j.line() for j in tonight if j.flagged and not j.alert],
+        alerts=[alert_line(j, what_changed(j.suspect)) for j in tonight if j.alert],
+        flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
-        alert_details=[alert_detail(j) for j in tonight if j.alert],
+        alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],
+        changes_tonight=changes_tonight(tonight, what_changed),
         judged=judged, series=len(series), table_checks=[],
     )
     rep.table_checks = table_checks(rep)
@@ -98,7 +115,11 @@ def build_report(store, night: str | None = None, opts: Options | None = None) -
         contract = store.contract(key) if key else None
         return ((contract or {}).get("model") or {}).get("parameters")
 
-    return build(cells, night, opts, store.runs(night), model_size)
+    def packages(digest: str) -> dict | None:
+        kept = store.image_packages(digest)
+        return kept["packages"] if kept else None
+
+    return build(cells, night, opts, store.runs(night), model_size, packages)
 
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:

@@ -3,10 +3,11 @@ ratios, intervals, verdicts and step breakdown, the average row, and each alert 
 from __future__ import annotations
 
 import statistics
+from typing import Callable
 
 from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
-from scalebench.analysis.regress import Judgement
+from scalebench.analysis.regress import INCONCLUSIVE, IMPROVEMENT, NO_EFFECT, REGRESSION, Change, Judgement
 from scalebench.core.cells import ACCURACY
 from scalebench.core.records import FigureRow, RowKey
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
@@ -170,9 +171,44 @@ def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
     return {n: statistics.fmean([rt[n] for rt in relative_times if n in rt]) for n in counts}
 
 
-def alert_detail(j: Judgement) -> dict:
-    return {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric,
-            "host": j.key.host_class,
-            "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
-            "reruns": list(j.reruns), "rerun_p": j.rerun_p,
-            "confirmed_by": "reruns" if j.confirmed_by_reruns else "next night", "line": j.line()}
+def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
+    """An alert as data. `what_changed`: the package and config diff of its suspect change."""
+    confirmed_by = "A/B" if j.ab is not None else "reruns" if j.confirmed_by_reruns else "next night"
+    doc = {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric,
+           "host": j.key.host_class,
+           "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
+           "reruns": list(j.reruns), "rerun_p": j.rerun_p, "confirmed_by": confirmed_by,
+           "line": alert_line(j, what_changed)}
+    if j.suspect is not None:
+        doc["suspect"] = {"kind": j.suspect.kind, "text": j.suspect.text, "previous_image": j.suspect.previous_image,
+                          "new_image": j.suspect.new_image, "what_changed": what_changed}
+    if j.ab is not None:
+        doc["ab"] = {"verdict": j.ab.verdict, "previous": list(j.ab.a), "new": list(j.ab.b), "p": j.ab.p(True),
+                     "line": j.ab.line()}
+    return doc
+
+
+def alert_line(j: Judgement, what_changed: str | None = None) -> str:
+    return j.line() + (f"; what changed: {what_changed}" if what_changed and j.suspect is not None else "")
+
+
+SEVERITY = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, NO_EFFECT)  # a change's verdict: its most severe figure's
+
+
+def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], str | None]) -> list[dict]:
+    """One verdict per change under test that appeared or was decided tonight (benchmark, what
+    changed), from its figures' verdicts, with the numbers it rests on and what changed."""
+    by_change: dict[tuple[str, str], list[Judgement]] = {}
+    for j in tonight:
+        if j.suspect is not None and j.news:
+            by_change.setdefault((j.key.benchmark, j.suspect.text), []).append(j)
+    out = []
+    for (bench, text), js in sorted(by_change.items()):
+        verdict = min((j.verdict for j in js), key=SEVERITY.index)
+        moved = sorted((j for j in js if j.verdict == verdict), key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
+        numbers = [f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-j.change * 100:+.1f}%)"
+                   + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") for j in moved]
+        out.append({"benchmark": bench, "kind": js[0].suspect.kind, "change": text, "verdict": verdict,
+                    "alerted": any(j.alert for j in js), "figures": len(js), "numbers": numbers,
+                    "what_changed": what_changed(js[0].suspect)})
+    return out

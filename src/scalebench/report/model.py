@@ -130,13 +130,14 @@ class Report:
     alerts: list[str]
     flagged: list[str]
     cleared: list[str]                  # flags the same night's reruns cleared
-    changes: list[str]                  # series whose system or resolved config changed tonight: baseline restarted
+    changes: list[str]                  # series whose environment changed tonight: baseline restarted
     diagnoses: list[str]                # scaling vs compute regressions, per benchmark
     alert_details: list[dict]           # each alert as data (figure, baseline, reruns): what a notifier sends
     judged: list[Judgement]             # every night of every series (the trend plot marks alerts)
     series: int
     table_checks: list[str]
     skipped: dict[str, str] = field(default_factory=dict)  # benchmark -> why its scheduled run planned nothing
+    changes_tonight: list[dict] = field(default_factory=list)  # each change under test tonight with its verdict
     accuracy_rows: list[Row] = field(default_factory=list)  # each benchmark's latest weekly accuracy run
     accuracy_metrics: list[str] = field(default_factory=list)
     plots: tuple[str, ...] = PLOTS

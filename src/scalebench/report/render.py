@@ -175,6 +175,18 @@ def markdown(rep: Report) -> str:
     lines = [f"- {r.name} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
              for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
+    out += ["", "## Changes tonight", "", "A new image or config is judged against the baseline before it (not a "
+            "fresh start): regression (confirmed), improvement, no effect, or inconclusive (the next night or "
+            "a same-night A/B decides).", ""]
+    for c in rep.changes_tonight:
+        out.append(f"- **{c['benchmark']}**: {c['change']}: **{c['verdict']}**"
+                   + (" (alerted)" if c["alerted"] else " (reported, not alerted: a config change)"
+                      if c["verdict"] == "regression (confirmed)" and c["kind"] == "config" else ""))
+        out += [f"  - {n}" for n in c["numbers"]]
+        if c["what_changed"]:
+            out.append(f"  - what changed: {c['what_changed']}")
+    if not rep.changes_tonight:
+        out.append("- none (no image or config changed tonight)")
     out += ["", "## Regressions", ""]
     out += [f"- ALERT: {a}" for a in rep.alerts]
     out += [f"- {d}" for d in rep.diagnoses]

@@ -20,7 +20,7 @@ def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -
     """The summaries of one benchmark's night from its cells (every run of that night)."""
     opts = opts or Options()
     measured = [c for c in cells if c["night"] == night and c.get("role", "measure") == "measure"]
-    reruns = [c for c in cells if c["night"] == night and c.get("role") == "rerun"]
+    reruns = [c for c in cells if c["night"] == night and c.get("role") in ("rerun", "ab_previous")]
     out = []
     for bench, run in sorted(choose_runs(measured, night)[0].items()):
         mine = [c for c in measured if c["benchmark"] == bench and c["run_id"] == run]

@@ -55,7 +55,7 @@ class CellRow(Base):
     global_batch: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(String(100))
     night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
-    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")  # or "rerun", "probe"
+    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")  # or "rerun", "ab_previous", "probe"
     rerun_of: Mapped[str | None] = mapped_column(String(64), nullable=True)  # a rerun's flagged cell key
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")

@@ -69,10 +69,17 @@ def test_task_chain_routing_and_names(dagbag):
     assert dag.get_task("plan_reruns").upstream_task_ids == {"plan_cells", "record"}
     # the short circuit skips only the groups' rerun selections: record_reruns is not its direct downstream
     assert dag.get_task("plan_reruns").downstream_task_ids == {f"local_{n}gpu.reruns" for n in (1, 2, 3, 4)}
-    # the report is triggered once the reruns are in; the run's verdict waits for them
-    assert dag.get_task("record_reruns").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
-    assert not dag.get_task("record").outlets
-    assert "record_reruns" in dag.get_task("check_cells").upstream_task_ids
+    # an A/B that says "unknown" adds pairs in a second round, on the same routing
+    for n in (1, 2, 3, 4):
+        more = dag.get_task(f"local_{n}gpu.more")
+        assert more.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.more_pairs" in more.upstream_task_ids
+        assert f"local_{n}gpu.more" in dag.get_task("record_more_pairs").upstream_task_ids
+    assert dag.get_task("plan_more_pairs").downstream_task_ids == {f"local_{n}gpu.more_pairs" for n in (1, 2, 3, 4)}
+    assert "record_reruns" in dag.get_task("record_more_pairs").upstream_task_ids
+    # the report is triggered once the reruns and pairs are in; the run's verdict waits for them
+    assert dag.get_task("record_more_pairs").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+    assert not dag.get_task("record").outlets and not dag.get_task("record_reruns").outlets
+    assert "record_more_pairs" in dag.get_task("check_cells").upstream_task_ids
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -149,7 +156,7 @@ def test_the_host_probe_dag_runs_its_cells_on_every_gpu_host_on_its_queue():
         assert train.partial_kwargs["queue"] == f"gpu-node-{i}" and train.partial_kwargs["pool_slots"] == 1
         assert dag.get_task(f"check_dataset_gpu_node_{i}").queue == f"gpu-node-{i}"
     assert not [t for t in dag.task_ids if t.startswith("local_")]
-    assert not dag.get_task("record_reruns").outlets  # the probe's run starts no report
+    assert not dag.get_task("record_more_pairs").outlets  # the probe's run starts no report
     assert dag.get_task("plan_cells").op_args[2] == "probe"
     # a probe naming a benchmark that does not load is a placeholder DAG with the fleet's field
     bad = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
