@@ -61,7 +61,7 @@ def test_the_history_exports_are_the_summaries_as_csv_and_json(nights):
     assert got.headers["content-disposition"] == f'attachment; filename="{BENCH}-history.csv"'
     rows = list(csv.DictReader(io.StringIO(got.text)))
     assert len(rows) == 12 and rows[-1]["night"] == nights["last"] and rows[-1]["gpus"] == "2"
-    assert float(rows[-1]["relative_time"]) == pytest.approx(76.5 / 101.5) and "restart:" in rows[-1]["marks"]
+    assert float(rows[-1]["relative_time"]) == pytest.approx(76.5 / 101.5) and "change:" in rows[-1]["marks"]
     assert {"metric_precision", "share_compute"} <= set(rows[0])
     assert client.get(f"/api/benchmarks/{BENCH}/history.json").json() == Store().summaries(benchmark=BENCH)
     assert client.get(f"/api/benchmarks/{BENCH}/history.xml").status_code == 404

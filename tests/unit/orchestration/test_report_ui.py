@@ -124,7 +124,7 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         ActionChains(driver).move_to_element_with_offset(over, width // 2 - 2, 0).perform()  # the newest night
         tip = wait.until(lambda d: d.find_element(By.ID, "tip-relative").text or None)
         assert f"night {NIGHT} · run scheduled__{NIGHT}T01:00:00+00:00 (scheduled)" in tip
-        assert "image sha256:new" in tip and "2 GPUs fp32: 2/3 valid" in tip and "restart:" in tip
+        assert "image sha256:new" in tip and "2 GPUs fp32: 2/3 valid" in tip and "change:" in tip
 
         chart = "window.scalebenchCharts.throughput"
         span = driver.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min")
@@ -139,7 +139,7 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         driver.find_element(By.LINK_TEXT, "CSV").click()
         wait.until(lambda d: (downloads / "resnet50_keras_cifar10-history.csv").exists())
         rows = list(csv.DictReader((downloads / "resnet50_keras_cifar10-history.csv").open()))
-        assert len(rows) == 12 and rows[-1]["night"] == NIGHT and "restart:" in rows[-1]["marks"]
+        assert len(rows) == 12 and rows[-1]["night"] == NIGHT and "change:" in rows[-1]["marks"]
         driver.execute_script("window.scalebenchCharts.throughput.setScale('x', {min: null, max: null}); window.scrollTo(0, 0)")
         ActionChains(driver).move_to_element_with_offset(driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over"),
                                                          width // 2 - 2, 0).perform()  # the picture shows a hover
