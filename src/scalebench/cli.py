@@ -231,6 +231,69 @@ def cmd_compare(args, configs: Configs) -> Listing:
     return Listing(COMPARISON_COLUMNS, comparison_rows(cmp), asdict(cmp), text=render(cmp))
 
 
+def _packages_of(store, ref: str) -> dict | None:
+    """An image's package list: kept in the store (by digest, reference or name), else read now from
+    this machine's engine (and kept)."""
+    from scalebench.cell.images import keep_reference, read_packages
+
+    kept = store.image_packages(ref)
+    if kept:
+        return kept
+    try:
+        import docker
+
+        cli = docker.APIClient(timeout=120)
+        inspected = cli.inspect_image(ref)
+    except Exception:
+        return None
+    kept = store.image_packages(inspected["Id"])
+    if kept is None:
+        store.save_image_packages(inspected["Id"], ref, keep_reference(cli, ref, inspected), read_packages(cli, ref))
+        kept = store.image_packages(inspected["Id"])
+    return kept
+
+
+def cmd_diff(args, configs: Configs) -> str:
+    """What changed between two images: Python, CUDA and Debian packages."""
+    from scalebench.analysis.changes import package_diff, render_diff
+    from scalebench.store.results import Store
+
+    store = Store()
+    a, b = _packages_of(store, args.image_a), _packages_of(store, args.image_b)
+    for ref, kept in ((args.image_a, a), (args.image_b, b)):
+        if kept is None:
+            raise ConfigError(f"image {ref!r}: no package list in the results store and not on this Docker engine "
+                              "(give a digest, a reference a cell ran, or an image this engine has)")
+    label = lambda ref, k: f"{ref} ({k['digest'][:19]})"  # noqa: E731
+    return render_diff(label(args.image_a, a), label(args.image_b, b), package_diff(a["packages"], b["packages"]))
+
+
+def cmd_bisect(args, configs: Configs) -> Listing:
+    """Which image between --good and --bad first made the cell slower: A/B steps through the real DAG."""
+    from scalebench.analysis.bisect import Bisection
+    from scalebench.orchestration.bisect import bisect, dags_test_runner, image_list
+    from scalebench.store.results import Store
+
+    bench = configs.benchmark(args.benchmark)
+    kind = "gpu" if args.profile != "smoke" else "cpu"
+    images = image_list(bench, kind, args.good, args.bad, args.candidates)
+    store = Store()
+    b = Bisection(bench.id, args.gpus, images)
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+
+    def packages_of(ref: str) -> dict | None:
+        kept = _packages_of(store, ref)
+        return kept["packages"] if kept else None
+
+    bisect_id, lines = bisect(store, b, dags_test_runner(bench.id, store), args.profile, args.pairs,
+                              packages_of, log=log)
+    rows = [{"step": s.number, "run_id": s.run_id, "images": " ".join(s.images), "verdicts": " | ".join(s.lines)}
+            for s in b.steps]
+    return Listing(["step", "run_id", "images", "verdicts"], rows, {"bisect_id": bisect_id, **b.to_json(),
+                                                                    "lines": lines},
+                   [f"bisect {bisect_id}: {len(b.steps)} step(s)"] + lines, exit_code=0 if b.culprits else 1)
+
+
 def cmd_report(args, configs: Configs) -> str:
     from scalebench.report.build import write_report
     from scalebench.store.results import Store
@@ -409,6 +472,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="two nights instead: per benchmark, the run each night's report reads")
     p.add_argument("--benchmark", help="one benchmark (needed when a run id belongs to several benchmarks' DAGs)")
     p.add_argument("--margin", type=float, default=0.01, help="accuracy equivalence margin (default 0.01)")
+    p = sub.add_parser("diff", help="what changed between two images: Python, CUDA and Debian packages with versions")
+    p.add_argument("image_a", help="the earlier image: a digest, a reference a cell ran, or an image on this engine")
+    p.add_argument("image_b", help="the later image")
+    p = _listing(sub.add_parser("bisect", help="which image between --good and --bad first made a cell slower: "
+                                               "A/B steps of the benchmark's DAG (airflow dags test)"))
+    p.add_argument("benchmark")
+    p.add_argument("--gpus", type=int, required=True, help="the regressed cell's GPU count")
+    p.add_argument("--good", required=True, help="an image (tag of the benchmark's repository) that was fast")
+    p.add_argument("--bad", required=True, help="an image that is slow")
+    p.add_argument("--candidates", nargs="*", default=[], metavar="TAG", help="the images between them, in order")
+    p.add_argument("--pairs", type=int, default=5, help="cells per image per step (at least 5 for p <= 0.01)")
+    p.add_argument("--profile", default="nightly", choices=["smoke", "nightly", "full"])
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
     p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
@@ -444,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
-                  "repro": cmd_repro}[args.cmd](args, configs)
+                  "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)
         return 2

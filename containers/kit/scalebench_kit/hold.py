@@ -11,7 +11,9 @@ times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are wa
 --planned (a rehearsal of a night's plan): at G devices, the cell's epochs of STEPS steps each
 of SECONDS, the cell's own warm-up steps first; --capped records the epochs as capped. A
 rehearsal plants a regression by writing hold-slowdown.json ({"benchmark", "gpus", "factor"})
-into the cells' cache folder: the system got slower, the config and image did not.
+into the cells' cache folder: the system got slower, the config and image did not. An image
+built with SCALEBENCH_TEST_IMAGE_SLOWDOWN=F in its environment is F times slower: the image
+did it (the image-change tests and the bisect drill build such tags).
 """
 from __future__ import annotations
 
@@ -53,6 +55,12 @@ def planned_steps(spec: str, gpus: int) -> tuple[int, float]:
 
 
 SLOWDOWN_FILE = "hold-slowdown.json"
+IMAGE_SLOWDOWN_ENV = "SCALEBENCH_TEST_IMAGE_SLOWDOWN"
+
+
+def image_slowdown() -> float:
+    """The factor an image was built with (test only: a slower image); 1.0 in every real image."""
+    return float(os.environ.get(IMAGE_SLOWDOWN_ENV) or 1.0)
 
 
 def planted_slowdown(benchmark: str, gpus: int) -> float:
@@ -68,7 +76,7 @@ def rehearse(cell: Cell, spec: str, capped: bool) -> None:
     """Hold for the cell's planned steps at the planted step time, timed as a trainer times them."""
     train, n = cell.training, cell.devices["count"]
     per_epoch, step_s = planned_steps(spec, n)
-    step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n)
+    step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n) * image_slowdown()
     timer = StepTimer(train["warmup_steps"], Progress(per_epoch * train["epochs"], train["global_batch"]))
     cell.events.log("model_ready", steps=per_epoch * train["epochs"], step_s=step_s)
     epoch_s = []
@@ -114,6 +122,7 @@ def main() -> None:
     steps = max(int(round(total / args.step_seconds)), 3)
     if _slowed(n, cell.spec["cell"].get("role") == "rerun", args):
         total *= args.test_slowdown
+    total *= image_slowdown()
     timer = StepTimer(2)
     cell.events.log("model_ready", steps=steps, hold_s=round(total, 3))
     timer.start()

@@ -20,7 +20,7 @@ from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 from scalebench.analysis.basis import basis_of, time_value
 from scalebench.analysis.regress import (EFFICIENCY, Gates, Judgement, Series, SeriesKey, fingerprint_change,
                                          host_factor_series, night_factors)
-from scalebench.core.cells import AB_PREVIOUS, PROBE, RERUN
+from scalebench.core.cells import AB_PREVIOUS, BISECT, PROBE, RERUN
 from scalebench.core.records import FigureRow
 
 
@@ -51,7 +51,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
     probe_prints: dict[tuple[str, str], dict[str, dict]] = {}
     for c in cells:
         f = c["figure"]
-        if c["run_type"] != "scheduled" or f is None:
+        if c["run_type"] != "scheduled" or f is None or c.get("role", "measure") == BISECT:
             continue
         if c.get("role", "measure") == PROBE:
             probes.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])

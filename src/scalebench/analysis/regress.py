@@ -217,11 +217,17 @@ class Change:
 
     @property
     def previous_image(self) -> str | None:
+        """The reference that runs the previous image again (its tag by digest), else its name."""
         return self.before.get("image_ref") or self.before.get("image")
 
     @property
     def new_image(self) -> str | None:
         return self.after.get("image_ref") or self.after.get("image")
+
+    def name(self, which: str) -> str:
+        """How a person knows the image (the reference it ran as), else its digest."""
+        fp = self.before if which == "previous" else self.after
+        return fp.get("image") or str(fp.get("image_digest") or which)[:19]
 
 
 def _describe(before: dict, after: dict, keys) -> list[str]:
@@ -356,7 +362,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), conf
         flagged = delta >= gates.magnitude and z >= gates.z
         ab = None
         if suspect is not None and series.previous.get(night) and suspect.kind == "image":
-            ab = ABTest(suspect.previous_image or "previous", suspect.new_image or "new", series.host,
+            ab = ABTest(suspect.name("previous"), suspect.name("new"), series.host,
                         tuple(series.previous[night]), tuple(series.reruns.get(night, [])), direction, gates)
         reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
         if ab is not None:  # the same-night A/B decides: the host's night moves both images alike

@@ -109,7 +109,8 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
         devices = _devices_of(source)
         previous = j.suspect.previous_image if wants_ab(j, gates) else None
         if previous and image_available(previous):
-            flagged.append(f"{j.line()}; A/B with the previous image {previous}: {ab_pairs} + {ab_pairs} cells")
+            flagged.append(f"{j.line()}; A/B with the previous image {j.suspect.name('previous')} (run as {previous}): "
+                           f"{ab_pairs} + {ab_pairs} cells")
             out += ab_cells(source, previous, 1, ab_pairs, devices)
             continue
         if previous:

@@ -15,7 +15,9 @@ IDENTITY = ("dag_id", "run_id", "benchmark", "host", "gpus", "epochs", "repeat",
 
 
 def cell_key(identity: dict) -> str:
-    canon = json.dumps({k: identity[k] for k in IDENTITY}, sort_keys=True, separators=(",", ":"))
+    """The identity's hash; a bisect cell's image is part of its identity (one run runs several)."""
+    canon = json.dumps({k: identity[k] for k in IDENTITY if k in identity} | (
+        {"image": identity["image"]} if identity.get("image") else {}), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()[:20]
 
 
@@ -62,6 +64,7 @@ PROBE = "probe"        # the host probe's DAG kind and its cells' role: a night 
 MEASURE = "measure"    # a scheduled or manual cell: a figure
 RERUN = "rerun"        # a same-night rerun of a flagged figure (on tonight's image: the A/B's B arm)
 AB_PREVIOUS = "ab_previous"  # the A/B's A arm: the flagged cell on the image its baseline was measured on
+BISECT = "bisect"      # a bisect step's cell: one of the images it compares, never a figure of the night
 PROBE_DAG_ID = "scalebench_host_probe"
 
 
@@ -74,11 +77,14 @@ def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:
 def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_counts: list[int] | None = None,
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
          night: str | None = None, image_tag: str | None = None, host: Host | None = None,
-         precisions: list[str] | None = None, dag_id: str | None = None) -> list[PlannedCell]:
+         precisions: list[str] | None = None, dag_id: str | None = None,
+         ab_images: list[str] | None = None) -> list[PlannedCell]:
     """Every cell of one run, in a stable order (GPU count, precision, epochs, repeat). `image_tag`:
     run a candidate image, another tag of the configured image's repository. `host`: the
     benchmark's assigned host (else the first that fits). `precisions`: the trigger's presets
-    (default: the profile's), each one the stack runs on the host's kind."""
+    (default: the profile's), each one the stack runs on the host's kind. `ab_images`: a bisect
+    step, tags of the repository compared in one run: every repeat runs each of them (role
+    "bisect"), odd repeats in the given order and even ones reversed (balanced)."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
     epochs = sorted(epochs or res.epochs)
@@ -91,6 +97,10 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
         raise ConfigError(f"{bench.id}: host {host.name} has {len(host.device_ids)} devices, gpu_counts {gpu_counts}")
     host = host or host_for(bench, profile, fleet, gpu_counts)
     image = with_tag(bench.images[host.kind], image_tag) if image_tag else None
+    arms = [with_tag(bench.images[host.kind], t) for t in ab_images or []]
+    if ab_images is not None and (len(arms) < 2 or len(set(arms)) != len(arms)):
+        raise ConfigError(f"ab_images {ab_images}: expected at least two different tags of "
+                          f"{bench.images[host.kind]}'s repository")
     precisions = list(precisions or res.precision)
     refusal = bench.stack_config.precision.check(bench.stack, host.kind, precisions)
     if refusal:
@@ -103,17 +113,24 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                 steps = res.steps(n, e)
                 capped_at = steps.steps_per_epoch if steps and steps.capped else None
                 for r in range(1, repeats + 1):
-                    ident = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id, "host": host.name,
-                             "gpus": n, "epochs": e, "repeat": r, "profile": profile, "precision": p}
-                    cell = PlannedCell(
-                        **ident, key=cell_key(ident), cell_id=cell_id(n, p, e, r),
-                        label=cell_label(n, e, r, capped_at, p), run_type=run_type, night=night,
-                        seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
-                        per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
-                        lr=bench.lr_policy.lr_for(global_batch))
-                    if image:
-                        cell["image"] = image
-                    cells.append(cell)
+                    for arm in (arms if r % 2 else arms[::-1]) or [image]:
+                        ident = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id,
+                                 "host": host.name, "gpus": n, "epochs": e, "repeat": r, "profile": profile,
+                                 "precision": p}
+                        tag = arm.rsplit(":", 1)[1] if arms else None
+                        cell = PlannedCell(
+                            **ident, key=cell_key({**ident, "image": arm if arms else None}),
+                            cell_id=cell_id(n, p, e, r) + (f"-{tag}" if tag else ""),
+                            label=cell_label(n, e, r, capped_at, p) + (f" · image {tag}" if tag else ""),
+                            run_type=run_type, night=night,
+                            seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
+                            per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
+                            lr=bench.lr_policy.lr_for(global_batch))
+                        if arm:
+                            cell["image"] = arm
+                        if arms:
+                            cell["role"] = BISECT
+                        cells.append(cell)
     return cells
 
 

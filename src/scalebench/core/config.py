@@ -453,6 +453,9 @@ class Benchmark(Strict):
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
                      "ab_pairs", "ab_max_pairs", "alert_on_config_change",
+                     # the image is judged as an image (its reference and digest are in the fingerprint): a
+                     # new tag in a config is an image change, not an edit of the benchmark
+                     "images",
                      "reference_accuracy", "schedule_repeats", "min_timed_steps", "accuracy_epochs",
                      "accuracy_repeats", "hosts"}
 
@@ -520,10 +523,11 @@ class Resolved(Sizes):
         return glob // gpus, glob
 
     def summary(self, precision: str | None = None) -> dict:
-        """Everything in the config that changes a result (sizes, model, image, entrypoint,
+        """Everything in the config that changes a result (sizes, model, entrypoint,
         stack and its launcher, dataset, scaling, LR policy, warm-up, the cell's `precision`), the
         same for every GPU count of a run: the cell's `resolved_config`, whose hash is its config
-        identity (without `precision`: the profile's list)."""
+        identity (without `precision`: the profile's list). The image is not part of it: which image
+        ran is the fingerprint's (a new image is judged as one)."""
         out = self.benchmark.model_dump(exclude=NOT_RESULT_FIELDS | set(Sizes.model_fields))
         stack = self.benchmark._stack
         if stack is not None:

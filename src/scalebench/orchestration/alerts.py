@@ -11,11 +11,28 @@ import json
 from scalebench.core.config import AlertConfig
 
 
+def bisect_hint(detail: dict, cfg: AlertConfig) -> dict | None:
+    """For a regression that came with a new image: the bisect DAG to trigger (its link and conf)
+    and the same as a command, between the previous and the new image."""
+    suspect = detail.get("suspect") or {}
+    if suspect.get("kind") != "image" or not suspect.get("previous_image") or not suspect.get("new_image"):
+        return None
+    good, bad = (suspect[k].rsplit(":", 1)[-1] if "@" not in suspect[k] else suspect[k]
+                 for k in ("previous_image", "new_image"))
+    conf = {"benchmark": detail["benchmark"], "gpus": detail["gpus"], "good": good, "bad": bad, "candidates": []}
+    airflow = cfg.report_url.rstrip("/").rsplit("/", 1)[0]
+    return {"dag": f"{airflow}/dags/scalebench_bisect", "conf": conf,
+            "command": f"scalebench bisect {detail['benchmark']} --gpus {detail['gpus']} --good {good} --bad {bad} "
+                       "--candidates <the tags built between them>"}
+
+
 def payload(night: str, details: list[dict], cfg: AlertConfig) -> dict:
     link = f"{cfg.report_url.rstrip('/')}/{night}/"
+    details = [{**d, "bisect": hint} if (hint := bisect_hint(d, cfg)) else d for d in details]
     return {"source": "scalebench", "night": night, "report": link, "count": len(details), "alerts": details,
             "text": f"scalebench: {len(details)} confirmed regression(s) on night {night} ({link})\n"
-                    + "\n".join(f"- {d['line']}" for d in details)}
+                    + "\n".join(f"- {d['line']}" + (f"\n  bisect: {d['bisect']['dag']} ({d['bisect']['command']})"
+                                                    if d.get("bisect") else "") for d in details)}
 
 
 def broken_night(night: dict) -> dict | None:

@@ -51,7 +51,7 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
                                gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None,
                                repeats=cellmod.repeats_for(b, run_type, p["repeats"]), seed=p["seed"],
                                run_type=run_type, night=nights.night_of(run), image_tag=p.get("image_tag") or None,
-                               precisions=p.get("precisions") or None)
+                               precisions=p.get("precisions") or None, ab_images=p.get("ab_images") or None)
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
@@ -185,7 +185,7 @@ def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> 
     from scalebench.analysis.reruns import plan_reruns as plan
     from scalebench.store.results import Store
 
-    planned = [c for c in planned if c.get("role", "measure") != cellmod.PROBE]
+    planned = [c for c in planned if c.get("role", "measure") not in (cellmod.PROBE, cellmod.BISECT)]
     if not planned:
         return []
 

@@ -78,6 +78,12 @@ def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[st
                            description=f"Run another tag of {bench.images.get('gpu') or bench.images.get('cpu')}'s "
                                        "repository (e.g. a framework upgrade) before it goes nightly; compare the "
                                        "runs with `scalebench compare RUN_A RUN_B`. Empty: the configured image."),
+        "ab_images": Param(None, type=["null", "array"], maxItems=8, uniqueItems=True,
+                           items={"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"},
+                           title="Compare images (bisect step)",
+                           description="Tags of the image's repository to run side by side in this run, each repeat "
+                                       "on every one in balanced order (what `scalebench bisect` triggers); their "
+                                       "cells are never figures of the night. Empty: a normal run."),
     }
 
 

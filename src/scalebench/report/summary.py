@@ -13,7 +13,7 @@ from scalebench.core.nights import choose_runs
 from scalebench.report.figures import bench_row, precision_order
 from scalebench.report.model import Options, Report
 
-MARK_KINDS = ("alert", "flagged", "cleared", "restart")  # what a history point can be marked with
+MARK_KINDS = ("alert", "flagged", "cleared", "restart", "change")  # what a history point can be marked with
 
 
 def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -> list[dict]:

@@ -160,6 +160,19 @@ class ImagePackagesRow(Base):
     read_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
 
+class BisectStepRow(Base):
+    """One step of a bisect between images (scalebench.analysis.bisect): what ran and what it said."""
+    __tablename__ = "bisect_steps"
+    __table_args__ = (UniqueConstraint("bisect_id", "step", name="uq_bisect_step"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisect_id: Mapped[str] = mapped_column(String(100))
+    step: Mapped[int] = mapped_column(Integer)
+    benchmark: Mapped[str] = mapped_column(String(100))
+    run_id: Mapped[str | None] = mapped_column(String(250), nullable=True)
+    doc: Mapped[dict] = mapped_column(JSON)
+    recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Store:
     def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
@@ -271,6 +284,20 @@ class Store:
                 return None
             return {"digest": row.digest, "image": row.image, "ref": row.ref, "packages": row.packages,
                     "read_at": row.read_at.isoformat()}
+
+    def save_bisect_step(self, bisect_id: str, step: int, benchmark: str, run_id: str | None, doc: dict) -> None:
+        """One bisect step, appended (a step recorded twice keeps its first record)."""
+        with Session(self.engine) as s, s.begin():
+            if s.scalar(select(BisectStepRow).where(BisectStepRow.bisect_id == bisect_id, BisectStepRow.step == step)):
+                return
+            s.add(BisectStepRow(bisect_id=bisect_id, step=step, benchmark=benchmark, run_id=run_id, doc=doc,
+                                recorded_at=dt.datetime.now(dt.timezone.utc)))
+
+    def bisect_steps(self, bisect_id: str) -> list[dict]:
+        with Session(self.engine) as s:
+            rows = s.scalars(select(BisectStepRow).where(BisectStepRow.bisect_id == bisect_id)
+                             .order_by(BisectStepRow.step)).all()
+            return [{"step": r.step, "benchmark": r.benchmark, "run_id": r.run_id, **r.doc} for r in rows]
 
     def runs(self, night: str | None = None) -> list[dict]:
         with Session(self.engine) as s:

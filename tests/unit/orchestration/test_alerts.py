@@ -4,8 +4,6 @@ the real nightly report DAG over a seeded store whose night holds a regression c
 import datetime as dt
 import json
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import yaml
@@ -14,34 +12,11 @@ from scalebench.core.config import AlertConfig, load_alerts
 from scalebench.orchestration.alerts import send
 from scalebench.core.config import ConfigError
 from tests.support import ROOT, new_config_tree
+from tests.support.receiver import Receiver
 from tests.support.samples import sample_cell, sample_contract
 
 CONFIGS = ROOT / "include" / "configs"
 BENCH = "resnet50_keras_cifar10"
-
-
-class Receiver:
-    """A local HTTP endpoint that keeps every POSTed body."""
-
-    def __init__(self):
-        received = self.received = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                received.append({"path": self.path, "type": self.headers.get("Content-Type"), "body": json.loads(body)})
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
 
 
 @pytest.fixture
