@@ -68,7 +68,7 @@ class Bisection:
             trio = self._trio(lo, hi)
             halves = []
             for a, b in zip(trio, trio[1:]):
-                ab = ABTest(self.images[a], self.images[b], "tonight's host", tuple(values.get(self.images[a], ())),
+                ab = ABTest(self.images[a], self.images[b], "one host", tuple(values.get(self.images[a], ())),
                             tuple(values.get(self.images[b], ())), self.direction, self.gates)
                 step.lines.append(f"{self.images[a]} -> {self.images[b]}: {ab.verdict}: {ab.line()}")
                 if ab.verdict == "worse":

@@ -67,7 +67,7 @@ def culprit_lines(b: Bisection, packages_of: Callable[[str], dict | None]) -> li
     out = b.result()
     for i, _ in sorted(b.culprits):
         kept = [packages_of(b.images[j]) for j in (i - 1, i)]
-        diff = package_diff(*(k["packages"] if k else None for k in kept))
+        diff = package_diff(*kept)
         out.append(f"{b.images[i - 1]} -> {b.images[i]}: {diff_line(diff)}")
     return out
 

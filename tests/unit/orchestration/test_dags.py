@@ -23,9 +23,9 @@ def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
     assert dagbag.import_errors == {}
     benchmarks = Configs().benchmarks
     expected = ({f"scalebench_{b}" for b in benchmarks} | {f"scalebench_{b}_accuracy" for b in benchmarks}
-                | {"scalebench_nightly_report", "scalebench_maintenance"})
+                | {"scalebench_nightly_report", "scalebench_maintenance", "scalebench_bisect"})
     assert set(dagbag.dags) == expected
-    assert len(expected) == 14
+    assert len(expected) == 15
     maintenance = dagbag.dags["scalebench_maintenance"]
     assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
 
@@ -93,6 +93,8 @@ def test_task_chain_routing_and_names(dagbag):
     ({"seed": "0; id"}, "'0; id' is not of type 'integer'"),
     ({"image_tag": "evil/image:latest"}, "does not match"),   # a tag, never another repository
     ({"image_tag": "{{ var.value.x }}"}, "does not match"),
+    ({"ab_images": ["evil/image:latest"]}, "does not match"),
+    ({"ab_images": ["a", "a"]}, "has non-unique elements"),
 ])
 def test_params_reject_bad_trigger_input(dagbag, bad, why):
     params = copy.deepcopy(dagbag.dags["scalebench_resnet50_keras_cifar10"].params)
@@ -188,7 +190,7 @@ def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    assert len(bag.dags) == 13 and "scalebench_nightly_report" in bag.dags  # 5 benchmarks x 2, a placeholder, 2
+    assert len(bag.dags) == 14 and "scalebench_nightly_report" in bag.dags  # 5 benchmarks x 2, a placeholder, 3
     placeholder = bag.dags["scalebench_unet_torch_voc2007"]
     assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
     assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md
@@ -209,3 +211,23 @@ def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
     assert nights_to_report(late, None, run_after) == ["2026-11-28", "2026-11-29"]
     assert nights_to_report({}, None, run_after) == ["2026-11-30"]  # the 07:00 cron: that day's night
     assert nights_to_report({}, "2026-11-01", run_after) == ["2026-11-01"]
+
+
+def test_the_bisect_dag_triggers_each_step_on_the_benchmarks_own_dag_and_waits(dagbag):
+    from scalebench.orchestration.bisect_dag import MAX_STEPS, step_run_id
+
+    dag = dagbag.dags["scalebench_bisect"]
+    assert type(dag.timetable).__name__ == "NullTimetable"  # triggered only (from an alert's link)
+    assert set(dag.params.get_param("benchmark").schema["enum"]) == set(Configs().benchmarks)
+    for k in range(1, MAX_STEPS + 1):
+        run = dag.get_task(f"run_step_{k}")
+        assert run.trigger_dag_id == "scalebench_{{ params.benchmark }}" and run.wait_for_completion
+        assert run.trigger_run_id == step_run_id("{{ run_id }}", k)  # the judge reads the same run
+        assert run.upstream_task_ids == {f"plan_step_{k}"}
+        assert dag.get_task(f"judge_step_{k}").upstream_task_ids == ({"start"} if k == 1 else {f"judge_step_{k - 1}"}) | {
+            f"run_step_{k}"}
+    assert dag.get_task("result").upstream_task_ids == {f"judge_step_{MAX_STEPS}"}
+    params = copy.deepcopy(dag.params)
+    with pytest.raises(ParamValidationError, match="does not match"):  # a tag, never another repository
+        params.update({"bad": "evil/image:latest"})
+        params.validate()

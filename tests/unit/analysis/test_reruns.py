@@ -1,0 +1,80 @@
+"""Planning tonight's reruns from the store: plain reruns for a flagged figure on an unchanged
+image, a same-night A/B in balanced order when the flag came with a new image, plain reruns (said)
+when the previous image is gone, and more pairs while the A/B says unknown."""
+import datetime as dt
+import random
+
+import pytest
+
+from scalebench.analysis.regress import Gates
+from scalebench.analysis.reruns import more_pairs, plan_reruns
+from scalebench.store.results import Store
+from tests.support.samples import sample_cell, sample_contract
+
+TONIGHT = dt.date(2026, 11, 30)
+OLD = {"image": "scalebench/tensorflow:a", "image_ref": "scalebench/tensorflow:sha256-aaaaaaaaaaaa",
+       "image_digest": "sha256:" + "a" * 64}
+NEW = {"image": "scalebench/tensorflow:b", "image_ref": "scalebench/tensorflow:sha256-bbbbbbbbbbbb",
+       "image_digest": "sha256:" + "b" * 64}
+
+
+def record(store, night, repeat, ips, image, role="measure", run_id=None, **over):
+    cell = sample_cell(gpus=1, repeat=repeat, run_id=run_id or f"scheduled__{night}", night=night,
+                       run_type="scheduled", role=role, **over)
+    contract = sample_contract(cell)
+    contract["provenance"].update(image)
+    contract["timing"]["images_per_s"] = ips
+    store.record_attempt(cell, 1, "valid", contract=contract)
+    return cell
+
+
+@pytest.fixture
+def tonight(isolated_state):
+    """20 nights at 1000 images/s on image A; tonight three cells at 800 on `image`."""
+    def make(image):
+        store, rng = Store(), random.Random(1)
+        for i in range(20, 0, -1):
+            record(store, (TONIGHT - dt.timedelta(days=i)).isoformat(), 1, 1000 * (1 + rng.gauss(0, 0.01)), OLD)
+        planned = [record(store, TONIGHT.isoformat(), r, 800.0, image, run_id="manual__tonight") for r in (1, 2, 3)]
+        return store, planned
+    return make
+
+
+def test_a_flag_on_an_unchanged_image_gets_plain_reruns(tonight):
+    store, planned = tonight(OLD)
+    cells, flagged = plan_reruns(store, planned, 3)
+    assert [c["role"] for c in cells] == ["rerun"] * 3 and len(flagged) == 1 and "A/B" not in flagged[0]
+
+
+def test_a_flag_on_a_new_image_gets_an_ab_with_the_previous_image_in_balanced_order(tonight):
+    store, planned = tonight(NEW)
+    cells, [line] = plan_reruns(store, planned, 3, ab_pairs=5)
+    assert [c["role"] for c in cells] == ["ab_previous", "rerun", "rerun", "ab_previous"] * 2 + ["ab_previous", "rerun"]
+    assert {c["image"] for c in cells if c["role"] == "ab_previous"} == {OLD["image_ref"]}
+    assert not any("image" in c for c in cells if c["role"] == "rerun")  # tonight's image: the task's own
+    assert len({c["key"] for c in cells}) == 10 and {c["rerun_of"] for c in cells} == {planned[0]["key"]}
+    assert "with image scalebench/tensorflow:b (was scalebench/tensorflow:a)" in line
+    assert "A/B with the previous image scalebench/tensorflow:a (run as scalebench/tensorflow:sha256-aaaaaaaaaaaa)" in line
+
+
+def test_a_previous_image_that_is_gone_gets_plain_reruns_and_says_so(tonight):
+    store, planned = tonight(NEW)
+    cells, [line] = plan_reruns(store, planned, 3, image_available=lambda ref: False)
+    assert [c["role"] for c in cells] == ["rerun"] * 3
+    assert "the previous image scalebench/tensorflow:sha256-aaaaaaaaaaaa is gone from this engine: no A/B" in line
+
+
+def test_an_unknown_ab_adds_pairs_up_to_the_cap(tonight):
+    store, planned = tonight(NEW)
+    cells, _ = plan_reruns(store, planned, 3, ab_pairs=5)
+    rng = random.Random(2)
+    for c in cells:  # the two images 3 % apart with 4 % noise: neither "worse" nor "same" after 5 + 5
+        level = 1000.0 if c["role"] == "ab_previous" else 970.0
+        contract = sample_contract(c)
+        contract["provenance"].update(OLD if c["role"] == "ab_previous" else NEW)
+        contract["timing"]["images_per_s"] = level * (1 + rng.gauss(0, 0.04))
+        store.record_attempt({**c, "night": TONIGHT.isoformat()}, 1, "valid", contract=contract)
+    added, [why] = more_pairs(store, planned, cells, Gates(ab_max_pairs=8))
+    assert "A/B unknown after 5 + 5 cells" in why and why.endswith(": 3 more pairs")
+    assert [c["role"] for c in added] == ["rerun", "ab_previous", "ab_previous", "rerun", "rerun", "ab_previous"]
+    assert not {c["key"] for c in added} & {c["key"] for c in cells}
