@@ -35,6 +35,13 @@ Then the fewer-peers study (`--only-spread` alone): the figure under test on a h
 night and which change on their own (`Fleet`), under each night factor: none, the median of the
 other benchmarks' figures, one voice per benchmark with restarts at announced changes, and the
 host probe (`--probe-repeats` cells a host night of a fixed workload).
+
+Then the image-change study (`--only-images` alone): histories in which a new image arrives every
+`--image-every` nights (fingerprints of their own) and most do nothing, while the step of the
+change (10 %, or a 10 % improvement) arrives with one of them at night 30. Detectors: ours with
+the same-night A/B (a flagged figure on a new image runs `ab_pairs` pairs of the previous and the
+new image on the host that night, more while the A/B says "unknown"), ours with plain reruns
+against the baseline, and the old rule (every image change restarts the baseline).
 """
 from __future__ import annotations
 
@@ -55,7 +62,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalebench.analysis.regress import Gates, Series, SeriesKey, judge, night_factors, wants_rerun  # noqa: E402
+from scalebench.analysis.regress import (FINGERPRINT_KEYS, Gates, Series, SeriesKey, judge, night_factors,  # noqa: E402
+                                         wants_ab, wants_rerun)
 
 KEY = SeriesKey("sim", 2, "images_per_s")
 D0 = dt.date(2026, 1, 1)
@@ -385,9 +393,15 @@ def main() -> None:
     ap.add_argument("--spread-repeats", type=int, default=4, help="nightly repeats in the fewer-peers study")
     ap.add_argument("--spread-reruns", type=int, default=8, help="same-night reruns in the fewer-peers study")
     ap.add_argument("--only-spread", action="store_true", help="only the fewer-peers study")
+    ap.add_argument("--image-histories", type=int, default=400, help="histories per row of the image-change study")
+    ap.add_argument("--image-every", type=int, default=7, help="nights between new images in the image-change study")
+    ap.add_argument("--only-images", action="store_true", help="only the image-change study")
     args = ap.parse_args()
     if args.only_spread:
         return spread_study(args, Gates())
+    if args.only_images:
+        image_study(args, Gates())
+        return
     g = Gates()
     have_otava = Path(OTAVA_PY).exists()
     print(f"noise: night effect {args.night_share:.0%} of the variance (shared by every cell of the night), "
@@ -436,6 +450,96 @@ def main() -> None:
           f"{args.histories} histories per row ({args.peer_histories} for Otava), {time.perf_counter() - t0:.0f} s")
     goals(rows)
     spread_study(args, g)
+    image_study(args, g)
+
+
+IMAGE_CHANGES = [Change("steady"), Change("step 10%", 0.10), Change("improvement 10%", -0.10)]
+
+
+def image_prints(every: int) -> dict[dt.date, dict]:
+    """A new image every `every` nights, one of them at STEP_AT (where a change lands, if any)."""
+    out, k = {}, 0
+    for t in range(NIGHTS):
+        if t and (t - STEP_AT) % every == 0:
+            k += 1
+        out[D0 + dt.timedelta(days=t)] = {"image": f"sim:{k}", "image_digest": f"sha256:{k:064d}"}
+    return out
+
+
+def ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str, every: int, pairs: int
+                ) -> tuple[list, float]:
+    """The pipeline over a history with image changes: `mode` "ab" (A/B of the previous and the new
+    image when a flag came with one), "reruns" (plain reruns only) or "reset" (the old rule: an
+    image change restarts the baseline)."""
+    g = gates if mode != "reset" else Gates(environment=FINGERPRINT_KEYS)
+    mine, prints = host.nightly(repeats), image_prints(every)
+    raw = judge(Series(KEY, dates(mine), fingerprints=prints), g)
+    rerun, previous, spent = {}, {}, 0
+    for j in raw:
+        t = (j.night - D0).days
+        if mode == "ab" and wants_ab(j, g):
+            before = host.change.level(t - 1)  # the previous image's level, on tonight's night
+            previous[j.night] = [1000 * before * host.night[t] * (1 + host.rng.gauss(0, host.noise.cv_cell))
+                                 for _ in range(pairs)]
+            rerun[j.night] = host.cells(t, pairs)
+        elif reruns and wants_rerun(j, g):
+            rerun[j.night] = host.cells(t, reruns)
+    values = {TARGET: dict(dates(mine))}
+    for i in range(1, host.noise.figures + 1):
+        values[f"f{i}"] = dict(dates(host.nightly(repeats, target=False)))
+    factors = night_factors(values, g.window, only=[TARGET])[TARGET]
+    series = Series(KEY, dates(mine), reruns=rerun, factors=factors, fingerprints=prints, previous=previous)
+    js = judge(series, g)
+    for j in js:  # an A/B that says "unknown" adds pairs up to the cap, as the DAG's second round
+        if j.ab is not None and j.ab.wants_pairs():
+            t, more = (j.night - D0).days, j.ab.wants_pairs()
+            before = host.change.level(t - 1)
+            previous[j.night] += [1000 * before * host.night[t] * (1 + host.rng.gauss(0, host.noise.cv_cell))
+                                  for _ in range(more)]
+            rerun[j.night] += host.cells(t, more)
+    js = judge(series, g)
+    spent = sum(len(v) for v in rerun.values()) + sum(len(v) for v in previous.values())
+    return js, spent / NIGHTS
+
+
+def image_study(args, g: Gates) -> list:
+    print(f"\nimage changes: a new image every {args.image_every} nights (most do nothing); the change arrives "
+          f"with the image of night {STEP_AT}; A/B of {g.ab_min_pairs} pairs (up to {g.ab_max_pairs})")
+    head = (f"{'CV':>3} {'outl':>4} {'detector':<34} {'change':<17} {'night 1':>8} {'within 2':>8} {'nights':>6} "
+            f"{'false/1000':>10} {'cells':>5}")
+    rows = []
+    for cv, (repeats, reruns) in ((0.02, (1, 3)), (0.05, (3, 8))):
+        noise = Noise(cv, 0.02, args.night_share, args.figures)
+        for mode, label in (("ab", f"ours + A/B ({repeats} rep., {reruns} reruns)"),
+                            ("reruns", f"ours, reruns only ({repeats}, {reruns})"),
+                            ("reset", "old: an image change restarts")):
+            for change in IMAGE_CHANGES:
+                rng = random.Random(args.seed + 11 * len(rows))
+                flags, spent = [], []
+                for _ in range(args.image_histories):
+                    js, rr = ours_images(Host(rng, noise, change), repeats, reruns, g, mode, args.image_every,
+                                         g.ab_min_pairs)
+                    flags.append([None if j.baseline is None or j.changed_with else j.alert for j in js])
+                    spent.append(rr)
+                f = score(flags, change)
+                f.cost = repeats + statistics.fmean(spent)
+                rows.append((cv, 0.02, label, f"{change.name} at image", f))
+        print(f"  CV {cv:.0%} done", flush=True)
+    print("\n" + head)
+    for cv, outliers, label, change, f in rows:
+        print(f"{cv:>3.0%} {outliers:>4.0%} {label:<34} {change:<17} " + " ".join(
+            c.rjust(w) for c, w in zip(f.cells(), (8, 8, 6, 10, 5))))
+    print("\nimage-change goals (10% steps at an image change; false alarms from the steady histories, whose "
+          "images change and do nothing):")
+    for cv in (0.02, 0.05):
+        mine = {(label.split(" (")[0], change): f for c, _, label, change, f in rows if c == cv}
+        step, steady = mine[("ours + A/B", "step 10% at image")], mine[("ours + A/B", "steady at image")]
+        old = mine[("old: an image change restarts", "step 10% at image")]
+        met = step.detected >= 0.95 and steady.false_per_1000 <= 1.0
+        print(f"  CV {cv:.0%}: with the A/B {step.first:.1%} caught on the first night, {step.detected:.1%} within "
+              f"two (goal >= 95%), {steady.false_per_1000:.2f} false alarms per 1000 (goal <= 1): "
+              f"{'met' if met else 'NOT met'}; the old rule caught {old.detected:.1%} within two nights")
+    return rows
 
 
 def goals(rows: list) -> None:

@@ -367,6 +367,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), conf
         reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
         if ab is not None:  # the same-night A/B decides: the host's night moves both images alike
             confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
+            flagged = flagged or (confirmed is True and delta >= gates.rerun_magnitude)  # the A/B shows the step
         else:
             confirmed, p = (reruns_confirm(reruns, base, direction, gates) if flagged and reruns else (None, None))
         if confirmed is False:  # the reruns (or the A/B) cleared it: an unlucky cell, judged as not flagged
@@ -395,8 +396,8 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), conf
                       confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
                       news=news and suspect is not None)
         out.append(j)
-        if suspect is not None and verdict in (IMPROVEMENT, NO_EFFECT) and (improved or ab is not None):
-            history = [[value, "in"]]  # found harmless at a new level: the new image's own baseline starts here
+        if suspect is not None and verdict == IMPROVEMENT:
+            history = [[value, "in"]]  # a better level: the new image's own baseline starts here
         pending = verdict == INCONCLUSIVE
         if not flagged:
             suspect = None  # decided harmless; a confirmed regression stays named while it lasts

@@ -122,7 +122,8 @@ def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monk
 @pytest.mark.parametrize("change, same", [
     ({"lr_policy": {"rule": "sqrt", "base_lr": 0.01, "reference_batch": 256}}, False),
     ({"entrypoint": ["python", "-m", "trainers.other"]}, False),
-    ({"images": {"cpu": "scalebench/tensorflow:next", "gpu": "scalebench/tensorflow:gpu"}}, False),
+    # a new image is judged as an image (its reference and digest are in the fingerprint), not as an edit
+    ({"images": {"cpu": "scalebench/tensorflow:next", "gpu": "scalebench/tensorflow:gpu"}}, True),
     ({"stack": "torch"}, False),
     ({"warmup_steps": 5}, False),
     ({"schedule": "0 3 * * *", "retries": 5, "title": "renamed", "cell_timeout_minutes": 99}, True),
