@@ -68,6 +68,13 @@ class Gates:
     ab_max_pairs: int = 8      # an "unknown" A/B adds pairs up to this many
 
 
+def gates_for(fleet) -> Gates:
+    """The gates with the fleet's settings: its `driver_under_test` takes the driver out of the environment."""
+    if getattr(fleet, "driver_under_test", False):
+        return Gates(environment=tuple(k for k in ENVIRONMENT_KEYS if k != "driver"))
+    return Gates()
+
+
 @dataclass(frozen=True)
 class Shift:
     benchmark: str

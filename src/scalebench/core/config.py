@@ -114,6 +114,9 @@ class Fleet(Strict):
     accuracy_schedule: str | None = "0 18 * * 6"
     accuracy_window_hours: PosFloat = 48
     probe: HostProbe | None = None  # the host probe (None: night factors from the host's other benchmarks only)
+    # a new GPU driver is an environment change (the baseline restarts); true: it is under test like
+    # a new image (judged against the old baseline, alerted when confirmed)
+    driver_under_test: bool = False
     hosts: Annotated[list[Host], Field(min_length=1)]
 
     @field_validator("accuracy_schedule")

@@ -191,7 +191,8 @@ def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> 
 
     bench = Configs().benchmark(bench_id)
     k = bench.confirm_reruns
-    reruns, flagged = plan(Store(), planned, k, ab_pairs=bench.ab_pairs, image_available=image_available)
+    reruns, flagged = plan(Store(), planned, k, gates_of(bench_id), ab_pairs=bench.ab_pairs,
+                           image_available=image_available)
     for line in flagged:
         print(f"flagged, {k} reruns: {line}" if "A/B with the previous image" not in line else f"flagged, A/B: {line}")
     if flagged:
@@ -199,6 +200,16 @@ def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> 
     else:
         print("nothing looks regressed: no reruns")
     return reruns
+
+
+def gates_of(bench_id: str):
+    """The detector's gates for this benchmark: the fleet's (driver under test or not), its A/B cap."""
+    from dataclasses import replace
+
+    from scalebench.analysis.regress import gates_for
+
+    configs = Configs()
+    return replace(gates_for(configs.fleet), ab_max_pairs=configs.benchmark(bench_id).ab_max_pairs)
 
 
 def image_available(ref: str) -> bool:
@@ -228,7 +239,7 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) ->
     if reruns:
         record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
         summarize(reruns)
-    return _say_verdicts(context, verdicts(Store(), planned, reruns), "reruns")
+    return _say_verdicts(context, verdicts(Store(), planned, reruns, gates_of(bench_id)), "reruns")
 
 
 def _say_verdicts(context, verdict: dict, what: str) -> dict:
@@ -245,17 +256,13 @@ def _say_verdicts(context, verdict: dict, what: str) -> dict:
 @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
 def plan_more_pairs(bench_id: str, planned: list[dict], verdict: dict, **context) -> list[dict]:
     """An A/B that stayed "unknown" adds pairs, up to the benchmark's ab_max_pairs."""
-    from dataclasses import replace
-
-    from scalebench.analysis.regress import Gates
     from scalebench.analysis.reruns import more_pairs
     from scalebench.store.results import Store
 
     reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
     if not verdict or not verdict.get("unknown") or not reruns:
         return []
-    bench = Configs().benchmark(bench_id)
-    cells, why = more_pairs(Store(), planned, reruns, replace(Gates(), ab_max_pairs=bench.ab_max_pairs))
+    cells, why = more_pairs(Store(), planned, reruns, gates_of(bench_id))
     for line in why:
         print(line)
     if why:
@@ -278,7 +285,7 @@ def record_more_pairs(bench_id: str, dag_id: str, planned: list[dict], **context
         record_run_when_reachable(dag_id, run.run_id, more, run_row=False)
         summarize(more)
         reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
-        verdict = _say_verdicts(context, verdicts(Store(), planned, reruns + more), "A/B pairs")
+        verdict = _say_verdicts(context, verdicts(Store(), planned, reruns + more, gates_of(bench_id)), "A/B pairs")
     # the report DAG writes the report of this night, whenever this run finishes
     context["outlet_events"][results_asset(bench_id)].extra = {"night": nights.night_of(run), "dag_id": dag_id,
                                                                "run_id": run.run_id}

@@ -92,12 +92,12 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
 
 def options_from_configs() -> Options:
     """The loaded configs (one bad file must not stop the report of the others) and the shifts."""
-    from scalebench.analysis.regress import load_shifts
+    from scalebench.analysis.regress import gates_for, load_shifts
     from scalebench.core.config import SHIFTS_FILE, Configs
 
     configs = Configs()
     good, broken = configs.load_all()
-    return Options(benchmarks=good, shifts=load_shifts(configs.config_dir / SHIFTS_FILE),
+    return Options(benchmarks=good, shifts=load_shifts(configs.config_dir / SHIFTS_FILE), gates=gates_for(configs.fleet),
                    config_errors={stem: str(err) for stem, err in broken.items()})
 
 

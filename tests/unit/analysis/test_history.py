@@ -125,6 +125,18 @@ def test_a_gpu_model_change_restarts_the_baseline_and_says_what_changed():
     assert [j.note for j in js[26:30]] == ["building baseline"] * 4 and not any(j.alert for j in js)
 
 
+def test_a_fleet_setting_puts_the_driver_under_test():
+    from types import SimpleNamespace
+
+    from scalebench.analysis.regress import gates_for
+
+    cells = image_step(1 / 0.88, new={**IMAGE_A, "driver": "560.1"})
+    assert judged_at_4(cells)[25].changed_with == "driver 550.54 -> 560.1"  # the default: an environment change
+    js = judged_at_4(cells, gates=gates_for(SimpleNamespace(driver_under_test=True)))
+    assert js[25].suspect.kind == "image" and js[25].suspect.text == "driver 550.54 -> 560.1"
+    assert js[26].alert and js[26].line().startswith("b 4 GPUs bf16 images_per_s: regressed with driver 550.54 -> 560.1")
+
+
 def test_a_new_tag_of_the_same_repository_is_the_same_series_judged_as_a_change():
     from scalebench.report.model import Options
 
