@@ -22,6 +22,7 @@ from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
 
 from scalebench.core import nights
 from scalebench.core.cells import ACCURACY, AB_PREVIOUS, RERUN
+from scalebench.core.config import image_repository
 from scalebench.core.attempt_folders import cell_attempts
 from scalebench.analysis.history import build_series
 from scalebench.analysis.regress import Gates, judge, wants_ab, wants_rerun
@@ -108,7 +109,12 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
             continue
         devices = _devices_of(source)
         previous = j.suspect.previous_image if wants_ab(j, gates) else None
-        if previous and image_available(previous):
+        tonight_image = j.suspect.after.get("image") if previous else None
+        if previous and tonight_image and image_repository(previous) != image_repository(tonight_image):
+            flagged.append(f"{j.line()}; the previous image {previous} is of another repository than "
+                           f"{tonight_image}: no A/B (a new image line), plain reruns")
+            previous = None
+        elif previous and image_available(previous):
             flagged.append(f"{j.line()}; A/B with the previous image {j.suspect.name('previous')} (run as {previous}): "
                            f"{ab_pairs} + {ab_pairs} cells")
             out += ab_cells(source, previous, 1, ab_pairs, devices)
@@ -116,7 +122,7 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
         if previous:
             flagged.append(f"{j.line()}; the previous image {previous} is gone from this engine: no A/B, judged "
                            "against the baseline (reruns, then a second night)")
-        else:
+        elif not flagged or not flagged[-1].startswith(j.line()):
             flagged.append(j.line())
         out += [rerun_cell(source, i, RERUN, None, devices) for i in range(1, count + 1)]
     return out, flagged

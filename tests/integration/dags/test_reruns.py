@@ -42,7 +42,7 @@ def seed_history(store, configs_dir: Path, today: dt.date) -> dict[int, float]:
                           run_type="scheduled", night=night):
                 level[c["gpus"]] = c["global_batch"] / 1.0  # the hold trainer: one step of 1 s per global batch
                 contract = sample_contract(sample_cell(c["gpus"], c["epochs"]))
-                contract["provenance"]["image_digest"] = digest  # the same system as tonight's cells
+                contract["provenance"].update(image=bench.images["cpu"], image_digest=digest)  # tonight's system
                 contract["provenance"]["resolved_config"] = bench.resolved("smoke").summary(c["precision"])  # the same plan
                 contract["system"].update(framework="none", framework_version="0")
                 contract["timing"].update(images_per_s=level[c["gpus"]] * (1 + rng.gauss(0, 0.01)), train_s=HOLD_S)

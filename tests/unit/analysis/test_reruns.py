@@ -78,3 +78,9 @@ def test_an_unknown_ab_adds_pairs_up_to_the_cap(tonight):
     assert "A/B unknown after 5 + 5 cells" in why and why.endswith(": 3 more pairs")
     assert [c["role"] for c in added] == ["rerun", "ab_previous", "ab_previous", "rerun", "rerun", "ab_previous"]
     assert not {c["key"] for c in added} & {c["key"] for c in cells}
+
+
+def test_a_previous_image_of_another_repository_gets_plain_reruns(tonight):
+    store, planned = tonight({**NEW, "image": "other/stack:b"})
+    cells, [line] = plan_reruns(store, planned, 3)
+    assert [c["role"] for c in cells] == ["rerun"] * 3 and "is of another repository than other/stack:b" in line
