@@ -30,7 +30,8 @@ from tests.support.service_clients import api_time as ts
 from tests.support.service_clients import local_service  # noqa: E402
 
 FIXED = ("plan_cells", "check_dataset_local")  # per-run tasks before the cell
-AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "check_cells")  # per-run tasks after it
+AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "plan_more_pairs", "more_pairs", "record_more_pairs",
+         "check_cells")  # per-run tasks after it
 
 
 def busy_seconds(intervals: list[tuple[float, float]]) -> float:

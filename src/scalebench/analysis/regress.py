@@ -292,7 +292,7 @@ def wants_rerun(j: Judgement, gates: Gates = Gates()) -> bool:
 def wants_ab(j: Judgement, gates: Gates = Gates()) -> bool:
     """Whether tonight's flagged figure came with an image change: its rerun is an A/B of the
     previous and the new image (confirmed on its first night, whatever the host's night)."""
-    return wants_rerun(j, gates) and j.suspect is not None and j.suspect.kind == "image"
+    return wants_rerun(j, gates) and j.suspect is not None and j.suspect.kind == "image" and j.news
 
 
 def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates: Gates) -> tuple[bool, float]:

@@ -152,23 +152,36 @@ def _devices_of(cell: dict) -> list[str] | None:
     return None
 
 
+def _previous_missing(cells: list[FigureRow], reruns: list[PlannedCell], gpus: int) -> str:
+    """Why an A/B had no previous-image figures (e.g. the image was gone from the host's engine)."""
+    mine = {c["key"] for c in reruns if c["gpus"] == gpus and c.get("role") == AB_PREVIOUS}
+    stored = [c for c in cells if c["key"] in mine]
+    if not mine or any(c["figure"] is not None for c in stored):
+        return ""
+    reasons = sorted({c.get("reason") or c["status"] for c in stored}) or ["not recorded"]
+    return (f"; the previous image's cells have no valid result ({', '.join(reasons)}): no A/B, judged against the "
+            "baseline")
+
+
 def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates: Gates = Gates()) -> dict:
     """Per flagged GPU count, whether its reruns confirm or clear the flag (the same test as the
     report, without the night factor); where the reruns ran."""
     if not reruns:
         return {"confirmed": [], "cleared": [], "placements": {}}
-    judged = _tonight(_history(store, planned, reruns), gates, _night(planned))
+    cells = _history(store, planned, reruns)
+    judged = _tonight(cells, gates, _night(planned))
     rerun_gpus = {c["gpus"] for c in reruns}
     out = {"confirmed": [], "cleared": [], "placements": {}}
     for n, j in sorted(judged.items()):
         if n not in rerun_gpus:
             continue
+        line = j.line() + _previous_missing(cells, reruns, n)
         if j.confirmed_by_reruns:
-            out["confirmed"].append(j.line())
+            out["confirmed"].append(line)
         elif j.reruns or j.confirmed_by_reruns is False or not j.flagged:
-            out["cleared"].append(j.line())
-        elif j.ab is not None:  # an A/B that stayed "unknown": the next night decides
-            out.setdefault("unknown", []).append(j.line())
+            out["cleared"].append(line)
+        elif j.ab is not None or line != j.line():  # an A/B that stayed "unknown", or had no A: the next night decides
+            out.setdefault("unknown", []).append(line)
     for c in reruns:
         out["placements"][c["label"]] = {"devices": _devices_of(c), "flagged_cell_devices": c.get("avoid_devices")}
     return out

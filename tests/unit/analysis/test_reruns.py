@@ -84,3 +84,23 @@ def test_a_previous_image_of_another_repository_gets_plain_reruns(tonight):
     store, planned = tonight({**NEW, "image": "other/stack:b"})
     cells, [line] = plan_reruns(store, planned, 3)
     assert [c["role"] for c in cells] == ["rerun"] * 3 and "is of another repository than other/stack:b" in line
+
+
+def test_an_ab_whose_previous_image_did_not_run_says_so_and_is_judged_against_the_baseline(tonight):
+    from scalebench.analysis.reruns import verdicts
+
+    store, planned = tonight(NEW)
+    cells, _ = plan_reruns(store, planned, 3, ab_pairs=5)
+    for c in cells:  # the host's engine had pruned the previous image; tonight's reruns are slow too
+        c = {**c, "night": TONIGHT.isoformat()}
+        if c["role"] == "ab_previous":
+            store.record_attempt(c, 1, "failed", reason="image_missing", message="image ... is not on the Docker engine")
+        else:
+            contract = sample_contract(c)
+            contract["provenance"].update(NEW)
+            contract["timing"]["images_per_s"] = 800.0
+            store.record_attempt(c, 1, "valid", contract=contract)
+    v = verdicts(store, planned, cells)
+    [line] = v["confirmed"]  # five slow reruns against the baseline confirm it, as plain reruns would
+    assert "; the previous image's cells have no valid result (image_missing): no A/B, judged against the baseline" \
+        in line
