@@ -152,13 +152,13 @@ class Judgement:
 @dataclass(frozen=True)
 class ABTest:
     """A same-night A/B: the cell on the previous image (A) and on the new one (B), in pairs on one host."""
-    previous: str              # the previous image (its reference)
+    previous: str              # the previous image, as a person knows it (the reference it ran as)
     new: str                   # tonight's image
     host: str
     a: tuple[float, ...]       # A's values (the previous image)
     b: tuple[float, ...]       # B's values (tonight's image)
     direction: int = +1        # +1: higher is better
-    gates: "Gates" = None      # type: ignore[assignment]
+    gates: Gates | None = None  # None: the default gates
 
     @property
     def change(self) -> float:
