@@ -83,7 +83,11 @@ def schema_revision(engine) -> str | None:
 
 
 def check_schema(engine, url: str) -> None:
-    """Refuse to work on a database that `scalebench db upgrade` has not brought to this version."""
+    """Refuse to work on a database that `scalebench db upgrade` has not brought to this version
+    (a SQLite file that does not exist yet is not created here: a new checkout gets one line)."""
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        raise StoreNotReady(f"results store {url.removeprefix('sqlite:///')} does not exist yet: run `scalebench db "
+                            "upgrade` (make demo, make test and make airflow do)")
     found = schema_revision(engine)
     if found != HEAD_REVISION:
         where = url.split("@")[-1]  # never print a password

@@ -11,6 +11,10 @@ from tests.support.samples import sample_cell, sample_contract
 
 def test_upgrade_creates_the_schema_once_and_says_what_it_did(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    with pytest.raises(StoreNotReady, match=r"fresh.db does not exist yet: run `scalebench db upgrade`"):
+        Store(url)
+    assert not (tmp_path / "fresh.db").exists()  # reading never creates it
+    (tmp_path / "fresh.db").touch()
     with pytest.raises(StoreNotReady, match=r"none \(empty database\).*run `scalebench db upgrade`"):
         Store(url)
     assert upgrade(url) == (None, HEAD_REVISION)
