@@ -110,8 +110,9 @@ def cmd_plan(args, configs: Configs) -> Listing:
     assignment = None
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
         # decided over every benchmark, as the nights decide it; shown, not stored
+        previous = _stored_assignment()
         _, assignment = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
-                                      previous=_stored_assignment())
+                                      previous=previous)
     night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats, probe=configs.probe(),
                        assigned=assignment.hosts if assignment else None)
     rows = [{"benchmark": r.benchmark, "host": r.host, "gpus": r.gpus, "dtype": r.precision, "global_batch": r.global_batch,
@@ -123,6 +124,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
              for h in night.hosts]
     if assignment:
         notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" for b in sorted(benches)]
+        notes += [f"moves: {m}" for m in assignment.moves(previous)]
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
     doc = night.to_json() | ({"assignment": {b: {"host": assignment.hosts[b], "why": assignment.why[b]}
                                              for b in sorted(benches)}} if assignment else {})
@@ -182,10 +184,18 @@ def _stored_figures() -> list:
 def cmd_cells(args, configs: Configs) -> Listing:
     from scalebench.core import cells as cellmod
 
+    from scalebench.core.assignment import ASSIGNED_PROFILES
+    from scalebench.core.plan import assigned_plan, stored_costs
+
     ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
+    hosts = {}
+    if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):  # each on its assigned host, as tonight
+        _, a = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored_costs(_stored_figures()),
+                             probe=configs.probe(), previous=_stored_assignment())
+        hosts = {b: configs.fleet.host(h) for b, h in a.hosts.items()}
     cells = [c for bid in ids for c in cellmod.plan(configs.benchmark(bid), configs.fleet, profile=args.profile,
                                                    run_id=args.run_id, gpu_counts=args.gpus, repeats=args.repeats,
-                                                   seed=args.seed)]
+                                                   seed=args.seed, host=hosts.get(bid))]
     columns = ["benchmark", "host", "gpus", "epochs", "repeat", "profile", "global_batch", "lr", "key"]
     return Listing(columns, cells, {"cells": cells},
                    notes=[f"steps, seconds and the night's budget: scalebench plan --profile {args.profile}"])

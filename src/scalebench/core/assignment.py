@@ -1,9 +1,12 @@
 """Which GPU host each benchmark runs on, night after night. All cells of a benchmark's runs stay
 on one host (like for like, a hardware-matched baseline), and a benchmark keeps its host until
 something forces a move: its host left the fleet, its `hosts:` no longer allow it, or its host's
-planned night no longer fits the budget. New and moved benchmarks go, longest night first, to
-the allowed host with the most budget left. The store keeps the assignment (`settle`), so an
-unrelated config change moves nothing. Smoke runs are not assigned: they take the first CPU host.
+planned night no longer fits the budget, or a GPU host joined the fleet. New and moved
+benchmarks go, longest night first, to the allowed host with the most budget left. A host that
+joined takes benchmarks off the busiest hosts while that makes the largest host night smaller,
+the longest such benchmark first (the fewest moves). The store keeps the assignment and every
+move (`settle`), so an unrelated config change moves nothing. Smoke runs are not assigned: they
+take the first CPU host.
 """
 from __future__ import annotations
 
@@ -30,6 +33,11 @@ class Assignment:
 
     def changed(self, previous: dict[str, str]) -> dict[str, str]:
         return {b: h for b, h in self.hosts.items() if previous.get(b) != h}
+
+    def moves(self, previous: dict[str, str]) -> list[str]:
+        """Each benchmark that leaves its stored host, in words ("b: gpu-node-1 -> gpu-node-2 (why)")."""
+        return [f"{b}: {previous[b]} -> {h} ({self.why[b]})" for b, h in sorted(self.hosts.items())
+                if b in previous and previous[b] != h]
 
 
 def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, float],
@@ -66,4 +74,27 @@ def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, fl
         out.hosts[b] = host
         out.load[host] += minutes[b]
         out.why.setdefault(b, "new")
+    if previous:
+        _rebalance_onto_new_hosts(out, allowed, minutes, joined=sorted(set(out.load) - set(previous.values())))
     return out
+
+
+def _rebalance_onto_new_hosts(out: Assignment, allowed: dict[str, list[str]], minutes: dict[str, float],
+                              joined: list[str]) -> None:
+    """Move benchmarks kept on the busiest hosts onto hosts that joined the fleet, one at a time,
+    while a move makes the largest host night smaller (the longest such benchmark first)."""
+    for new in joined:
+        while True:
+            src = max(out.load, key=lambda h: (out.load[h], h))
+            movable = [b for b, h in out.hosts.items() if h == src and new in allowed[b] and out.why[b] == "kept"]
+            best = min(movable, key=lambda b: (max(out.load[src] - minutes[b], out.load[new] + minutes[b]), -minutes[b],
+                                               b), default=None)
+            if src == new or best is None or max(out.load[src] - minutes[best], out.load[new] + minutes[best]) >= \
+                    out.load[src]:
+                break
+            before = out.load[src]
+            out.hosts[best] = new
+            out.load[src] -= minutes[best]
+            out.load[new] += minutes[best]
+            out.why[best] = (f"moved: {new} joined the fleet; the largest host night goes from {before:.0f} to "
+                             f"{max(out.load.values()):.0f} min")

@@ -150,6 +150,17 @@ class HostAssignmentRow(Base):
     reason: Mapped[str] = mapped_column(String(300))
 
 
+class AssignmentMoveRow(Base):
+    """One change of a benchmark's GPU host (its first assignment included), with the reason."""
+    __tablename__ = "assignment_moves"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark: Mapped[str] = mapped_column(String(100), index=True)
+    from_host: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    to_host: Mapped[str] = mapped_column(String(100))
+    reason: Mapped[str] = mapped_column(String(300))
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
 class ImagePackagesRow(Base):
     """What one training image carries, read once inside it (scalebench.cell.images), by its digest."""
     __tablename__ = "image_packages"
@@ -256,12 +267,23 @@ class Store:
                 row = s.get(HostAssignmentRow, bench)
                 if row is not None and row.host == host:
                     continue
+                s.add(AssignmentMoveRow(benchmark=bench, from_host=row.host if row else None, to_host=host,
+                                        reason=reasons.get(bench, "new")[:300], at=now))
                 if row is None:
                     row = HostAssignmentRow(benchmark=bench)
                     s.add(row)
                 row.host, row.since, row.reason = host, now, reasons.get(bench, "new")[:300]
                 changed[bench] = host
         return changed
+
+    def assignment_moves(self, benchmark: str | None = None) -> list[dict]:
+        """Every recorded host change, oldest first."""
+        with Session(self.engine) as s:
+            q = select(AssignmentMoveRow).order_by(AssignmentMoveRow.id)
+            if benchmark:
+                q = q.where(AssignmentMoveRow.benchmark == benchmark)
+            return [{"benchmark": r.benchmark, "from": r.from_host, "to": r.to_host, "reason": r.reason,
+                     "at": r.at.isoformat()} for r in s.scalars(q)]
 
     def save_image_packages(self, digest: str, image: str, ref: str, packages: dict) -> bool:
         """Keep an image's package list by its digest; False when it was kept before (read once)."""

@@ -65,13 +65,17 @@ def test_a_pinned_benchmark_runs_on_its_host(benches):
 
 def test_a_host_over_budget_gives_up_a_benchmark(benches):
     minutes = {b: 100.0 for b in benches}
-    everything_on_one = {b: "gpu-node-1" for b in benches}
-    a = assign(benches, fleet_of(2, budget=400), minutes, everything_on_one)
-    # stability before balance: only as many move as it takes to fit (6 x 100 min on a 400 min night)
+    first, *rest = sorted(benches)
+    five_on_one = {first: "gpu-node-2", **{b: "gpu-node-1" for b in rest}}  # both hosts known: none joined
+    a = assign(benches, fleet_of(2, budget=400), minutes, five_on_one)
+    # stability before balance: only as many move as it takes to fit (5 x 100 min on a 400 min night)
     assert a.load == {"gpu-node-1": 400, "gpu-node-2": 200}
     moved = [b for b, why in a.why.items() if why.startswith("moved:")]
-    assert len(moved) == 2 and {a.hosts[b] for b in moved} == {"gpu-node-2"} and all(a.why[b] == "moved: gpu-node-1's night exceeded night_budget_minutes 400"
+    assert len(moved) == 1 and {a.hosts[b] for b in moved} == {"gpu-node-2"} and all(a.why[b] == "moved: gpu-node-1's night exceeded night_budget_minutes 400"
                                    for b in moved)
+    # the same six on a host that joined the fleet: balanced, the largest night 300 min
+    joined = assign(benches, fleet_of(2, budget=400), minutes, {b: "gpu-node-1" for b in benches})
+    assert joined.load == {"gpu-node-1": 300, "gpu-node-2": 300}
 
 
 @pytest.mark.parametrize("hosts, why", [
@@ -110,3 +114,59 @@ def test_settle_stores_the_assignment_and_keeps_it(isolated_state, monkeypatch, 
     again = settle(configs, store)
     assert again.hosts == first.hosts and set(again.why.values()) == {"kept"}
     assert store.assignments() == stored  # nothing rewritten: the since dates stay
+
+
+def test_a_host_added_to_the_fleet_takes_work_with_the_fewest_moves(benches):
+    _, one = assigned_plan(benches, fleet_of(1, budget=2000), "nightly")
+    assert set(one.hosts.values()) == {"gpu-node-1"}
+    plan, two = assigned_plan(benches, fleet_of(2, budget=2000), "nightly", previous=one.hosts)
+    moved = two.changed(one.hosts)
+    assert moved and set(moved.values()) == {"gpu-node-2"} and set(two.hosts.values()) == {"gpu-node-1", "gpu-node-2"}
+    assert all(two.why[b].startswith("moved: gpu-node-2 joined the fleet; the largest host night goes from ")
+               for b in moved)
+    loads = {h.host: h.minutes for h in plan.hosts}
+    assert max(loads.values()) < 0.7 * sum(loads.values()) and plan.feasible  # both carry work, both fit
+    assert two.moves(one.hosts) == [f"{b}: gpu-node-1 -> gpu-node-2 ({two.why[b]})" for b in sorted(moved)]
+    # the night after, nothing moves again
+    _, three = assigned_plan(benches, fleet_of(2, budget=2000), "nightly", previous=two.hosts)
+    assert three.hosts == two.hosts and set(three.why.values()) == {"kept"}
+
+
+def test_settle_records_every_move_with_its_reason(isolated_state, tmp_path):
+    from scalebench.store.assignments import settle
+    from scalebench.store.results import Store
+
+    store = Store()
+    for n in (1, 2):
+        fleet = tmp_path / f"fleet{n}.yaml"
+        fleet.write_text(yaml.safe_dump(fleet_of(n, budget=2000).model_dump(exclude_none=True)))
+        settle(Configs(CONFIGS, fleet), store)
+    moves = store.assignment_moves()
+    first = [m for m in moves if m["from"] is None]
+    assert {m["benchmark"] for m in first} == set(Configs(CONFIGS).benchmarks) and {m["reason"] for m in first} == {"new"}
+    later = [m for m in moves if m["from"] is not None]
+    assert later and all(m["from"] == "gpu-node-1" and m["to"] == "gpu-node-2" and "joined the fleet" in m["reason"]
+                         for m in later)
+    assert {b: r["host"] for b, r in store.assignments().items()} == {
+        **{m["benchmark"]: "gpu-node-1" for m in first}, **{m["benchmark"]: "gpu-node-2" for m in later}}
+
+
+def test_plan_shows_the_moves_and_cells_list_the_assigned_host(isolated_state, tmp_path, capsys):
+    from scalebench.cli import main
+    from scalebench.store.assignments import settle
+    from scalebench.store.results import Store
+
+    one = tmp_path / "fleet1.yaml"
+    one.write_text(yaml.safe_dump(fleet_of(1, budget=2000).model_dump(exclude_none=True)))
+    settle(Configs(CONFIGS, one), Store())
+    two = tmp_path / "fleet2.yaml"
+    two.write_text(yaml.safe_dump(fleet_of(2, budget=2000).model_dump(exclude_none=True)))
+    main(["--fleet", str(two), "plan", "--profile", "nightly"])
+    out = capsys.readouterr().out
+    moves = [line for line in out.splitlines() if line.startswith("moves: ")]
+    assert moves and all(" gpu-node-1 -> gpu-node-2 (moved: gpu-node-2 joined the fleet" in m for m in moves)
+    assert main(["--fleet", str(two), "cells", "--profile", "nightly", "-o", "json"]) == 0
+    import json
+
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert {c["host"] for c in cells} == {"gpu-node-1", "gpu-node-2"}
