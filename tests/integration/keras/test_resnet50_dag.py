@@ -10,6 +10,9 @@ from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 from tests.support.engine import requires_docker
 
 DAG_ID = "scalebench_resnet50_keras_cifar10"
+# bf16 cells on a CPU without AVX512-BF16 (e.g. an AVX2-only EPYC) take about 4x as long as fp32 ones
+BF16_RUN_S = 2400
+pytestmark = pytest.mark.timeout(BF16_RUN_S + 300)  # the module's one `dags test` runs in the first test
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +21,7 @@ def smoke_run(tmp_path_factory):
     env = {**airflow_env(home), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
     prepare_homes(env)
     conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0, "precisions": ["fp32", "bf16"]}
-    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env)
+    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env, BF16_RUN_S)
     (home / "dags-test.log").write_text(log)
     assert rc == 0 and "state=success" in log and "all 4 cells valid" in log, log[-5000:]
     return home, env, log

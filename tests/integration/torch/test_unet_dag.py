@@ -12,8 +12,13 @@ requires_torch_image = pytest.mark.skipif(not docker_ready("scalebench/torch:cpu
                                           reason="needs a Docker engine and scalebench/torch:cpu (make images)")
 
 
+# bf16 cells on a CPU without AVX512-BF16 (e.g. an AVX2-only EPYC) take several times as long as fp32 ones
+BF16_RUN_S = 2400
+
+
 @requires_torch_image
 @pytest.mark.slow
+@pytest.mark.timeout(BF16_RUN_S + 300)
 def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_in_fp32_and_bf16_and_is_reported(tmp_path):
     """The real UNet DAG: VOC2007-format synthetic data, torchrun with DDP over gloo on 1 and 2
     CPU device slots in fp32 and bf16 (autocast on CPU), results validated by GX (the observed
@@ -22,7 +27,8 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_in_fp32_and_bf16_and_
     prepare_homes(env)
     dag = "scalebench_unet_torch_voc2007"
     rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke",
-                                                                          "precisions": ["fp32", "bf16"]})], env)
+                                                                          "precisions": ["fp32", "bf16"]})], env,
+                  BF16_RUN_S)
     (tmp_path / "dags-test.log").write_text(log)
     assert rc == 0 and "all 4 cells valid" in log, log[-5000:]
     contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
