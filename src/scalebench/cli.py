@@ -244,7 +244,7 @@ def cmd_compare(args, configs: Configs) -> Listing:
 def _packages_of(store, ref: str) -> dict | None:
     """An image's package list: kept in the store (by digest, reference or name), else read now from
     this machine's engine (and kept)."""
-    from scalebench.cell.images import keep_reference, read_packages
+    from scalebench.cell.images import keep_image
 
     kept = store.image_packages(ref)
     if kept:
@@ -252,15 +252,10 @@ def _packages_of(store, ref: str) -> dict | None:
     try:
         import docker
 
-        cli = docker.APIClient(timeout=120)
-        inspected = cli.inspect_image(ref)
+        digest, _ = keep_image(docker.APIClient(timeout=120), store, ref)
     except Exception:
         return None
-    kept = store.image_packages(inspected["Id"])
-    if kept is None:
-        store.save_image_packages(inspected["Id"], ref, keep_reference(cli, ref, inspected), read_packages(cli, ref))
-        kept = store.image_packages(inspected["Id"])
-    return kept
+    return store.image_packages(digest)
 
 
 def cmd_diff(args, configs: Configs) -> str:

@@ -61,3 +61,13 @@ def read_packages(cli, image: str) -> dict:
     if not isinstance(doc, dict) or not all(isinstance(doc.get(k), dict) for k in ("python", "debian", "cuda")):
         raise ImageError(f"the packages of {image}: expected python, debian and cuda maps, got {sorted(doc)}")
     return doc
+
+
+def keep_image(cli, store, image: str, inspected: dict | None = None) -> tuple[str, str]:
+    """(digest, a reference that runs it again) of an image on this engine, its package list read
+    and kept in `store` (a results store) the first time the store sees its digest."""
+    inspected = inspected or cli.inspect_image(image)
+    digest, ref = inspected["Id"], keep_reference(cli, image, inspected)
+    if store.image_packages(digest) is None:
+        store.save_image_packages(digest, image, ref, read_packages(cli, image))
+    return digest, ref
