@@ -10,9 +10,7 @@ from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 from tests.support.engine import requires_docker
 
 DAG_ID = "scalebench_resnet50_keras_cifar10"
-# bf16 cells on a CPU without AVX512-BF16 (e.g. an AVX2-only EPYC) take about 4x as long as fp32 ones
-BF16_RUN_S = 2400
-pytestmark = pytest.mark.timeout(BF16_RUN_S + 300)  # the module's one `dags test` runs in the first test
+pytestmark = pytest.mark.timeout(900)  # the module's one `dags test` runs in the first test
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +18,11 @@ def smoke_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("e2e")
     env = {**airflow_env(home), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
     prepare_homes(env)
-    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0, "precisions": ["fp32", "bf16"]}
-    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env, BF16_RUN_S)
+    # fp32 only: bf16 (test_resnet50_trainer) is several times slower on a CPU without AVX512-BF16
+    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}
+    rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env, 600)
     (home / "dags-test.log").write_text(log)
-    assert rc == 0 and "state=success" in log and "all 4 cells valid" in log, log[-5000:]
+    assert rc == 0 and "state=success" in log and "all 2 cells valid" in log, log[-5000:]
     return home, env, log
 
 
@@ -40,8 +39,7 @@ def test_task_logs_carry_no_migration_chatter_and_no_gpu_probe(smoke_run):
 def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
     home, env, _ = smoke_run
     contracts = sorted((home / "results" / DAG_ID).glob("*/g*/attempt-1/metrics.json"))
-    assert [p.parent.parent.name for p in contracts] == ["g1-bf16-e3-r1", "g1-fp32-e3-r1", "g2-bf16-e3-r1",
-                                                         "g2-fp32-e3-r1"]
+    assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e3-r1", "g2-fp32-e3-r1"]
     for path in contracts:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]
@@ -65,9 +63,8 @@ def test_smoke_cells_train_the_real_resnet50_on_1_and_2_devices(smoke_run):
         mllog, errors = mlp_parser.parse_file(str(path.parent / "mlperf.log"), ruleset="4.1.0")  # MLPerf's reader
         assert errors == [] and [ll.key for ll in mllog] == [MLLOG_KEYS[k][0] for k in events]
         assert json.loads((path.parent / "validation.json").read_text())["success"]
-        p = doc["precision"]  # Keras' mixed_bfloat16 policy on CPU: an inner convolution computed in bfloat16
-        assert p["observed_dtype"] == {"fp32": "float32", "bf16": "bfloat16"}[p["requested"]], p
-        assert p["switches"]["dtype_policy"] == {"fp32": "float32", "bf16": "mixed_bfloat16"}[p["requested"]]
+        p = doc["precision"]
+        assert p["observed_dtype"] == "float32" and p["switches"]["dtype_policy"] == "float32", p
         print(f"\n{n} device(s) {p['requested']}: train {doc['timing']['train_s']:.1f} s, "
               f"{doc['timing']['images_per_s']:.1f} images/s")
 
@@ -79,8 +76,7 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
     rc, out = run([BIN / "scalebench", "results", "-o", "json"], env, 120)
     assert rc == 0, out
     cells = json.loads(out[out.index("["):])
-    assert sorted((c["gpus"], c["precision"], c["status"]) for c in cells) == [
-        (1, "bf16", "valid"), (1, "fp32", "valid"), (2, "bf16", "valid"), (2, "fp32", "valid")]
+    assert sorted((c["gpus"], c["precision"], c["status"]) for c in cells) == [(1, "fp32", "valid"), (2, "fp32", "valid")]
     with sqlite3.connect(home / "airflow" / "airflow.db") as db:
         names = dict(db.execute("select task_id, rendered_map_index from task_instance where task_id like '%.train' "
                                 "and map_index = 0").fetchall())
@@ -91,7 +87,7 @@ def test_the_run_is_recorded_named_and_reported(smoke_run):
     # one repeat: accuracy verdicts are honest about it
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| resnet50_keras_cifar10 | ")
             and line.split(" | ")[2] == "train time"}  # the study's table: benchmark | dtype | timed by | ...
-    assert sorted(rows) == ["bf16", "fp32"], rows  # a row per precision in the study's table
+    assert sorted(rows) == ["fp32"], rows  # a row per precision in the study's table
     for p, line in rows.items():  # each verdict says what one repeat allows (a metric at 1.0 says nothing)
         verdicts = line.split(" | ")[3:-2]
         assert verdicts and all(v in ("inconclusive at 2", "uninformative") for v in verdicts), line

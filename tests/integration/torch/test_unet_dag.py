@@ -12,28 +12,23 @@ requires_torch_image = pytest.mark.skipif(not docker_ready("scalebench/torch:cpu
                                           reason="needs a Docker engine and scalebench/torch:cpu (make images)")
 
 
-# bf16 cells on a CPU without AVX512-BF16 (e.g. an AVX2-only EPYC) take several times as long as fp32 ones
-BF16_RUN_S = 2400
-
-
 @requires_torch_image
 @pytest.mark.slow
-@pytest.mark.timeout(BF16_RUN_S + 300)
-def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_in_fp32_and_bf16_and_is_reported(tmp_path):
+@pytest.mark.timeout(900)
+def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_path):
     """The real UNet DAG: VOC2007-format synthetic data, torchrun with DDP over gloo on 1 and 2
-    CPU device slots in fp32 and bf16 (autocast on CPU), results validated by GX (the observed
-    dtype among them), recorded, and one UNet row per precision in the report."""
+    CPU device slots, results validated by GX (the observed dtype among them), recorded and
+    reported. bf16 runs in the Keras DAG test and in test_torch_ddp: on a CPU without
+    AVX512-BF16 a bf16 UNet epoch is about 15x an fp32 one."""
     env = airflow_env(tmp_path)
     prepare_homes(env)
     dag = "scalebench_unet_torch_voc2007"
-    rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke",
-                                                                          "precisions": ["fp32", "bf16"]})], env,
-                  BF16_RUN_S)
+    rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
+                  env, 600)
     (tmp_path / "dags-test.log").write_text(log)
-    assert rc == 0 and "all 4 cells valid" in log, log[-5000:]
+    assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
     contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
-    assert [p.parent.parent.name for p in contracts] == ["g1-bf16-e12-r1", "g1-fp32-e12-r1", "g2-bf16-e12-r1",
-                                                         "g2-fp32-e12-r1"]
+    assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e12-r1", "g2-fp32-e12-r1"]
     for path in contracts:
         doc = json.loads(path.read_text())
         n = doc["cell"]["gpus"]
@@ -46,14 +41,13 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_in_fp32_and_bf16_and_
         assert b["ranks"] == n and (b["sync_s"] > 0) == (n > 1) and b["other_s"] <= 0.10 * b["step_s"], b
         p = doc["precision"]
         assert p["requested"] == doc["training"]["precision"] == doc["cell"]["label"].split(" · ")[1]
-        assert p["observed_dtype"] == {"fp32": "float32", "bf16": "bfloat16"}[p["requested"]], p
-        assert p["switches"]["autocast"] == ("bfloat16" if p["requested"] == "bf16" else None)
+        assert p["observed_dtype"] == "float32" and p["switches"]["autocast"] is None, p
         assert doc["provenance"]["resolved_config"]["precision"] == p["requested"]
         print(f"\n{n} device(s) {p['requested']}: mIoU {doc['metrics']['iou']:.3f}, train "
               f"{doc['timing']['train_s']:.1f} s, {doc['timing']['images_per_s']:.1f} images/s")
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "| unet_torch_voc2007 | fp32 | train time |" in text and "| unet_torch_voc2007 | bf16 | train time |" in text
-    assert "- unet_torch_voc2007 (bf16): sync is " in text, text  # the generated sentence on what grows with devices
-    assert "| unet_torch_voc2007 | bf16 | 2 |" in text.split("## Where a steady step goes")[1]
+    assert "| unet_torch_voc2007 | fp32 | train time |" in text
+    assert "- unet_torch_voc2007 (fp32): sync is " in text, text  # the generated sentence on what grows with devices
+    assert "| unet_torch_voc2007 | fp32 | 2 |" in text.split("## Where a steady step goes")[1]

@@ -1,0 +1,45 @@
+"""The Keras trainer in the real TensorFlow image without Airflow: a bf16 cell on 2 CPU device
+slots. The DAG test runs fp32 only: on a CPU without AVX512-BF16 a bf16 ResNet50 step is several
+times an fp32 one, so this cell is kept to a few steps."""
+import math
+import os
+import subprocess
+
+import pytest
+
+from scalebench_kit import cifar10
+from scalebench_kit.contract import load_result, write_json_atomic
+from tests.support.engine import docker_ready
+from tests.support.samples import sample_cell, sample_spec
+
+IMAGE = "scalebench/tensorflow:cpu"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker_ready(IMAGE) and os.environ.get("CI") != "true",
+                                                   reason=f"needs a Docker engine and {IMAGE} (make images)")]
+
+
+@pytest.mark.timeout(600)
+def test_a_bf16_cell_computes_in_bfloat16_under_mirrored_strategy_on_2_devices(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "out"
+    cifar10.write_synthetic(data, train_images=96, test_images=32, seed=0)
+    out.mkdir()
+    n, batch = 2, 8
+    cell = sample_cell(gpus=n, epochs=1, precision="bf16", per_device_batch=batch, global_batch=batch * n)
+    write_json_atomic(out / "cell.json", sample_spec(
+        cell,
+        training={"per_device_batch": batch, "global_batch": batch * n, "scaling_mode": "weak",
+                  "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256}, "lr": 0.01 * batch * n / 256,
+                  "warmup_steps": 2, "epochs": 1, "max_steps_per_epoch": None, "precision": "bf16"},
+        data={"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:test",
+              "train_limit": None, "test_limit": None, "image_size": None},
+        model={"name": "resnet50_keras_cifar10", "architecture": "ResNet50", "num_classes": 10}))
+    proc = subprocess.run(["docker", "run", "--rm", "-v", f"{data}:/data:ro", "-v", f"{out}:/results", IMAGE,
+                           "python", "-m", "trainers.resnet50_keras"], capture_output=True, text=True, timeout=560)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    doc = load_result(out / "metrics.json")
+    assert doc["devices"]["world_size"] == n and doc["model"]["strategy"] == "MirroredStrategy"
+    assert doc["training"]["precision"] == "bf16" and doc["timing"]["steps"] == 96 // (batch * n)
+    p = doc["precision"]  # Keras' mixed_bfloat16 policy on CPU: an inner convolution computed in bfloat16
+    assert p["requested"] == "bf16" and p["observed_dtype"] == "bfloat16", p
+    assert p["switches"]["dtype_policy"] == "mixed_bfloat16", p
+    assert all(math.isfinite(x) for x in doc["loss_curve"]), doc["loss_curve"]  # fp32 master weights, no overflow
+    print(f"\nbf16 on {n} devices: {doc['timing']['steps']} steps, train {doc['timing']['train_s']:.1f} s")
