@@ -41,6 +41,9 @@ def bootstrap_mean_ratio_ci(pairs: list[tuple[list[float], list[float]]], *, n_b
     return float(lo), float(hi)
 
 
+MOST_REPEATS = 50  # beyond this a repeat count is not a setting anyone would run
+
+
 @dataclass(frozen=True)
 class Verdict:
     kind: str               # equivalent | worse | better | inconclusive | uninformative
@@ -49,6 +52,16 @@ class Verdict:
     margin: float
     n: tuple[int, int]
     why: str | None = None  # uninformative: why the figures cannot tell (a metric at its floor, no variance)
+    repeats_needed: int | None = None  # inconclusive: repeats per side that would show equivalence at this spread
+
+    def _needs(self) -> str:
+        if self.kind != "inconclusive" or self.ci is None:
+            return ""
+        if self.repeats_needed is None:
+            return "; no number of repeats shows equivalence: the difference itself is at the margin"
+        if self.repeats_needed > MOST_REPEATS:
+            return f"; more than {MOST_REPEATS} repeats per side would be needed at this spread"
+        return f"; {self.repeats_needed} repeats per side would show equivalence at this spread"
 
     def text(self, scale: float = 100.0, unit: str = " pt") -> str:
         if self.kind == "uninformative":
@@ -64,7 +77,7 @@ class Verdict:
             return f"worse by {-d:.1f}{unit} ({ci})"
         if self.kind == "better":
             return f"better by {d:.1f}{unit} ({ci})"
-        return f"inconclusive (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit})"
+        return f"inconclusive (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit}{self._needs()})"
 
 
 def equivalence(base: list[float], other: list[float], margin: float, floor: float | None = 0.0,
@@ -104,8 +117,80 @@ def equivalence(base: list[float], other: list[float], margin: float, floor: flo
     elif ci[0] > 0:
         kind = "better"
     else:
-        kind = "inconclusive"
+        return Verdict("inconclusive", diff, ci, margin, n, repeats_needed=repeats_for_equivalence(diff, v1, v2, margin))
     return Verdict(kind, diff, ci, margin, n)
+
+
+def repeats_for_equivalence(diff: float, v1: float, v2: float, margin: float, most: int = MOST_REPEATS) -> int | None:
+    """The fewest repeats per side whose 90 % Welch CI, at this difference and these variances,
+    lies inside ±margin (the test `equivalence` makes); None when the difference is at or
+    beyond the margin; most + 1 when more than `most` would be needed."""
+    if abs(diff) >= margin:
+        return None
+    from scipy import stats as st
+
+    for k in range(2, most + 1):
+        se = math.sqrt((v1 + v2) / k)
+        df = (v1 + v2) ** 2 / ((v1 ** 2 + v2 ** 2) / (k - 1)) if v1 + v2 > 0 else 2 * k - 2
+        if abs(diff) + float(st.t.ppf(0.95, df)) * se < margin:
+            return k
+    return most + 1
+
+
+def olympic_mean(values: list[float]) -> float:
+    """MLPerf's reference convergence point: the mean without the lowest and the highest value
+    (with fewer than 3 values, the plain mean)."""
+    kept = sorted(values)[1:-1] if len(values) >= 3 else list(values)
+    return statistics.fmean(kept)
+
+
+@dataclass(frozen=True)
+class ConvergenceVerdict:
+    """Epochs to the accuracy target at n GPUs against 1 GPU: "same" (converges in as many
+    epochs), "more" (needs `extra` more epochs), "not reached" or "inconclusive"."""
+    kind: str
+    one: float | None           # olympic mean of epochs to target at 1 GPU
+    other: float | None         # at n GPUs
+    extra: int
+    p: float | None
+    n: tuple[int, int]
+    missed: tuple[int, int] = (0, 0)  # repeats that never reached the target, per side
+
+    def text(self) -> str:
+        figs = (f"olympic mean {self.other:.1f} vs {self.one:.1f} epochs" if self.one is not None and
+                self.other is not None else "")
+        missed = (f"; target not reached in {self.missed[1]} of {self.n[1] + self.missed[1]} repeats"
+                  if self.missed[1] else "")
+        if self.kind == "same":
+            return f"converges in as many epochs ({figs}, one-sided t-test p = {self.p:.2f}{missed})"
+        if self.kind == "more":
+            return f"needs {self.extra} more epoch{'s' if self.extra != 1 else ''} ({figs}, p = {self.p:.3f}{missed})"
+        if self.kind == "not reached":
+            return f"target not reached in any of {self.missed[1]} repeats"
+        return f"inconclusive ({self.n[0]} vs {self.n[1]} repeats reached the target{', ' + figs if figs else ''})"
+
+
+def epochs_to_target(one: list[int | None], other: list[int | None], alpha: float = 0.05) -> ConvergenceVerdict:
+    """Does n GPUs need more epochs than 1 GPU to reach the target? The MLPerf reference
+    convergence check turned around: a one-sided Welch t-test at `alpha` that n GPUs needs more
+    epochs, with olympic means. None in a list: a repeat that never reached the target."""
+    a, b = [x for x in one if x is not None], [x for x in other if x is not None]
+    missed = (len(one) - len(a), len(other) - len(b))
+    if not b and missed[1]:
+        return ConvergenceVerdict("not reached", olympic_mean(a) if a else None, None, 0, None, (len(a), 0), missed)
+    if len(a) < 2 or len(b) < 2:
+        return ConvergenceVerdict("inconclusive", olympic_mean(a) if a else None, olympic_mean(b) if b else None, 0,
+                                  None, (len(a), len(b)), missed)
+    ma, mb = olympic_mean(a), olympic_mean(b)
+    if statistics.variance(a) + statistics.variance(b) == 0:
+        p = 0.0 if statistics.fmean(b) > statistics.fmean(a) else 1.0
+    else:
+        from scipy import stats as st
+
+        p = float(st.ttest_ind(b, a, equal_var=False, alternative="greater").pvalue)
+    more = p < alpha or (missed[1] > missed[0])
+    return ConvergenceVerdict("more" if more else "same", ma, mb, max(1, math.ceil(mb - ma)) if more else 0, p,
+                              (len(a), len(b)), missed)
 
 
 def spearman(x: list[float], y: list[float]) -> tuple[float, float] | tuple[None, None] | None:

@@ -380,7 +380,7 @@ class Benchmark(Strict):
     # the weekly accuracy run (profile `full`), cut to fit its window: these epochs (default: the
     # largest of the full profile's) and repeats
     accuracy_epochs: Annotated[list[PosInt], Field(min_length=1)] | None = None
-    accuracy_repeats: Annotated[int, Field(ge=1, le=10)] = 1
+    accuracy_repeats: Annotated[int, Field(ge=1, le=10)] = 3  # fewer cannot show accuracy equivalent
     # the GPU hosts this benchmark may be assigned to (one: pinned); None: any with enough devices
     hosts: Annotated[list[str], Field(min_length=1)] | None = None
     reference_accuracy: ReferenceAccuracy | None = None

@@ -13,6 +13,7 @@ else from the config's `estimate`; each row says which.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
@@ -178,8 +179,44 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         if not h.fits:
             what = "the weekly accuracy run" if weekly else "the night"
             problems.append(f"host {h.host}: {what} takes {h.minutes:.1f} min ({h.cell_minutes:.1f} cells + "
-                            f"{h.rerun_minutes:.1f} rerun reserve) against {h.budget_name} ({h.budget_minutes:g} min)")
+                            f"{h.rerun_minutes:.1f} rerun reserve) against {h.budget_name} ({h.budget_minutes:g} min)"
+                            + (f"; {weekly_cuts(h, [r for r in rows if r.host == h.host], benchmarks, stored)}"
+                               if weekly else ""))
     return NightPlan(profile, rows, list(hosts.values()), problems)
+
+
+def weekly_cuts(h: HostNight, rows: list[PlanRow], benchmarks: dict[str, Benchmark], stored: dict[tuple, Cost]) -> str:
+    """Cuts of a weekly accuracy run that would fit its host's window, each with the minutes it
+    would take: fewer epochs (the same share off every benchmark's), fewer GPU counts (the
+    costliest ones above 1, the baseline), or a longer window. Repeats stay: fewer than 3
+    cannot show accuracy equivalent."""
+    def minutes(keep=lambda r: True, epochs_of=lambda r: r.epochs) -> float:
+        total = 0.0
+        for r in rows:
+            if not keep(r):
+                continue
+            res = benchmarks[r.benchmark].resolved("full")
+            again = plan_row(r.benchmark, res, r.host, r.gpus, r.precision, epochs_of(r), r.repeats, r.timing_basis,
+                             stored)
+            total += again.seconds / 60 if again else 0.0
+        return total
+
+    cuts = []
+    for share in [k / 20 for k in range(19, 0, -1)]:  # 95 % .. 5 % of each benchmark's epochs
+        m = minutes(epochs_of=lambda r, s=share: max(1, int(r.epochs * s)))
+        if m <= h.budget_minutes:
+            per = sorted({(r.benchmark, max(1, int(r.epochs * share))) for r in rows})
+            cuts.append("accuracy_epochs " + ", ".join(f"[{e}] for {b}" for b, e in per) + f" ({m:.0f} min)")
+            break
+    dropped: list[int] = []
+    for n in sorted({r.gpus for r in rows if r.gpus > 1}, key=lambda n: -sum(r.seconds for r in rows if r.gpus == n)):
+        dropped.append(n)
+        m = minutes(keep=lambda r: r.gpus not in dropped)
+        if m <= h.budget_minutes:
+            cuts.append(f"gpu_counts without {', '.join(map(str, sorted(dropped)))} ({m:.0f} min)")
+            break
+    cuts.append(f"accuracy_window_hours {math.ceil(h.minutes / 60)}")
+    return "cuts that fit: " + "; or ".join(cuts)
 
 
 def plan_row(name: str, res: Resolved, host: str, n: int, precision: str, epochs: int, repeats: int, basis: str,

@@ -55,7 +55,7 @@ def _baseline_ok(cell: FigureRow, ones: list[FigureRow]) -> bool:
 
 def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int | None = None) -> Row:
     from scalebench.analysis.basis import basis_of, time_value
-    from scalebench.analysis.stats import bootstrap_mean_ratio_ci, equivalence, iqr
+    from scalebench.analysis.stats import bootstrap_mean_ratio_ci, epochs_to_target, equivalence, iqr
 
     valid = [c for c in mine if c["figure"] is not None]
     ones = [c for c in valid if c["gpus"] == 1]
@@ -87,6 +87,8 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     target = opts.target(bench)
     steps = {n: step_figures(ts) for n, ts in timings.items()}  # each decided once
     epochs_seen, epoch_mismatch = epoch_check(timings)
+    reached = {n: [epoch_to_target(t, *target) for t in ts if t.get("evaluations")]
+               for n, ts in timings.items()} if target else {}
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
@@ -113,6 +115,8 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
                                    if x is not None]) for n, ts in timings.items()
                           if any(t.get("evaluations") for t in ts)} if target else {},
+        convergence={n: epochs_to_target(reached[1], got) for n, got in reached.items()
+                     if n > 1 and got and reached.get(1)},
         cells=len(mine), valid=len(valid),
         not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
                    for c in mine if c["figure"] is None],
@@ -162,6 +166,14 @@ def time_to_target(timing: dict, metric: str, target: float) -> float | None:
     for ev in timing.get("evaluations") or []:
         if (ev.get("metrics") or {}).get(metric, -1) >= target:
             return ev["train_s"]
+    return None
+
+
+def epoch_to_target(timing: dict, metric: str, target: float) -> int | None:
+    """The first epoch whose evaluation has metric >= target; None if none reached it."""
+    for ev in timing.get("evaluations") or []:
+        if (ev.get("metrics") or {}).get(metric, -1) >= target:
+            return ev["epoch"]
     return None
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from scalebench.analysis.regress import Gates, Judgement, Shift
-from scalebench.analysis.stats import Verdict
+from scalebench.analysis.stats import ConvergenceVerdict, Verdict
 from scalebench.core.config import Benchmark, ReferenceAccuracy
 from scalebench.core.records import RowKey
 
@@ -102,6 +102,7 @@ class Row:
     epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
     time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
+    convergence: dict[int, ConvergenceVerdict] = field(default_factory=dict)  # epochs to the target at n vs 1 GPU
     suspect: dict[int, list[str]] = field(default_factory=dict)  # GPU count -> why its figures are not plausible
     images_per_s: dict[int, float] = field(default_factory=dict)  # median steady throughput per GPU count
     basis_refusal: str | None = None    # why the row has no ratios (its cells mix timing bases)
@@ -140,6 +141,7 @@ class Report:
     changes_tonight: list[dict] = field(default_factory=list)  # each change under test tonight with its verdict
     accuracy_rows: list[Row] = field(default_factory=list)  # each benchmark's latest weekly accuracy run
     accuracy_metrics: list[str] = field(default_factory=list)
+    study_average: dict[int, float] = field(default_factory=dict)  # the weekly rows timed by train time (full passes)
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:
@@ -154,8 +156,11 @@ class Report:
 def _row_json(r: Row) -> dict:
     row = {k: v for k, v in asdict(r).items() if k != "verdicts"}
     row["key"] = asdict(r.key)
-    row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff}
+    row["verdicts_text"] = {m: {n: {"kind": v.kind, "text": v.text(), "ci": v.ci, "diff": v.diff,
+                                    "repeats_needed": v.repeats_needed}
                                 for n, v in per.items()} for m, per in r.verdicts.items()}
+    row["convergence"] = {n: {"kind": v.kind, "text": v.text(), "extra_epochs": v.extra, "p": v.p}
+                          for n, v in r.convergence.items()}
     return row
 
 

@@ -2,7 +2,8 @@
 and the night's conclusions next to the study's."""
 from __future__ import annotations
 
-from scalebench.report.model import FLAT, STEP_PARTS, STUDY_AVERAGE, Options, Row
+from scalebench.analysis.basis import TRAIN_TIME
+from scalebench.report.model import FLAT, LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Options, Row
 
 
 def step_sentence(row: Row) -> str | None:
@@ -35,21 +36,69 @@ def step_sentence(row: Row) -> str | None:
     return f"{row.name}: " + "; ".join(parts) + tail + "."
 
 
-def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[str]:
+def _avg(avg: dict[int, float], multi: list[int]) -> str:
+    return ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
+
+
+def study_sentence(weekly: list[Row], study_avg: dict[int, float]) -> str:
+    """The study's averages beside the weekly run's (full passes, the same epochs at every GPU
+    count): the one figure of ours that measures what the study measured."""
+    study = ", ".join(f"{100 * v:.1f}% at {n} GPUs" for n, v in sorted(STUDY_AVERAGE.items()))
+    multi = [n for n in sorted(study_avg) if n > 1]
+    if not multi:
+        return (f"The study's averages ({study}) are relative times to train the same epochs: no weekly run with "
+                f"full passes at more than one GPU count in the last {LOOKBACK_NIGHTS} nights to set beside them.")
+    k = len([r for r in weekly if r.key.timing_basis == TRAIN_TIME and r.relative_time])
+    return (f"Weekly run, full passes, averaged over {k} benchmark{'s' if k != 1 else ''}: training the same epochs "
+            f"took {_avg(study_avg, multi)} of the 1-GPU time (the study reported "
+            f"{', '.join(f'{100 * STUDY_AVERAGE[n]:.1f}%' for n in multi if n in STUDY_AVERAGE)}).")
+
+
+def accuracy_answer(r: Row, margin: float) -> str:
+    """Does accuracy suffer? One weekly row's answer with what it rests on."""
+    found = [(m, n, v) for m, per in r.verdicts.items() for n, v in sorted(per.items())]
+    pts = f"±{100 * margin:.0f} point{'s' if margin != 0.01 else ''}"
+    reps = sorted({v.n[1] for *_, v in found} | {v.n[0] for *_, v in found})
+    head = (f"Does accuracy suffer? {r.name}, weekly run {r.run_id} ({'/'.join(map(str, reps)) or 'no'} repeats"
+            f" per GPU count): ")
+    informative = [(m, n, v) for m, n, v in found if v.kind != "uninformative"]
+    if not informative:
+        return head + "not answered (no comparison with 1 GPU can tell: " + (
+            "; ".join(f"{m} at {n} GPUs {v.text()}" for m, n, v in found) or "no 1-GPU cell and another GPU count") + ")."
+    worse = [f"{m} at {n} GPUs {v.text()}" for m, n, v in informative if v.kind == "worse"]
+    open_ = [f"{m} at {n} GPUs {v.text()}" for m, n, v in informative if v.kind == "inconclusive"]
+    eq = sum(v.kind in ("equivalent", "better") for *_, v in informative)
+    if worse:
+        answer = "yes: " + "; ".join(worse)
+    elif open_:
+        answer = f"not shown: {eq} of {len(informative)} comparisons equivalent within {pts}; " + "; ".join(open_)
+    else:
+        answer = f"no: all {len(informative)} comparisons with 1 GPU equivalent within {pts} (two one-sided tests, 90% CI)"
+    tail = "; ".join(f"epochs to {r.tta_target} at {n} GPUs: {v.text()}" for n, v in sorted(r.convergence.items()))
+    return head + answer + (f"; {tail}" if tail else "") + "."
+
+
+def conclusions(rows: list[Row], avg: dict[int, float], opts: Options, weekly: list[Row] | None = None,
+                study_avg: dict[int, float] | None = None) -> list[str]:
     from scalebench.analysis.stats import spearman
 
-    out = []
+    weekly = weekly or []
+    out = [study_sentence(weekly, study_avg or {})]
+    out += [accuracy_answer(r, opts.margin) for r in weekly]
+    if not weekly:
+        out.append(f"Does accuracy suffer? Not answered: no weekly accuracy run in the last {LOOKBACK_NIGHTS} nights "
+                   "(scalebench_<benchmark>_accuracy, the full profile on the real dataset).")
     if not rows:
-        return ["No benchmark has valid results for this night."]
+        return out + ["No benchmark has valid results for this night."]
     multi = [n for n in sorted(avg) if n > 1]
     if not multi:
         out.append("No benchmark has valid results at more than one GPU count this night, so no scaling is compared.")
     if multi:
-        figs = ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
-        study = ", ".join(f"{100 * STUDY_AVERAGE[n]:.1f}%" for n in multi if n in STUDY_AVERAGE)
         k = len([r for r in rows if r.relative_time])
-        out.append(f"Averaged over {k} benchmark{'s' if k != 1 else ''}, training took {figs} of the 1-GPU time "
-                   f"(the study reported {study}).")
+        bases = sorted({r.key.timing_basis for r in rows if r.relative_time})
+        out.append(f"Tonight, averaged over {k} benchmark{'s' if k != 1 else ''}: relative time {_avg(avg, multi)} "
+                   f"of 1 GPU (timed by {' and '.join(bases)}; the nightly profile's capped epochs measure "
+                   "steady-state throughput, not the study's time to train the same epochs).")
         best = min(((r.relative_time[n], n, r) for r in rows for n in r.relative_time if n > 1), key=lambda x: x[0])
         r_, n_, row = best
         figure = f"{100 * r_:.1f}% of the 1-GPU time (speedup {1 / r_:.2f}x, efficiency {100 / r_ / n_:.0f}%)"
@@ -79,8 +128,8 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options) -> list[s
         eq = sum(v.kind == "equivalent" for *_, v in verdicts)
         worse = [f"{b} {m} at {n} GPUs ({v.text()})" for b, m, n, v in verdicts if v.kind == "worse"]
         inconcl = sum(v.kind == "inconclusive" for *_, v in verdicts)
-        s = (f"Accuracy: {eq} of {len(verdicts)} comparisons with 1 GPU are equivalent within ±{100 * opts.margin:.0f} "
-             f"point{'s' if opts.margin != 0.01 else ''} (two one-sided tests, 90% CI)")
+        s = (f"Nightly accuracy, a smoke signal only: {eq} of {len(verdicts)} comparisons with 1 GPU are equivalent "
+             f"within ±{100 * opts.margin:.0f} point{'s' if opts.margin != 0.01 else ''} (two one-sided tests, 90% CI)")
         s += f"; worse: {'; '.join(worse)}" if worse else "; none is significantly worse"
         s += f"; {inconcl} inconclusive." if inconcl else "."
         out.append(s)

@@ -10,7 +10,8 @@ from pathlib import Path
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, Column, Report
+from scalebench.analysis.basis import TRAIN_TIME
+from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Column, Report
 
 
 def _pct(v):
@@ -46,11 +47,22 @@ class StudyLine:
     precision: str = ""
 
 
-def study_columns(rep: Report) -> list[Column]:
+def _lines(rows: list, average: dict) -> list[StudyLine]:
+    """A table's rows, then its average line (saying at which GPU counts some rows have no figure)."""
+    counts = sorted({n for r in rows for n in r.train_s})
+    incomplete = [n for n in counts if sum(n in r.relative_time for r in rows) < len(rows)]
+    avg = StudyLine("average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else ""),
+                    None, average, {})
+    return [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis, r.key.precision)
+            for r in rows] + [avg]
+
+
+def study_columns(rep: Report, metrics: list[str] | None = None, gpu_counts: list[int] | None = None) -> list[Column]:
+    """The scaling table's columns: benchmark, dtype, basis, a verdict per metric, a relative time per GPU count."""
     verdicts = [Column(f"{ACCURACY_METRICS[m].display} verdict", lambda s, m=m: _verdict_cell(
-        None if s.verdicts is None else s.verdicts.get(m, {}))) for m in rep.metrics]
+        None if s.verdicts is None else s.verdicts.get(m, {}))) for m in (rep.metrics if metrics is None else metrics)]
     times = [Column(f"{n} GPU", lambda s, n=n: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else ""))
-             for n in rep.gpu_counts]
+             for n in (rep.gpu_counts if gpu_counts is None else gpu_counts)]
     return [Column("benchmark", lambda s: s.label), Column("dtype", lambda s: s.precision),
             Column("timed by", lambda s: s.basis), *verdicts, *times]
 
@@ -99,6 +111,8 @@ def accuracy_columns(rep: Report) -> list[Column]:
             Column("GPUs", lambda it: it[1]), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s", lambda it: f"{it[0].train_s[it[1]]:.0f}"),
             Column("time to accuracy", lambda it: (it[0].tta_target or "") + (": " if it[0].tta_target else "") + tta(it)),
+            Column("epochs to target vs 1 GPU", lambda it: it[0].convergence[it[1]].text()
+                   if it[1] in it[0].convergence else "–"),
             *[metric(m) for m in rep.accuracy_metrics]]
 
 
@@ -134,15 +148,21 @@ def markdown(rep: Report) -> str:
             "samples per second (slowest rank) where epochs are capped to the same steps at every GPU count. "
             "Median over repeats per epoch count, averaged over epoch counts; 95% bootstrap CI of that average "
             "in the detail table.", ""]
-    incomplete = [n for n in rep.gpu_counts if sum(n in r.relative_time for r in rows) < len(rows)]
-    average = StudyLine("average" + (f" (incomplete rows at {', '.join(map(str, incomplete))} GPUs)" if incomplete else ""),
-                        None, rep.average, {})
-    lines = [StudyLine(r.benchmark, r.verdicts, r.relative_time, r.suspect, r.key.timing_basis, r.key.precision)
-             for r in rows] + [average]
-    out += ["## The study's table", "", *table(study_columns(rep), lines)]
-    out += ["", "The accuracy verdicts above come from this night's runs: on the nightly profile (a few dozen "
-            "steps) they are a smoke signal only, never whether accuracy suffers; that is the weekly accuracy "
-            "run's question (below)."]
+    study = [r for r in rep.accuracy_rows if r.key.timing_basis == TRAIN_TIME]
+    out += ["## The study's table: time to train the same epochs (weekly run, full passes)", "",
+            "Each benchmark's latest weekly accuracy run whose every GPU count made full passes over the split: "
+            "T(n)/T(1) of the same epochs, the quantity the study averaged (" +
+            ", ".join(f"{100 * v:.1f}% at {n} GPUs" for n, v in sorted(STUDY_AVERAGE.items())) + ").", ""]
+    out += (table(study_columns(rep, rep.accuracy_metrics, sorted({n for r in study for n in r.train_s}) or [1]),
+                  _lines(study, rep.study_average)) if study else
+            [f"- no weekly run with full passes in the last {LOOKBACK_NIGHTS} nights"])
+    out += ["", "## Nightly table: steady-state throughput scaling", "",
+            "This night's runs. The nightly profile caps every GPU count to the same steps, so its relative time is "
+            "X(1)/X(n) of steady throughput: how well a step scales, not the study's time to train the same epochs, "
+            "and its average is never set beside the study's. Rows timed by *train time* (smoke or manual runs) "
+            "made full passes. The accuracy verdicts here are a smoke signal only (a few dozen steps); whether "
+            "accuracy suffers is the weekly run's question.", "",
+            *table(study_columns(rep, rep.metrics, rep.gpu_counts), _lines(rows, rep.average))]
     out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
     out += ["", "## Weekly accuracy run (full profile)", "", "Each benchmark's latest run of its weekly accuracy "
             "DAG (`scalebench_<benchmark>_accuracy`: the full profile on the real dataset, cut to its "

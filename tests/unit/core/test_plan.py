@@ -118,11 +118,11 @@ def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, mo
     out = capsys.readouterr().out
     assert "unet_torch_voc2007" in out and "1 (cap)" in out and "fits" in out and "feasible (nightly)" in out
     # the full profile is planned as the weekly accuracy run: full passes timed by training time, cut
-    # to the largest epoch value and one repeat, against the host's accuracy window
+    # to the largest epoch value and three repeats (fewer cannot show equivalence), against the host's window
     assert cli.main(["--fleet", str(GPU_FLEET), "plan", "--benchmark", "unet_torch_voc2007", "--profile", "full",
                      "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert {(r["epochs"], r["repeats"], r["timing_basis"]) for r in doc["rows"]} == {(100, 1, "train time")}
+    assert {(r["epochs"], r["repeats"], r["timing_basis"]) for r in doc["rows"]} == {(100, 3, "train time")}
     assert [r["gpus"] for r in doc["rows"]] == [1, 2, 3, 4]
     host = doc["hosts"][0]
     assert (host["budget_name"], host["budget_minutes"], host["rerun_minutes"]) == ("accuracy_window_hours 48", 2880, 0)
@@ -131,15 +131,28 @@ def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, mo
     assert "infeasible: resnet50_keras_cifar10: no GPU host" in capsys.readouterr().out
 
 
-def test_a_weekly_accuracy_run_longer_than_its_window_is_infeasible(gpu):
-    fleet = gpu.fleet.model_copy(update={"accuracy_window_hours": 1.0})
+def test_a_weekly_accuracy_run_longer_than_its_window_is_infeasible_and_names_cuts_that_fit(gpu):
+    import re
+
+    fleet = gpu.fleet.model_copy(update={"accuracy_window_hours": 12.0})
     plan = night_plan(gpu.benchmarks, fleet, "full")
-    assert {r.repeats for r in plan.rows} == {1}
+    assert {r.repeats for r in plan.rows} == {3}
     assert {(r.benchmark, r.epochs) for r in plan.rows} == {(b, bench.accuracy_cut()[0][0])
                                                            for b, bench in gpu.benchmarks.items()}
     assert not plan.feasible
-    assert any(p.startswith("host gpu-node-1: the weekly accuracy run takes") and "accuracy_window_hours 1 (60 min)" in p
-               for p in plan.problems)
+    [problem] = [p for p in plan.problems if p.startswith("host gpu-node-1: the weekly accuracy run takes")]
+    assert "accuracy_window_hours 12 (720 min); cuts that fit: accuracy_epochs [" in problem
+    # each cut named is one that fits: plan it and see
+    cut = dict((b, int(e)) for e, b in re.findall(r"\[(\d+)\] for (\w+)", problem))
+    cut_benches = {b: bench.model_copy(update={"accuracy_epochs": [cut[b]]}) for b, bench in gpu.benchmarks.items()
+                   if b in cut}
+    for b, bench in cut_benches.items():
+        bench._stack, bench._splits = gpu.benchmarks[b]._stack, gpu.benchmarks[b]._splits
+    host = next(h for h in night_plan(cut_benches, fleet, "full").hosts if h.host == "gpu-node-1")
+    assert host.fits and 600 < host.minutes <= 720
+    hours = int(re.search(r"accuracy_window_hours (\d+)$", problem).group(1))
+    wide = night_plan(gpu.benchmarks, gpu.fleet.model_copy(update={"accuracy_window_hours": float(hours)}), "full")
+    assert next(h for h in wide.hosts if h.host == "gpu-node-1").fits
 
 
 def test_capped_cells_say_their_steps_in_the_label(gpu):

@@ -1,0 +1,99 @@
+"""The study's two answers: the weekly run (full passes, repeats) is the one set beside the
+study's averages and the one that says whether accuracy suffers; the nightly table (capped
+epochs) is steady-state throughput and a smoke signal."""
+import statistics
+
+import pytest
+
+from scalebench.analysis.stats import epochs_to_target, equivalence, repeats_for_equivalence
+from scalebench.report.build import build
+from scalebench.report.model import Options
+from scalebench.report.render import markdown
+from scalebench.store.results import Store
+from tests.support.samples import sample_benchmark, sample_cell, sample_contract
+
+NIGHT = "2026-11-29"
+
+
+def add(store, bench, gpus, repeat, train_s, *, weekly, iou=0.6, reach=None, images_per_s=50.0):
+    run_id, run_type, profile = (("accuracy__w1", "accuracy", "full") if weekly else
+                                 ("scheduled__n1", "scheduled", "nightly"))
+    cell = sample_cell(gpus=gpus, epochs=10 if weekly else 5, repeat=repeat, run_id=run_id, night=NIGHT,
+                       run_type=run_type, profile=profile, benchmark=bench, dag_id=f"scalebench_{bench}")
+    c = sample_contract(cell, train_s=train_s, precision=iou, recall=iou)
+    t = c["timing"]
+    t["images_per_s"] = images_per_s
+    t["epoch"] = ({"train_images": 4800, "global_batch": 16 * gpus, "steps_per_epoch": 300 // gpus, "dropped_images": 0}
+                  if weekly else {"train_images": 4800, "global_batch": 16 * gpus, "steps_per_epoch": 15,
+                                  "dropped_images": 0, "capped_by_max_steps_per_epoch": 15})
+    if reach is not None:  # per-epoch evaluations: the target (precision >= 0.5) first reached at epoch `reach`
+        t["evaluations"] = [{"epoch": e, "train_s": train_s * e / 10, "metrics": {"precision": 0.5 if e >= reach else 0.3}}
+                            for e in range(1, 11)]
+    store.record_attempt(cell, 1, "valid", contract=c)
+
+
+@pytest.fixture
+def week():
+    store = Store()
+    for bench, (t2, t4), ips in (("a_net", (60, 40), (50, 90, 160)), ("b_net", (70, 50), (50, 80, 120))):
+        for r, noise in enumerate((0.0, 0.004, -0.004), start=1):
+            for n, t in ((1, 100), (2, t2), (4, t4)):
+                low = 0.03 if bench == "b_net" and n == 4 else 0.0  # b_net loses 3 points at 4 GPUs
+                reach = 4 + (r == 1) + (3 if bench == "b_net" and n == 4 else 0)
+                add(store, bench, n, r, t * (1 + noise), weekly=True, iou=0.6 - low + noise, reach=reach)
+            for n, x in zip((1, 2, 4), ips):  # the nightly: capped epochs, throughput
+                add(store, bench, n, r, 20.0, weekly=False, iou=0.6 + noise, images_per_s=x * (1 + noise))
+    benches = {b: sample_benchmark(b, metrics=["precision", "recall"], time_to_accuracy={"metric": "precision", "target": 0.5})
+               for b in ("a_net", "b_net")}
+    return build(store.figures(), NIGHT, Options(benchmarks=benches, expected=[]), store.runs())
+
+
+def test_only_the_weekly_full_passes_are_set_beside_the_studys_averages(week):
+    assert [r.key.timing_basis for r in week.rows] == ["throughput", "throughput"]
+    assert [r.key.timing_basis for r in week.accuracy_rows] == ["train time", "train time"]
+    # the weekly average: T(n)/T(1) of the same epochs; a_net 0.6 / 0.4, b_net 0.7 / 0.5
+    assert week.study_average == {1: 1.0, 2: pytest.approx(0.65), 4: pytest.approx(0.45)}
+    c = week.conclusions
+    assert c[0] == ("Weekly run, full passes, averaged over 2 benchmarks: training the same epochs took 65.0% at 2 GPUs, "
+                    "45.0% at 4 GPUs of the 1-GPU time (the study reported 66.2%, 51.2%).")
+    tonight = next(x for x in c if x.startswith("Tonight, averaged over 2 benchmarks"))
+    assert "timed by throughput" in tonight and "study reported" not in tonight
+    assert sum("the study reported" in x for x in c) == 1
+    md = markdown(week)
+    study = md.split("## The study's table: time to train the same epochs (weekly run, full passes)")[1].split("## ")[0]
+    nightly = md.split("## Nightly table: steady-state throughput scaling")[1].split("## ")[0]
+    assert "| a_net | fp32 | train time |" in study and "| average |" in study and "| 45.0% |" in study
+    assert "| a_net | fp32 | throughput |" in nightly and "train time |" not in nightly
+
+
+def test_the_weekly_run_answers_whether_accuracy_suffers_per_benchmark(week):
+    a = next(x for x in week.conclusions if x.startswith("Does accuracy suffer? a_net (fp32)"))
+    b = next(x for x in week.conclusions if x.startswith("Does accuracy suffer? b_net (fp32)"))
+    assert "weekly run accuracy__w1 (3 repeats per GPU count): no: all 4 comparisons with 1 GPU equivalent" in a
+    assert "epochs to precision >= 0.5 at 4 GPUs: converges in as many epochs" in a
+    assert "yes: precision at 4 GPUs worse by 3.0 pt" in b and "recall at 4 GPUs worse by 3.0 pt" in b
+    assert "epochs to precision >= 0.5 at 4 GPUs: needs 3 more epochs (olympic mean 7.0 vs 4.0 epochs" in b
+    assert "epochs to precision >= 0.5 at 2 GPUs: converges in as many epochs" in b
+    assert next(x for x in week.conclusions if x.startswith("Nightly accuracy, a smoke signal only"))
+
+
+def test_a_spread_too_wide_for_its_repeats_says_how_many_would_do():
+    base, other = [0.60, 0.62, 0.61], [0.605, 0.63, 0.59]
+    v = equivalence(base, other, 0.01)
+    assert v.kind == "inconclusive" and v.repeats_needed == repeats_for_equivalence(
+        v.diff, statistics.variance(base), statistics.variance(other), 0.01) == 22
+    assert v.text().endswith(f"; {v.repeats_needed} repeats per side would show equivalence at this spread)")
+    # the same means and spreads with the repeats it named: now equivalence shows
+    more = equivalence(base * 8, other * 8, 0.01)
+    assert more.kind == "equivalent", more.text()
+    at_margin = equivalence([0.60, 0.62, 0.61], [0.59, 0.61, 0.60], 0.01)
+    assert at_margin.repeats_needed is None and "the difference itself is at the margin" in at_margin.text()
+
+
+def test_epochs_to_target_is_a_one_sided_test_on_olympic_means():
+    same = epochs_to_target([10, 11, 10, 12, 10], [11, 10, 11, 12, 10])
+    assert same.kind == "same" and same.one == pytest.approx(31 / 3) and same.p > 0.05
+    more = epochs_to_target([10, 11, 10], [13, 14, 13])
+    assert more.kind == "more" and more.extra == 3 and more.p < 0.05
+    assert epochs_to_target([10, 11, 10], [None, None, None]).kind == "not reached"
+    assert epochs_to_target([10], [12]).kind == "inconclusive"
