@@ -140,7 +140,7 @@ def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
     dag = build_benchmark_dag(bench, gpu.fleet, "accuracy")
     assert dag.dag_id == "scalebench_resnet50_keras_cifar10_accuracy" and "accuracy" in dag.tags
     assert dag.timetable.summary == "0 18 * * 6"  # the fleet's accuracy_schedule
-    assert (dag.params["profile"], dag.params["epochs"], dag.params["repeats"]) == ("full", [70], 1)
+    assert (dag.params["profile"], dag.params["epochs"], dag.params["repeats"]) == ("full", [70], 3)
     assert set(dag.task_ids) == set(build_benchmark_dag(bench, gpu.fleet).task_ids)  # the same tasks
     assert dag.get_task("plan_cells").op_args[2] == "accuracy"
 
