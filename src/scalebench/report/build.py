@@ -32,10 +32,11 @@ from scalebench.report.render import render, write_index
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None,
-          packages: Callable[[str], dict | None] = lambda digest: None) -> Report:
+          packages: Callable[[str], dict | None] = lambda digest: None, moves: list[dict] = ()) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count;
-    `packages(digest)` an image's kept package list (what changed between two images)."""
+    `packages(digest)` an image's kept package list (what changed between two images); `moves` the
+    recorded host assignment changes (those of this night are marked on the history pages)."""
     # reruns confirm flags and the host probe makes night factors: neither fills the table
     measured = [c for c in cells if c.get("role", "measure") == "measure"]
     chosen, source = choose_runs(measured, night)
@@ -90,6 +91,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),
         judged=judged, series=len(series), table_checks=[],
+        moves=[m for m in moves if nights.night_at(dt.datetime.fromisoformat(m["at"])) == night],
     )
     rep.table_checks = table_checks(rep)
     return rep
@@ -124,7 +126,7 @@ def build_report(store, night: str | None = None, opts: Options | None = None) -
         kept = store.image_packages(digest)
         return kept["packages"] if kept else None
 
-    return build(cells, night, opts, store.runs(night), model_size, packages)
+    return build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves())
 
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:

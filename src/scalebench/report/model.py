@@ -142,6 +142,7 @@ class Report:
     accuracy_rows: list[Row] = field(default_factory=list)  # each benchmark's latest weekly accuracy run
     accuracy_metrics: list[str] = field(default_factory=list)
     study_average: dict[int, float] = field(default_factory=dict)  # the weekly rows timed by train time (full passes)
+    moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:

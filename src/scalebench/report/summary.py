@@ -13,7 +13,7 @@ from scalebench.core.nights import choose_runs
 from scalebench.report.figures import bench_row, precision_order
 from scalebench.report.model import Options, Report
 
-MARK_KINDS = ("alert", "flagged", "cleared", "restart", "change")  # what a history point can be marked with
+MARK_KINDS = ("alert", "flagged", "cleared", "restart", "change", "move")  # what a history point can be marked with
 
 
 def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -> list[dict]:
@@ -67,4 +67,12 @@ def marks_of(rep: Report) -> dict[tuple[str, int, str], list[dict]]:
                 else "flagged" if j.flagged else "change" if j.news else None)
         if kind:
             out.setdefault((j.key.benchmark, j.key.gpus, j.key.precision), []).append({"kind": kind, "text": j.line()})
+    for m in rep.moves:  # a benchmark moved to another host: its series start there, the first night marked
+        if not m["from"]:
+            continue  # a first assignment starts the series; nothing moved
+        text = f"moved from {m['from']} to {m['to']} ({m['reason']}): its series start on {m['to']}"
+        for r in rep.rows:
+            if r.benchmark == m["benchmark"]:
+                for n in r.train_s:
+                    out.setdefault((r.benchmark, n, r.key.precision), []).append({"kind": "move", "text": text})
     return out

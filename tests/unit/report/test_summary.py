@@ -131,3 +131,26 @@ def test_upgrading_a_store_from_before_the_summaries_summarizes_its_nights(isola
     out = capsys.readouterr().out
     assert f"upgraded from 0008 to schema revision {HEAD_REVISION}; history summaries rebuilt: 2 rows" in out
     assert [r["relative_time"] for r in Store().summaries()] == [1.0, pytest.approx(0.6)]
+
+
+def test_a_benchmark_moved_to_a_new_host_is_marked_on_its_first_night_there():
+    from scalebench.core import nights
+
+    store = Store()
+    bench = "resnet50_keras_cifar10"
+    store.save_assignments({bench: "gpu-node-1"}, {bench: "new"})
+    yesterday = (dt.date.fromisoformat(nights.today()) - dt.timedelta(days=1)).isoformat()
+    for night in (yesterday, nights.today()):
+        for g in (1, 2):
+            record(store, g, 1, 10 / g, night=night)
+        summarize_night(store, bench, night)
+    # tonight's plan moved it: gpu-node-2 joined the fleet
+    store.save_assignments({bench: "gpu-node-2"}, {bench: "rebalanced: gpu-node-2 joined"})
+    publish(store, yesterday, Options(expected=[bench]))
+    publish(store, nights.today(), Options(expected=[bench]))
+    marks = {(r["night"], r["gpus"]): [m for m in r["marks"] or [] if m["kind"] == "move"] for r in store.summaries()}
+    assert marks[(yesterday, 1)] == marks[(yesterday, 2)] == []
+    for g in (1, 2):
+        [move] = marks[(nights.today(), g)]
+        assert move["text"] == ("moved from gpu-node-1 to gpu-node-2 (rebalanced: gpu-node-2 joined): its series "
+                                "start on gpu-node-2")
