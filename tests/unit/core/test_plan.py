@@ -149,7 +149,7 @@ def test_a_weekly_accuracy_run_longer_than_its_window_is_infeasible_and_names_cu
     for b, bench in cut_benches.items():
         bench._stack, bench._splits = gpu.benchmarks[b]._stack, gpu.benchmarks[b]._splits
     host = next(h for h in night_plan(cut_benches, fleet, "full").hosts if h.host == "gpu-node-1")
-    assert host.fits and 600 < host.minutes <= 720
+    assert host.fits and 0.75 * 720 < host.minutes <= 720  # cut in steps of 5 % of the epochs: little is left unused
     hours = int(re.search(r"accuracy_window_hours (\d+)$", problem).group(1))
     wide = night_plan(gpu.benchmarks, gpu.fleet.model_copy(update={"accuracy_window_hours": float(hours)}), "full")
     assert next(h for h in wide.hosts if h.host == "gpu-node-1").fits
