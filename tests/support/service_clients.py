@@ -133,15 +133,22 @@ def save_screenshot(driver, home, name: str) -> None:
 
 
 def ui_login(driver, base: str, user: str, password: str, page: str = "/"):
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
     # the UI re-renders while it loads: an element found a moment ago may be gone, so look again
     wait = WebDriverWait(driver, 60, ignored_exceptions=(StaleElementReferenceException,))
+
+    def username_field(d):
+        try:
+            return d.find_element(By.NAME, "username")
+        except WebDriverException as exc:  # the page redirected to the login form while we looked
+            if "aborted by navigation" in str(exc):
+                return False
+            raise
     driver.get(base + page)
-    wait.until(EC.presence_of_element_located((By.NAME, "username"))).send_keys(user)
+    wait.until(username_field).send_keys(user)
     driver.find_element(By.NAME, "password").send_keys(password)
     next(b for b in driver.find_elements(By.TAG_NAME, "button") if b.text == "Sign in").click()
     wait.until(lambda d: "/auth/login" not in d.current_url)
