@@ -16,8 +16,8 @@ def plausibility(row: Row, reference=None) -> dict[int, list[str]]:
         if n > 1 and e > 1.0:
             out.setdefault(n, []).append(f"efficiency {e:.2f} is above 1 (faster than linear scaling)")
     for n in row.epoch_mismatch:
-        out.setdefault(n, []).append(f"{row.steps_per_epoch.get(n)} steps per epoch do not match one pass over the "
-                                     "train split at this global batch")
+        out.setdefault(n, []).append(f"an epoch covers {row.samples_per_epoch.get(n)} samples in "
+                                     f"{row.steps_per_epoch.get(n)} steps, {row.samples_per_epoch.get(1)} at 1 GPU")
     if reference is not None:
         for n, v in row.metrics.get(reference.metric, {}).items():
             expected = reference.expected(row.global_batch.get(n, 0))

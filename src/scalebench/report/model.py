@@ -99,7 +99,8 @@ class Row:
     refused: list[str]
     retried: list[dict] = field(default_factory=list)  # cells with other attempts: {label, figure attempt, others}
     steps_per_epoch: dict[int, int] = field(default_factory=dict)  # what an epoch was, per GPU count (contracts that say)
-    epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch is not one pass over the split
+    samples_per_epoch: dict[int, int] = field(default_factory=dict)  # samples an epoch covered, per GPU count
+    epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch covers another part of the split
     tta_target: str | None = None       # e.g. "IoU >= 0.5"; None when the config sets no target
     time_to_accuracy: dict[int, float | None] = field(default_factory=dict)  # median train s to the target; None: not reached
     convergence: dict[int, ConvergenceVerdict] = field(default_factory=dict)  # epochs to the target at n vs 1 GPU

@@ -141,8 +141,9 @@ def conclusions(rows: list[Row], avg: dict[int, float], opts: Options, weekly: l
     out += [x for x in map(step_sentence, rows) if x]
     for r in rows:
         if r.epoch_mismatch:
-            figs = ", ".join(f"{r.steps_per_epoch[n]} at {n} GPUs" for n in sorted(r.steps_per_epoch))
-            out.append(f"{r.name}: an epoch is not one pass over the train split at {', '.join(map(str, r.epoch_mismatch))} "
-                       f"GPUs (steps per epoch: {figs}; expected to fall with the global batch): its training times "
-                       "are not comparable across GPU counts.")
+            figs = ", ".join(f"{r.samples_per_epoch[n]} samples in {r.steps_per_epoch[n]} steps at {n} GPUs"
+                             for n in sorted(r.steps_per_epoch))
+            out.append(f"{r.name}: an epoch covers a different part of the train split at "
+                       f"{', '.join(map(str, r.epoch_mismatch))} GPUs than at 1 ({figs}; more than 1% of the split "
+                       "apart): its training times are not comparable across GPU counts.")
     return out

@@ -148,4 +148,4 @@ def test_the_detection_row_is_reported(frcnn_run):
     assert rc == 0, out
     text = (home / "report" / "report.md").read_text()
     assert "| frcnn_tf_voc2007 |" in text and "mAP@0.5" in text
-    assert "frcnn_tf_voc2007: an epoch is not one pass" not in text  # 16 steps at 1 GPU, 8 at 2
+    assert "frcnn_tf_voc2007: an epoch covers a different part" not in text  # 16 steps at 1 GPU, 8 at 2
