@@ -52,8 +52,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         r.suspect = plausibility(r, opts.reference(r.benchmark, r.profile))
     avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in rows])
     # the study timed the same epochs at every GPU count: only weekly rows with full passes compare with it
-    study_avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect}
-                             for r in accuracy_rows if r.key.timing_basis == TRAIN_TIME])
+    study_rows = [r for r in accuracy_rows if r.key.timing_basis == TRAIN_TIME]
+    study_avg = average_row([{n: v for n, v in r.relative_time.items() if n not in r.suspect} for r in study_rows])
     runs = [r for r in runs if r["dag_id"] != PROBE_DAG_ID]  # the probe's run is not its benchmark's
     recorded = {r["benchmark"] for r in runs if r["night"] == night and r["run_type"] == "scheduled"}
     skipped = {r["benchmark"]: r["counts"]["skipped"] for r in runs
@@ -83,7 +83,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in rows)],
         rows=rows, average=avg, skipped=skipped, accuracy_rows=accuracy_rows,
         accuracy_metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in accuracy_rows)],
-        conclusions=conclusions(rows, avg, opts, accuracy_rows, study_avg), study_average=study_avg,
+        conclusions=conclusions(rows, avg, opts, accuracy_rows, study_rows, study_avg),
+        study_rows=study_rows, study_average=study_avg,
         alerts=[alert_line(j, what_changed(j.suspect)) for j in tonight if j.alert],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],

@@ -87,8 +87,9 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     target = opts.target(bench)
     steps = {n: step_figures(ts) for n, ts in timings.items()}  # each decided once
     epochs_seen, samples_seen, epoch_mismatch = epoch_check(timings)
-    reached = {n: [epoch_to_target(t, *target) for t in ts if t.get("evaluations")]
-               for n, ts in timings.items()} if target else {}
+    firsts = ({n: [first_reaching(t, *target) for t in ts if t.get("evaluations")] for n, ts in timings.items()}
+              if target else {})  # per GPU count, each evaluated cell's first evaluation at the target
+    reached = {n: [ev and ev["epoch"] for ev in evs] for n, evs in firsts.items()}
     values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
                       and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
     return Row(
@@ -112,9 +113,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         step_s={n: f[0] for n, f in steps.items()}, step_shares={n: f[1] for n, f in steps.items()},
         steps_per_epoch=epochs_seen, samples_per_epoch=samples_seen, epoch_mismatch=epoch_mismatch,
         tta_target=f"{ACCURACY_METRICS[target[0]].display} >= {target[1]:g}" if target else None,
-        time_to_accuracy={n: _med([x for x in (time_to_target(t, *target) for t in ts if t.get("evaluations"))
-                                   if x is not None]) for n, ts in timings.items()
-                          if any(t.get("evaluations") for t in ts)} if target else {},
+        time_to_accuracy={n: _med([ev["train_s"] for ev in evs if ev]) for n, evs in firsts.items() if evs},
         convergence={n: epochs_to_target(reached[1], got) for n, got in reached.items()
                      if n > 1 and got and reached.get(1)},
         cells=len(mine), valid=len(valid),
@@ -161,20 +160,10 @@ def epoch_check(timings: dict[int, list[dict]]) -> tuple[dict[int, int], dict[in
     return steps, samples, sorted(bad)
 
 
-def time_to_target(timing: dict, metric: str, target: float) -> float | None:
-    """Training seconds until the first evaluation with metric >= target; None if none reached it."""
-    for ev in timing.get("evaluations") or []:
-        if (ev.get("metrics") or {}).get(metric, -1) >= target:
-            return ev["train_s"]
-    return None
-
-
-def epoch_to_target(timing: dict, metric: str, target: float) -> int | None:
-    """The first epoch whose evaluation has metric >= target; None if none reached it."""
-    for ev in timing.get("evaluations") or []:
-        if (ev.get("metrics") or {}).get(metric, -1) >= target:
-            return ev["epoch"]
-    return None
+def first_reaching(timing: dict, metric: str, target: float) -> dict | None:
+    """The first per-epoch evaluation with metric >= target ({epoch, train_s, metrics}); None if none did."""
+    return next((ev for ev in timing.get("evaluations") or [] if (ev.get("metrics") or {}).get(metric, -1) >= target),
+                None)
 
 
 def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:

@@ -142,13 +142,14 @@ class Report:
     changes_tonight: list[dict] = field(default_factory=list)  # each change under test tonight with its verdict
     accuracy_rows: list[Row] = field(default_factory=list)  # each benchmark's latest weekly accuracy run
     accuracy_metrics: list[str] = field(default_factory=list)
-    study_average: dict[int, float] = field(default_factory=dict)  # the weekly rows timed by train time (full passes)
+    study_rows: list[Row] = field(default_factory=list)  # the weekly rows timed by train time (full passes)
+    study_average: dict[int, float] = field(default_factory=dict)  # their average: the one set beside the study's
     moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:
         """table.json: the same figures, with verdicts as their texts."""
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged", "accuracy_rows")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged", "accuracy_rows", "study_rows")}
         doc["rows"] = [_row_json(r) for r in self.rows]
         doc["accuracy_rows"] = [_row_json(r) for r in self.accuracy_rows]
         doc["plots"] = list(self.plots)

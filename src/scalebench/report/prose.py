@@ -2,7 +2,6 @@
 and the night's conclusions next to the study's."""
 from __future__ import annotations
 
-from scalebench.analysis.basis import TRAIN_TIME
 from scalebench.report.model import FLAT, LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Options, Row
 
 
@@ -40,7 +39,7 @@ def _avg(avg: dict[int, float], multi: list[int]) -> str:
     return ", ".join(f"{100 * avg[n]:.1f}% at {n} GPUs" for n in multi)
 
 
-def study_sentence(weekly: list[Row], study_avg: dict[int, float]) -> str:
+def study_sentence(study_rows: list[Row], study_avg: dict[int, float]) -> str:
     """The study's averages beside the weekly run's (full passes, the same epochs at every GPU
     count): the one figure of ours that measures what the study measured."""
     study = ", ".join(f"{100 * v:.1f}% at {n} GPUs" for n, v in sorted(STUDY_AVERAGE.items()))
@@ -48,7 +47,7 @@ def study_sentence(weekly: list[Row], study_avg: dict[int, float]) -> str:
     if not multi:
         return (f"The study's averages ({study}) are relative times to train the same epochs: no weekly run with "
                 f"full passes at more than one GPU count in the last {LOOKBACK_NIGHTS} nights to set beside them.")
-    k = len([r for r in weekly if r.key.timing_basis == TRAIN_TIME and r.relative_time])
+    k = len([r for r in study_rows if r.relative_time])
     return (f"Weekly run, full passes, averaged over {k} benchmark{'s' if k != 1 else ''}: training the same epochs "
             f"took {_avg(study_avg, multi)} of the 1-GPU time (the study reported "
             f"{', '.join(f'{100 * STUDY_AVERAGE[n]:.1f}%' for n in multi if n in STUDY_AVERAGE)}).")
@@ -79,11 +78,11 @@ def accuracy_answer(r: Row, margin: float) -> str:
 
 
 def conclusions(rows: list[Row], avg: dict[int, float], opts: Options, weekly: list[Row] | None = None,
-                study_avg: dict[int, float] | None = None) -> list[str]:
+                study_rows: list[Row] | None = None, study_avg: dict[int, float] | None = None) -> list[str]:
     from scalebench.analysis.stats import spearman
 
     weekly = weekly or []
-    out = [study_sentence(weekly, study_avg or {})]
+    out = [study_sentence(study_rows or [], study_avg or {})]
     out += [accuracy_answer(r, opts.margin) for r in weekly]
     if not weekly:
         out.append(f"Does accuracy suffer? Not answered: no weekly accuracy run in the last {LOOKBACK_NIGHTS} nights "

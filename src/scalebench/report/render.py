@@ -10,7 +10,6 @@ from pathlib import Path
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from scalebench.analysis.basis import TRAIN_TIME
 from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Column, Report
 
 
@@ -148,7 +147,7 @@ def markdown(rep: Report) -> str:
             "samples per second (slowest rank) where epochs are capped to the same steps at every GPU count. "
             "Median over repeats per epoch count, averaged over epoch counts; 95% bootstrap CI of that average "
             "in the detail table.", ""]
-    study = [r for r in rep.accuracy_rows if r.key.timing_basis == TRAIN_TIME]
+    study = rep.study_rows
     out += ["## The study's table: time to train the same epochs (weekly run, full passes)", "",
             "Each benchmark's latest weekly accuracy run whose every GPU count made full passes over the split: "
             "T(n)/T(1) of the same epochs, the quantity the study averaged (" +
