@@ -11,7 +11,7 @@ from typing import Any
 
 from .contract import CONTRACT_VERSION, load_cell_spec, write_result
 from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
-from .epochs import epoch_plan  # noqa: F401  (trainers import it from here)
+from .epochs import epoch_plan, timed_samples  # noqa: F401  (trainers import epoch_plan from here)
 from .events import EventLog
 from .timing import Progress, StepTimer, combine_ranks  # noqa: F401  (trainers import them from here)
 
@@ -69,7 +69,10 @@ class Cell:
         scalebench_kit.precision.record(...) of what ran."""
         if self.rank != 0:
             return None
-        images = (samples_per_step or self.training["global_batch"]) * timer.timed_steps
+        plan = (extra or {}).get("epoch")
+        images = (samples_per_step * timer.timed_steps if samples_per_step else
+                  timed_samples(plan, len(epoch_s), timer.warmup_steps) if plan and len(timer.steps) == len(epoch_s)
+                  * plan["steps_per_epoch"] else self.training["global_batch"] * timer.timed_steps)
         doc = {
             "contract_version": CONTRACT_VERSION,
             "cell": self.spec["cell"],

@@ -11,7 +11,7 @@ The model is mmdet's stock config for NAME (`MODELS`) with 20 classes and no pre
 (`backbone.init_cfg=None`; a local checkpoint may be named by the benchmark's
 `model.init_checkpoint`). Everything else is ours and explicit: one pass over the train split
 per epoch (no RepeatDataset, no VOC07+12 concatenation; steps per epoch from the kit's
-epoch_plan, the remainder dropped), no validation inside the training loop, the LR from our
+epoch_plan: the whole split, the last batch smaller), no validation inside the training loop, the LR from our
 policy held constant (mmdet's 500-step warm-up and step schedule would leave a short run at a
 tiny LR), mmdet's automatic LR scaling off unless the benchmark sets `model.auto_scale_lr`. The
 resolved config is saved beside the result (mmdet_config.py).
@@ -44,6 +44,7 @@ import numpy as np
 
 from scalebench_kit import masks, voc_det, voc_ins
 from scalebench_kit.contract import write_json_atomic
+from scalebench_kit.epochs import epoch_sampler
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
@@ -171,7 +172,7 @@ def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: 
         load_from=spec["model"].get("init_checkpoint"),  # a local file or None: nothing is downloaded
         train_dataloader=dict(batch_size=train["per_device_batch"], num_workers=LOADER_WORKERS,
                               persistent_workers=LOADER_WORKERS > 0, collate_fn=dict(type="pseudo_collate"),
-                              sampler=dict(type="scalebench epoch sampler (one pass, remainder dropped)",
+                              sampler=dict(type="scalebench_kit.epochs.epoch_sampler (the whole split, equal shards)",
                                            steps_per_epoch=plan["steps_per_epoch"], seed=spec["cell"]["seed"]),
                               dataset=train_set),
         test_dataset=test_set,
@@ -191,29 +192,6 @@ def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: 
         default_scope="mmdet",
         log_level="WARNING",
     )
-
-
-def epoch_sampler(torch, dataset, plan: dict, seed: int, rank: int, world: int):
-    """Each epoch a seeded shuffle of the whole split cut to steps x global batch (the remainder
-    dropped, as epoch_plan says); rank r takes every world-th index from r, so all ranks run the
-    same number of steps and no image is seen twice in an epoch."""
-
-    class EpochSampler(torch.utils.data.Sampler):
-        def __init__(self):
-            self.epoch, self.take = 0, plan["steps_per_epoch"] * plan["global_batch"]
-
-        def set_epoch(self, epoch: int) -> None:  # mmengine's DistSamplerSeedHook calls it
-            self.epoch = epoch
-
-        def __iter__(self):
-            g = torch.Generator()
-            g.manual_seed(seed + self.epoch)
-            return iter(torch.randperm(len(dataset), generator=g).tolist()[:self.take][rank::world])
-
-        def __len__(self) -> int:
-            return self.take // world
-
-    return EpochSampler()
 
 
 def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
@@ -375,7 +353,7 @@ def main(name: str) -> None:
     truths = ground_truth(model, data, coco) if rank == 0 else []
     train_cfg, test_cfg = dataset_configs(model, data, coco)
     train_set, test_set = DATASETS.build(train_cfg), DATASETS.build(test_cfg)
-    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"))
+    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"), shards=world)
     prepare_s = time.perf_counter() - t_prep
     cell.events.log("data_ready", len(train_set), test_images=len(test_set), cached=cached,
                     prepare_s=round(prepare_s, 3), **plan)
@@ -401,7 +379,7 @@ def main(name: str) -> None:
     # model_wrapper_cfg is read from `cfg` only (Runner has no argument for it)
     runner_kwargs = {k: v for k, v in cfg.items() if k not in ("test_dataset", "model_wrapper_cfg")}
     runner_kwargs["train_dataloader"] = dict(cfg["train_dataloader"], dataset=train_set,
-                                             sampler=epoch_sampler(torch, train_set, plan, seed, rank, world))
+                                             sampler=epoch_sampler(torch, plan, seed, rank, world))
     runner = Runner(**runner_kwargs, cfg=Config(cfg), work_dir=tempfile.mkdtemp(prefix="mmengine-"),
                     custom_hooks=step_hooks(torch, cell, timer, state, evaluate))
     params = sum(p.numel() for p in runner.model.parameters())

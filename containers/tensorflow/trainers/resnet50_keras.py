@@ -108,6 +108,21 @@ def precise_bn(tf, keras, model, batches) -> int:
     return n
 
 
+def epoch_dataset(tf, x, y, plan: dict, seed: int):
+    """Batches of the kit's epoch plan, one pass after another: a reshuffled pass over the whole
+    split, padded by the plan's repeats (the split's first images, fewer than one per replica) so
+    the smaller last batch splits evenly over the replicas; a capped epoch takes full batches."""
+    base = tf.data.Dataset.from_tensor_slices((x, y))
+    one_pass = base.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    if plan.get("capped_by_max_steps_per_epoch"):
+        batches = one_pass.batch(plan["global_batch"], drop_remainder=True)
+    else:
+        batches = one_pass.concatenate(base.take(plan.get("repeated_images", 0))).batch(plan["global_batch"])
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.repeat().prefetch(2).with_options(options)
+
+
 def main() -> None:
     cell = Cell()
     cell.events.log("init_start")
@@ -132,13 +147,9 @@ def main() -> None:
     prep = lambda x: ((x.astype("float32") - mean) / std).astype("float32")  # noqa: E731
     if len(x_train) < global_batch:
         raise RuntimeError(f"train split has {len(x_train)} images, fewer than one global batch of {global_batch}")
-    plan = epoch_plan(len(x_train), global_batch, train.get("max_steps_per_epoch"))
+    plan = epoch_plan(len(x_train), global_batch, train.get("max_steps_per_epoch"), shards=replicas)
     steps_per_epoch = plan["steps_per_epoch"]
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    ds = (tf.data.Dataset.from_tensor_slices((prep(x_train), y_train))
-          .shuffle(len(x_train), seed=spec["cell"]["seed"], reshuffle_each_iteration=True)
-          .batch(global_batch, drop_remainder=True).repeat().prefetch(2).with_options(options))
+    ds = epoch_dataset(tf, prep(x_train), y_train, plan, spec["cell"]["seed"])
     cell.events.log("data_ready", len(x_train), test_images=len(x_test))
 
     with strategy.scope():

@@ -76,6 +76,7 @@ def experiment(cell: Cell, record_dir: Path):
         d.global_batch_size = batch
         d.dtype = "float32"
     t.train_data.shuffle_buffer_size = 256
+    t.train_data.drop_remainder = True  # every batch full, as the kit's plan (full_batches) counts
     t.train_data.seed = cell.spec["cell"]["seed"]
     cfg.trainer.optimizer_config = optimization.OptimizationConfig({
         "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
@@ -120,13 +121,16 @@ def main() -> None:
     if not os.access(cache, os.W_OK):
         cache = Path("/tmp/scalebench-cache")
     record_dir, source_ids, cached = convert_cached(tf, splits, data["fingerprint"], cache)
-    plan = epoch_plan(len(splits["train"]), train["global_batch"], train.get("max_steps_per_epoch"))
+    # Model Garden's input reader repeats the split and drops no batch short: every step a full
+    # batch, so an epoch is ceil(N / batch) of them and the stream runs on into the next pass
+    plan = epoch_plan(len(splits["train"]), train["global_batch"], train.get("max_steps_per_epoch"),
+                      shards=replicas, full_batches=True)
     prepare_s = time.perf_counter() - t_prep
     cell.events.log("data_ready", len(splits["train"]), test_images=len(splits["test"]), cached=cached,
                     prepare_s=round(prepare_s, 3), **plan)
-    if plan["dropped_images"]:
+    if plan["repeated_images"]:
         print(f"epoch: {plan['train_images']} images / global batch {plan['global_batch']} = "
-              f"{plan['steps_per_epoch']} steps, {plan['dropped_images']} images dropped each epoch", flush=True)
+              f"{plan['steps_per_epoch']} full steps, {plan['repeated_images']} images from the next pass", flush=True)
 
     cfg = experiment(cell, record_dir)
     write_json_atomic(cell.results_dir / CONFIG_FILE, cfg.as_dict())

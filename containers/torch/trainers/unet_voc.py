@@ -3,7 +3,8 @@
 One script, unchanged: `python -m trainers.unet_voc` trains on one device; `torchrun
 --nproc-per-node=N -m trainers.unet_voc` runs N processes under DistributedDataParallel (NCCL
 on GPUs, gloo on CPU device slots). Weak scaling: each process takes per-device batch images
-per step from its DistributedSampler shard, so the global batch is per-device batch x N; the LR
+per step from its shard of the epoch (scalebench_kit.epochs: the whole split every epoch, the last
+batch smaller, equal shards), so the global batch is per-device batch x N; the LR
 comes from cell.json (the config's policy). Warm-up steps are timed apart from steady training;
 evaluation runs after training (and after every epoch when the cell asks, for time to accuracy),
 outside the timed region, over the whole val split exactly once (each rank a disjoint slice,
@@ -33,6 +34,7 @@ from contextlib import nullcontext
 
 from scalebench_kit import voc_seg
 from scalebench_kit.contract import load_cell_spec
+from scalebench_kit.epochs import epoch_sampler
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
@@ -181,7 +183,7 @@ def main() -> None:
     import numpy as np
     import torch
     from torch import nn
-    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+    from torch.utils.data import DataLoader, TensorDataset
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     spec, train = cell.spec, cell.training
@@ -195,11 +197,9 @@ def main() -> None:
     x_train, y_train, x_val, y_val, mean, std = load_data(spec)
     train_set = TensorDataset(*to_tensors(torch, x_train, y_train, mean, std))
     x_v, y_v = to_tensors(torch, x_val, y_val, mean, std)
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed, drop_last=True)
-    loader = DataLoader(train_set, batch_size=train["per_device_batch"], sampler=sampler, drop_last=True)
-    if len(loader) < 1:
-        raise RuntimeError(f"train split has {len(train_set)} images, fewer than one global batch of {train['global_batch']}")
-    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"))
+    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"), shards=world)
+    sampler = epoch_sampler(torch, plan, seed, rank, world)  # the whole split each epoch, equal shards
+    loader = DataLoader(train_set, batch_size=train["per_device_batch"], sampler=sampler)
     steps_per_epoch = plan["steps_per_epoch"]
     cell.events.log("data_ready", len(train_set), val_images=len(x_val), steps_per_epoch=steps_per_epoch)
 

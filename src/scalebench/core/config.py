@@ -469,12 +469,17 @@ class StepPlan:
     gpus: int
     global_batch: int
     train_images: int
-    steps_per_pass: int       # one full pass over the train split
+    steps_per_pass: int       # one pass over the whole train split (the last batch smaller)
     steps_per_epoch: int      # what the trainer runs per epoch (the pass, or the cap)
     capped: bool
     epochs: int
     warmup_steps: int
     timed_steps: int
+
+    @property
+    def full_steps(self) -> int:
+        """Full batches in a pass: the largest max_steps_per_epoch that caps this cell."""
+        return max(self.train_images // self.global_batch, 1)
 
     @property
     def steps(self) -> int:
@@ -501,9 +506,9 @@ class Resolved(Sizes):
         if images is None:
             return None
         glob = self.batches(gpus)[1]
-        plan = epoch_plan(images, glob, self.max_steps_per_epoch)
+        plan = epoch_plan(images, glob, self.max_steps_per_epoch, shards=gpus)
         e = epochs or min(self.epochs)
-        return StepPlan(gpus=gpus, global_batch=glob, train_images=images, steps_per_pass=max(images // glob, 1),
+        return StepPlan(gpus=gpus, global_batch=glob, train_images=images, steps_per_pass=max(-(-images // glob), 1),
                         steps_per_epoch=plan["steps_per_epoch"], capped="capped_by_max_steps_per_epoch" in plan,
                         epochs=e, warmup_steps=self.warmup_steps, timed_steps=timed_steps(plan, e, self.warmup_steps))
 
@@ -650,11 +655,11 @@ def _check_steps(path: Path, res: "Resolved") -> None:
         raise ConfigError(f"{where}: field 'max_steps_per_epoch': {res.max_steps_per_epoch} caps the epoch at "
                           f"{_gpus_text(capped)} but not at {_gpus_text(full)} (steps per pass "
                           f"{', '.join(f'{p.steps_per_pass} at {p.gpus}' for p in plans)}), so one row would mix "
-                          f"timing bases; expected a cap at or below {min(p.steps_per_pass for p in plans)} "
+                          f"timing bases; expected a cap at or below {min(p.full_steps for p in plans)} "
                           "(every GPU count: steady throughput) or none (full passes: training time)")
     short = [p for p in plans if p.timed_steps < res.min_timed_steps]
     if short:
-        per = min(p.steps_per_pass for p in plans)
+        per = min(p.full_steps for p in plans)
         if res.max_steps_per_epoch:
             per = min(per, res.max_steps_per_epoch)
         epochs = math.ceil((res.min_timed_steps + res.warmup_steps) / per)

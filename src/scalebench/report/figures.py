@@ -143,14 +143,14 @@ def step_figures(timings: list[dict]) -> tuple[dict[str, float | None], dict[str
 
 def epoch_check(timings: dict[int, list[dict]]) -> tuple[dict[int, int], dict[int, int], list[int]]:
     """(steps per epoch, samples an epoch covered, the GPU counts whose epoch covers a different
-    part of the split than at 1 GPU, by more than 1 % of the split). An epoch that drops its
-    remainder covers floor(N / batch) x batch samples, fewer at a larger global batch (UNet on
-    VOC2007's 209 images: 180 at 1-3 GPUs, 120 at 4); a step-based trainer whose 'epoch' stays
-    fixed covers more. Padded images (repeats, where a plan reports them) are not samples covered.
-    Capped epochs are timed by throughput and skipped."""
+    part of the split than at 1 GPU, by more than 1 % of the split). The kit's plan records the
+    images an epoch covered (the whole split; repeats are not coverage). A cell from before it
+    dropped its remainder and covered floor(N / batch) x batch samples, fewer at a larger global
+    batch (UNet on VOC2007's 209 images: 180 at 1-3 GPUs, 120 at 4); a step-based trainer whose
+    'epoch' stays fixed covers more. Capped epochs are timed by throughput and skipped."""
     plans = {n: [t["epoch"] for t in ts if t.get("epoch")] for n, ts in timings.items()}
     steps = {n: int(statistics.median(p["steps_per_epoch"] for p in ps)) for n, ps in plans.items() if ps}
-    samples = {n: int(statistics.median(p["steps_per_epoch"] * p["global_batch"] - p.get("padded_images", 0)
+    samples = {n: int(statistics.median(p.get("covered_images", p["steps_per_epoch"] * p["global_batch"])
                                         for p in ps)) for n, ps in plans.items() if ps}
     if 1 not in steps or plans[1][0].get("capped_by_max_steps_per_epoch"):
         return steps, samples, []

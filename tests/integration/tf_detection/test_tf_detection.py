@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from scalebench_kit import voc_det
+from scalebench_kit.epochs import epoch_plan
 from tests.support import ROOT
 from tests.support.engine import docker_ready
 
@@ -66,15 +67,11 @@ def test_tfrecords_decode_back_through_model_gardens_decoder(tmp_path):
             assert sum(row["boxes"], []) == pytest.approx(sum(want, []), abs=1e-6)
 
 
-def test_an_epoch_is_one_pass_with_the_remainder_dropped_and_said():
-    from scalebench_kit import runtime as plan
-
-    assert plan.epoch_plan(16, 1, None) == {"train_images": 16, "global_batch": 1, "steps_per_epoch": 16,
-                                           "dropped_images": 0}
-    assert plan.epoch_plan(16, 3, None)["steps_per_epoch"] == 5 and plan.epoch_plan(16, 3, None)["dropped_images"] == 1
-    assert plan.epoch_plan(2, 4, None)["steps_per_epoch"] == 1  # at least one step
-    assert plan.epoch_plan(100, 2, 7) == {"train_images": 100, "global_batch": 2, "steps_per_epoch": 7,
-                                          "dropped_images": 0, "capped_by_max_steps_per_epoch": 7}
+def test_model_gardens_epoch_is_whole_passes_of_full_batches():
+    """Model Garden's reader keeps every batch full: the epoch counts what it takes from the next pass."""
+    plan = epoch_plan(16, 3, shards=3, full_batches=True)
+    assert plan["steps_per_epoch"] == 6 and plan["samples_per_epoch"] == 18 and plan["repeated_images"] == 2
+    assert plan["covered_images"] == 16 and plan["dropped_images"] == 0
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +102,7 @@ def test_faster_rcnn_trains_under_mirrored_strategy_on_1_and_2_devices(frcnn_run
         n = doc["cell"]["gpus"]
         assert doc["devices"]["world_size"] == n and doc["model"]["strategy"] == "MirroredStrategy"
         assert doc["model"]["architecture"] == "FasterRCNN-ResNet50-FPN" and doc["model"]["parameters"] > 40e6
-        assert doc["epoch"] == {"train_images": 16, "global_batch": n, "steps_per_epoch": 16 // n, "dropped_images": 0}
+        assert doc["epoch"] == epoch_plan(16, n, shards=n, full_batches=True) and doc["epoch"]["covered_images"] == 16
         losses = doc["step_losses"]
         assert len(losses) == doc["timing"]["steps"] == 2 * 16 // n >= 16
         quarter = len(losses) // 4

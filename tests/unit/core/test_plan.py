@@ -54,8 +54,8 @@ def test_the_old_resnet50_nightly_profile_is_refused_naming_each_short_gpu_count
         configs.benchmark("resnet50_keras_cifar10")
     msg = str(err.value)
     assert "resnet50_keras_cifar10.yaml: profile 'nightly'" in msg and "min_timed_steps 50" in msg
-    for part in ("42 at 1 GPU (1 epoch(s) of 62 steps at global batch 800, 20 warm-up)", "11 at 2 GPUs",
-                 "0 at 3 GPUs", "0 at 4 GPUs (1 epoch(s) of 15 steps at global batch 3200"):
+    for part in ("43 at 1 GPU (1 epoch(s) of 63 steps at global batch 800, 20 warm-up)", "12 at 2 GPUs",
+                 "1 at 3 GPUs", "0 at 4 GPUs (1 epoch(s) of 16 steps at global batch 3200"):
         assert part in msg
     assert "max_steps_per_epoch: 15 and epochs: [5]" in msg  # the fix, computed
 
@@ -63,14 +63,14 @@ def test_the_old_resnet50_nightly_profile_is_refused_naming_each_short_gpu_count
 def test_a_cap_that_binds_at_some_gpu_counts_only_is_refused(tmp_path):
     configs = _with_nightly(tmp_path, "maskrcnn_mmdet_voc2012",
                             {"epochs": [1], "max_steps_per_epoch": 100, "test_images": 200, "warmup_steps": 10})
-    with pytest.raises(ConfigError, match=r"caps the epoch at 1 GPU but not at 2, 3, 4 GPUs \(steps per pass 146 at "
-                                          r"1, 73 at 2, 48 at 3, 36 at 4\), so one row would mix timing bases"):
+    with pytest.raises(ConfigError, match=r"caps the epoch at 1 GPU but not at 2, 3, 4 GPUs \(steps per pass 147 at "
+                                          r"1, 74 at 2, 49 at 3, 37 at 4\), so one row would mix timing bases"):
         configs.benchmark("maskrcnn_mmdet_voc2012")
 
 
 def test_min_timed_steps_is_a_profile_size_and_unknown_splits_are_refused_for_timed_profiles(tmp_path):
     configs = _with_nightly(tmp_path, "unet_torch_voc2007", {"epochs": [10], "min_timed_steps": 5})
-    assert configs.benchmark("unet_torch_voc2007").resolved("nightly").steps(4).timed_steps == 7
+    assert configs.benchmark("unet_torch_voc2007").resolved("nightly").steps(4).timed_steps == 17  # 10 epochs of 2 steps, 3 warm-up
     stacks = yaml.safe_load((configs.config_dir / "stacks.yaml").read_text())
     del stacks["datasets"]["voc2007"]["splits"]
     (configs.config_dir / "stacks.yaml").write_text(yaml.safe_dump(stacks))

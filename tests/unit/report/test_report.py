@@ -400,22 +400,32 @@ def test_an_epoch_that_does_not_fall_with_the_global_batch_is_flagged():
     ("unet_torch_voc2007", 209, 30, [4]),           # 180 / 180 / 180 / 120 images
     ("resnet50_keras_cifar10", 50000, 800, [3, 4]),  # 49,600 / 49,600 / 48,000 / 48,000
 ])
-def test_todays_epoch_plan_is_flagged_where_the_dropped_remainder_differs_by_gpu_count(bench, split, per_gpu, flagged):
-    """Full passes of the kit's epoch plan: the remainder each GPU count drops is a different
-    share of the split, more than 1 % of it at these GPU counts (one step apart, which the old
-    check let through)."""
+@pytest.mark.parametrize("whole_split", [False, True])
+def test_the_old_dropped_remainder_is_flagged_and_the_whole_split_plan_is_not(bench, split, per_gpu, flagged,
+                                                                               whole_split):
+    """Full passes as the kit planned them before (floor(N / batch) steps, the remainder dropped:
+    a different share of the split at each GPU count, more than 1 % of it here) are flagged and
+    marked suspect; the kit's whole-split plan covers every image at every GPU count and is not."""
     from scalebench_kit.epochs import epoch_plan
+
+    def dropped_remainder(n):
+        steps = split // (per_gpu * n)
+        return {"train_images": split, "global_batch": per_gpu * n, "steps_per_epoch": steps,
+                "dropped_images": split - steps * per_gpu * n}
 
     store = Store()
     for n in (1, 2, 3, 4):
         cell = sample_cell(gpus=n, epochs=3, run_id="scheduled__n1", night=NIGHT, run_type="scheduled",
                            benchmark=bench, dag_id=f"scalebench_{bench}")
         contract = sample_contract(cell, train_s=30.0 / n)
-        contract["epoch"] = epoch_plan(split, per_gpu * n)
+        contract["epoch"] = epoch_plan(split, per_gpu * n, shards=n) if whole_split else dropped_remainder(n)
         store.record_attempt(cell, 1, "valid", contract=contract)
     [row] = doc_for(store).rows
-    assert row.epoch_mismatch == flagged
-    assert all(any("samples in" in w for w in row.suspect[n]) for n in flagged)  # suspect: left out of the average
+    expected = [] if whole_split else flagged
+    assert row.epoch_mismatch == expected
+    assert all(any("samples in" in w for w in row.suspect[n]) for n in expected)  # left out of the average
+    if whole_split:
+        assert set(row.samples_per_epoch.values()) == {split}
 
 
 def test_each_table_is_its_list_of_columns():
