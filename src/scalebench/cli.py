@@ -106,7 +106,8 @@ def cmd_plan(args, configs: Configs) -> Listing:
     from scalebench.core.plan import assigned_plan, night_plan, stored_costs
 
     benches = {args.benchmark: configs.benchmark(args.benchmark)} if args.benchmark else configs.benchmarks
-    stored = stored_costs(_stored_figures())
+    stored_figures = _stored_figures()
+    stored = stored_costs(stored_figures)
     assignment = None
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
         # decided over every benchmark, as the nights decide it; shown, not stored
@@ -125,9 +126,18 @@ def cmd_plan(args, configs: Configs) -> Listing:
     if assignment:
         notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" for b in sorted(benches)]
         notes += [f"moves: {m}" for m in assignment.moves(previous)]
+    from scalebench.analysis.noise import MIN_NIGHTS
+
+    noise = _noise_verdicts(benches, args.profile, stored_figures)
+    if noise and all(v.nights == 0 for v in noise):
+        notes.append(f"noise: no stored nights yet; repeats and reruns are judged against each host's noise from "
+                     f"{MIN_NIGHTS} nights on")
+    else:
+        notes += [f"noise: {v.line()}" for v in noise]
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
     doc = night.to_json() | ({"assignment": {b: {"host": assignment.hosts[b], "why": assignment.why[b]}
                                              for b in sorted(benches)}} if assignment else {})
+    doc |= {"noise": [v.to_json() for v in noise]} if noise else {}
     return Listing(list(rows[0]) if rows else ["benchmark"], rows, doc, notes,
                    exit_code=0 if night.feasible else 1)
 
@@ -159,6 +169,18 @@ def cmd_rehearse(args, configs: Configs) -> Listing:
     return Listing(list(rows[0]) if rows else ["benchmark"], rows,
                    {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report, "regression": regressed}, notes,
                    exit_code=1 if bad or (regression and not r.caught) else 0)
+
+
+def _noise_verdicts(benches: dict, profile: str, figures: list) -> list:
+    """Per benchmark and host, whether its repeats and reruns meet the detection goals at the
+    noise its stored nights show (the nightly profile: the one judged for regressions)."""
+    from scalebench.analysis.history import build_series
+    from scalebench.analysis.noise import JUDGED_PROFILE, judge_noise
+
+    if profile != JUDGED_PROFILE:
+        return []
+    settings = {b: (bench.schedule_repeats, bench.confirm_reruns) for b, bench in benches.items()}
+    return judge_noise(build_series(figures, {}), settings)
 
 
 def _stored_assignment() -> dict[str, str]:
