@@ -144,14 +144,18 @@ def cmd_plan(args, configs: Configs) -> Listing:
 
 def cmd_rehearse(args, configs: Configs) -> Listing:
     """The nightly plan through the real DAGs on stand-in CPU hosts with the hold trainer."""
-    from scalebench.orchestration.rehearsal import Regression, rehearse
+    from scalebench.orchestration.rehearsal import AccuracyDrop, Regression, rehearse
 
     from scalebench.core import paths
 
     work = Path(args.work) if args.work else paths.state_dir() / "rehearsal"
     regression = Regression.parse(args.regress) if args.regress else None
+    if args.plant_accuracy and args.profile != "full":
+        raise ConfigError("--plant-accuracy: plants the weekly run's accuracy; add --profile full")
+    drop = AccuracyDrop.parse(args.plant_accuracy) if args.plant_accuracy else None
     r = rehearse(configs, work, benchmarks=args.benchmark, gpu_counts=args.gpus, repeats=args.repeats,
-                 scale=args.scale, regression=regression, log=lambda line: print(line, file=sys.stderr))
+                 scale=args.scale, regression=regression, profile=args.profile, drop=drop,
+                 log=lambda line: print(line, file=sys.stderr))
     rows = r.rows()
     bad = [x for x in rows if x["off_pct"] is None or abs(x["off_pct"]) > args.tolerance * 100]
     notes = [f"host {h['host']}: makespan {h['makespan_s']} s; the plan's estimate x {args.scale:g} = "
@@ -164,11 +168,19 @@ def cmd_rehearse(args, configs: Configs) -> Listing:
                         "NOT caught; flagged: " + ("; ".join(r.flagged) or "nothing")))
     notes.append(f"{len(rows) - len(bad)} of {len(rows)} relative times within {args.tolerance:.0%} of the planted ones"
                  + ("" if not bad else "; off: " + ", ".join(f"{x['benchmark']} at {x['gpus']}" for x in bad)))
+    misses = r.accuracy_misses()
+    for b, acc in sorted(r.accuracy.items()):
+        notes.append(f"weekly {b}: planted " + ", ".join(f"{v:g} at {n}" for n, v in sorted(acc["planted"].items()))
+                     + f" -> {acc['answer']}")
+    if r.weekly:
+        notes.append("weekly accuracy: " + ("every verdict gives back the planted levels" if not misses else
+                                            "NOT as planted: " + "; ".join(misses)))
     regressed = {"planted": regression.line(), "caught": r.caught, "flagged": r.flagged,
                  "confirmed": r.confirmed} if regression else None
     return Listing(list(rows[0]) if rows else ["benchmark"], rows,
-                   {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report, "regression": regressed}, notes,
-                   exit_code=1 if bad or (regression and not r.caught) else 0)
+                   {"rows": rows, "hosts": r.hosts(args.scale), "report": r.report, "regression": regressed,
+                    "accuracy": r.accuracy, "accuracy_misses": misses}, notes,
+                   exit_code=1 if bad or misses or (regression and not r.caught) else 0)
 
 
 def _noise_verdicts(benches: dict, profile: str, figures: list) -> list:
@@ -475,6 +487,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="also plant a regression (e.g. unet_torch_voc2007:4:20): the plan runs the night before, "
                         "its figures seed the baseline, then the benchmark runs slowed; exit 1 unless its reruns "
                         "confirm it")
+    p.add_argument("--profile", default="nightly", choices=["nightly", "full"],
+                   help="full: a rehearsed week, the nightly pass and then the weekly accuracy run at its plan's "
+                        "sizes (3 repeats, full passes) with planted accuracies; exit 1 unless the report's verdicts "
+                        "give them back")
+    p.add_argument("--plant-accuracy", metavar="BENCHMARK:GPUS:POINTS",
+                   help="with --profile full: that benchmark's accuracy that many points lower at GPUS (e.g. "
+                        "unet_torch_voc2007:4:3); every other level equal")
     p.add_argument("--work", help="work folder (default .state/rehearsal)")
     p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
     p = _listing(sub.add_parser("cells", help="the cell matrix of one run (its costs: scalebench plan)"))

@@ -5,13 +5,18 @@ the real scheduler, pools, leases, validation and recording without paying for t
     python -m scalebench_kit.hold --epoch-seconds S [--relative 1,0.66,0.56,0.51] [--step-seconds 1]
         [--test-slowdown F [--test-slowdown-gpus 1,2] [--test-slowdown-reruns all|none|1,2]]
     python -m scalebench_kit.hold --planned 1=15x0.03,4=15x0.034 [--capped]
+        [--planned-full 1=7x0.9,4=2x1.0 --accuracy iou:1=0.8,4=0.77 [--accuracy-sd 0.003] [--time-sd 0.01]]
 
 Hold time = S x the cell's epochs x relative[gpus - 1] (default: the study's relative training
 times at 1-4 GPUs), spent in steps of --step-seconds; the first two steps are warm-up.
 --planned (a rehearsal of a night's plan): at G devices, the cell's epochs of STEPS steps each
 of SECONDS, the cell's own warm-up steps first; --capped records the epochs as capped. A
 rehearsal plants a regression by writing hold-slowdown.json ({"benchmark", "gpus", "factor"})
-into the cells' cache folder: the system got slower, the config and image did not. An image
+into the cells' cache folder: the system got slower, the config and image did not. A rehearsed
+week plants accuracies (--accuracy METRIC:G=LEVEL,...): a nightly cell reports its GPU count's
+level; a weekly accuracy run's cell (run type accuracy) holds the --planned-full steps, its
+final METRIC is the level plus seeded noise (--accuracy-sd), reached along level x (1 - exp(-3
+e / E)) with an evaluation after every epoch e of E, and its step time varies by --time-sd. An image
 built with SCALEBENCH_TEST_IMAGE_SLOWDOWN=F in its environment is F times slower: the image
 did it (the image-change tests and the bisect drill build such tags).
 """
@@ -19,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import time
 from pathlib import Path
 
@@ -72,11 +79,30 @@ def planted_slowdown(benchmark: str, gpus: int) -> float:
     return float(doc["factor"]) if (doc["benchmark"], int(doc["gpus"])) == (benchmark, gpus) else 1.0
 
 
-def rehearse(cell: Cell, spec: str, capped: bool) -> None:
-    """Hold for the cell's planned steps at the planted step time, timed as a trainer times them."""
+def planted_accuracy(spec: str, gpus: int) -> tuple[str, float]:
+    """(metric, level) at `gpus` devices from "iou:1=0.8,4=0.77"."""
+    metric, levels = spec.split(":", 1)
+    table = {int(g): float(v) for g, v in (kv.split("=") for kv in levels.split(","))}
+    if gpus not in table:
+        raise ValueError(f"--accuracy has no level for {gpus} devices: {spec!r}")
+    return metric, table[gpus]
+
+
+def curve(final: float, epochs: int) -> list[float]:
+    """The planted metric after each epoch: final x (1 - exp(-3 e / E)), normalised to end at final."""
+    raw = [1 - math.exp(-3 * e / epochs) for e in range(1, epochs + 1)]
+    return [final * r / raw[-1] for r in raw]
+
+
+def rehearse(cell: Cell, spec: str, capped: bool, accuracy: str | None = None, weekly: bool = False,
+             accuracy_sd: float = 0.0, time_sd: float = 0.0, train_images: int | None = None) -> None:
+    """Hold for the cell's planned steps at the planted step time, timed as a trainer times them;
+    with `accuracy`, report the planted metric; `weekly`: with noise, evaluated after every epoch."""
     train, n = cell.training, cell.devices["count"]
     per_epoch, step_s = planned_steps(spec, n)
-    step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n) * image_slowdown()
+    rng = random.Random(f"{cell.spec['cell']['seed']}/{cell.spec['cell'].get('repeat')}/{n}")
+    step_s *= planted_slowdown(cell.spec["cell"]["benchmark"], n) * image_slowdown() * (
+        1 + (rng.gauss(0, time_sd) if weekly else 0.0))
     timer = StepTimer(train["warmup_steps"], Progress(per_epoch * train["epochs"], train["global_batch"]))
     cell.events.log("model_ready", steps=per_epoch * train["epochs"], step_s=step_s)
     epoch_s = []
@@ -89,11 +115,19 @@ def rehearse(cell: Cell, spec: str, capped: bool) -> None:
             timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - t, sync_s=0.0)
         epoch_s.append(time.perf_counter() - began)
     cell.events.log("train_stop", timer.train_s)
-    # the epoch as the plan has it (the stand-in reads no data: its pass is exactly its steps)
-    plan = epoch_plan(per_epoch * train["global_batch"], train["global_batch"], per_epoch if capped else None)
+    # the epoch as the plan has it: the split the stand-in stands for (--train-images), else its steps
+    images = train_images or per_epoch * train["global_batch"]
+    plan = epoch_plan(images, train["global_batch"], per_epoch if capped else None, shards=n)
+    metrics, evaluations = {"precision": 0.5, "recall": 0.5}, []
+    if accuracy:  # the planted level (a nightly cell), or its noisy curve with every epoch evaluated (weekly)
+        metric, level = planted_accuracy(accuracy, n)
+        values = curve(min(max(level + (rng.gauss(0, accuracy_sd) if weekly else 0.0), 0.0), 1.0), train["epochs"])
+        metrics = {metric: values[-1]}
+        evaluations = [{"epoch": e + 1, "train_s": round(sum(epoch_s[:e + 1]), 4), "metrics": {metric: v}}
+                       for e, v in enumerate(values)] if weekly else []
     cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
                 cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=epoch_s, eval_s=0.0,
-                loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
+                loss_curve=[1.0] * train["epochs"], metrics=metrics, evaluations=evaluations,
                 breakdown=combine_ranks([timer.summary(r) for r in range(n)], METHOD), extra={"epoch": plan},
                 precision=not_observed(requested(cell.spec), NO_MODEL))
 
@@ -102,6 +136,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--planned", help="G=STEPSxSECONDS,...: a rehearsal's planned steps per epoch and step time")
     ap.add_argument("--capped", action="store_true", help="with --planned: the plan caps its epochs")
+    ap.add_argument("--planned-full", help="G=STEPSxSECONDS,...: the same for a weekly accuracy run's cell")
+    ap.add_argument("--accuracy", help="with --planned: METRIC:G=LEVEL,... the planted final metric per device count")
+    ap.add_argument("--train-images", type=int, help="with --planned-full: the train split a weekly cell's epoch covers")
+    ap.add_argument("--accuracy-sd", type=float, default=0.0, help="with --accuracy: noise of a repeat's level")
+    ap.add_argument("--time-sd", type=float, default=0.0, help="with --planned: noise of a repeat's step time")
     ap.add_argument("--epoch-seconds", type=float)
     ap.add_argument("--relative", default=",".join(map(str, STUDY_RELATIVE)))
     ap.add_argument("--step-seconds", type=float, default=1.0)
@@ -114,7 +153,10 @@ def main() -> None:
     args = ap.parse_args()
     cell = Cell()
     if args.planned:
-        return rehearse(cell, args.planned, args.capped)
+        if args.planned_full and cell.spec["cell"]["run_type"] == "accuracy":  # the weekly run: full passes
+            return rehearse(cell, args.planned_full, False, args.accuracy, True, args.accuracy_sd, args.time_sd,
+                            args.train_images)
+        return rehearse(cell, args.planned, args.capped, args.accuracy)
     if args.epoch_seconds is None:
         ap.error("give --epoch-seconds or --planned")
     train, n = cell.training, cell.devices["count"]

@@ -47,3 +47,14 @@ def test_timed_samples_count_each_epochs_smaller_last_batch_after_the_warm_up():
     assert plan["last_batch"] == 30
     assert timed_samples(plan, epochs=2, warmup_steps=3) == 30 + 60 * 3 + 30
     assert timed_samples(plan, epochs=2, warmup_steps=0) == 2 * plan["samples_per_epoch"]
+
+
+def test_the_hold_trainers_planted_accuracy_rises_to_its_level_and_names_its_metric():
+    from scalebench_kit.hold import curve, planted_accuracy
+
+    assert planted_accuracy("iou:1=0.8,4=0.77", 4) == ("iou", 0.77)
+    with pytest.raises(ValueError, match="no level for 2 devices"):
+        planted_accuracy("iou:1=0.8,4=0.77", 2)
+    c = curve(0.8, 100)
+    assert c[-1] == pytest.approx(0.8) and all(a < b for a, b in zip(c, c[1:]))
+    assert next(e for e, v in enumerate(c, 1) if v >= 0.6) < next(e for e, v in enumerate(curve(0.77, 100), 1) if v >= 0.6)

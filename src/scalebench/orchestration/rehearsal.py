@@ -10,6 +10,12 @@ scheduled nights before it (1 % noise), then on the night the regressed benchmar
 step time slowed at one GPU count through the hold trainer's slowdown file (same config, same
 image: a slower system). Its DAG must flag the figure and its reruns confirm it.
 
+A rehearsed week (`profile="full"`) runs the nightly pass and then each benchmark's weekly
+accuracy DAG at the weekly plan's sizes (full passes, the accuracy cut's epochs and repeats),
+the hold trainer evaluating a planted metric after every epoch: equal levels at every GPU count,
+or one count lowered by `AccuracyDrop`. The report must then say "equivalent" where the levels
+are equal, "worse" where one was lowered, and compare epochs to the target with 1 GPU.
+
 Isolated: its own Airflow home, results store and configs under one work folder.
 """
 from __future__ import annotations
@@ -24,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -35,6 +41,17 @@ from scalebench.core.plan import NightPlan, PlanRow, assigned_plan, night_plan
 
 HOLD_IMAGE = "scalebench/torch:cpu"  # the lightest image; the kit (and its hold trainer) is in every one
 BASELINE_NIGHTS = 8  # seeded scheduled nights: 3 reruns can confirm (one-sided U test, p < 0.01) from 7 on
+# the rehearsed week's planted accuracy: its level, a repeat's noise, the target every count reaches
+PLANTED_LEVEL, PLANTED_SD, PLANTED_TARGET, PLANTED_TIME_SD = 0.80, 0.003, 0.60, 0.01
+
+
+def _planted_at(text: str, flag: str, unit: str, example: str) -> tuple[str, int, float]:
+    """(benchmark, GPUs, number) from "BENCHMARK:GPUS:<unit>", refused naming the flag."""
+    try:
+        bench, gpus, number = text.split(":")
+        return bench, int(gpus), float(number)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected BENCHMARK:GPUS:{unit}, e.g. {example}")
 
 
 @dataclass(frozen=True)
@@ -47,17 +64,39 @@ class Regression:
     @classmethod
     def parse(cls, text: str) -> "Regression":
         """"BENCHMARK:GPUS:PERCENT", e.g. "unet_torch_voc2007:4:20" (20 % slower steps at 4 GPUs)."""
-        try:
-            bench, gpus, pct = text.split(":")
-            out = cls(bench, int(gpus), 1 + float(pct) / 100)
-        except ValueError:
-            raise ConfigError(f"--regress {text!r}: expected BENCHMARK:GPUS:PERCENT, e.g. unet_torch_voc2007:4:20")
+        bench, gpus, pct = _planted_at(text, "--regress", "PERCENT", "unet_torch_voc2007:4:20")
+        out = cls(bench, gpus, 1 + pct / 100)
         if out.gpus < 1 or out.factor <= 1:
             raise ConfigError(f"--regress {text!r}: expected GPUS >= 1 and a PERCENT above 0")
         return out
 
     def line(self) -> str:
         return f"{self.benchmark} at {self.gpus} GPU(s), step time +{(self.factor - 1) * 100:g} %"
+
+
+@dataclass(frozen=True)
+class AccuracyDrop:
+    """A planted accuracy loss in the rehearsed week: `benchmark` at `gpus` devices `points` lower."""
+    benchmark: str
+    gpus: int
+    points: float
+
+    @classmethod
+    def parse(cls, text: str) -> "AccuracyDrop":
+        """"BENCHMARK:GPUS:POINTS", e.g. "unet_torch_voc2007:4:3" (3 points lower at 4 GPUs)."""
+        out = cls(*_planted_at(text, "--plant-accuracy", "POINTS", "unet_torch_voc2007:4:3"))
+        if out.gpus < 2 or not 0 < out.points < 100 * PLANTED_LEVEL:
+            raise ConfigError(f"--plant-accuracy {text!r}: expected GPUS >= 2 (1 GPU is the reference) and POINTS "
+                              f"between 0 and {100 * PLANTED_LEVEL:g}")
+        return out
+
+    def line(self) -> str:
+        return f"{self.benchmark} at {self.gpus} GPUs, {self.points:g} points lower"
+
+
+def planted_levels(bench: str, counts: list[int], drop: AccuracyDrop | None) -> dict[int, float]:
+    return {n: PLANTED_LEVEL - (drop.points / 100 if drop and (drop.benchmark, drop.gpus) == (bench, n) else 0.0)
+            for n in counts}
 
 
 @dataclass
@@ -95,6 +134,9 @@ class Rehearsal:
     regression: Regression | None = None
     flagged: list[str] = field(default_factory=list)    # the regressed run's flags (its DAG log)
     confirmed: list[str] = field(default_factory=list)  # ... and the flags its reruns confirmed
+    weekly: dict[str, Planted] = field(default_factory=dict)              # the rehearsed week's weekly run
+    weekly_measured: dict[str, dict[int, float]] = field(default_factory=dict)
+    accuracy: dict[str, dict] = field(default_factory=dict)  # per benchmark: planted levels, verdicts, the answer
 
     @property
     def caught(self) -> bool:
@@ -108,13 +150,36 @@ class Rehearsal:
 
     def rows(self) -> list[dict]:
         out = []
-        for b, p in sorted(self.planted.items()):
-            for n, planted in sorted(p.relative().items()):
-                got = self.measured.get(b, {}).get(n)
-                out.append({"benchmark": b, "host": p.host, "gpus": n, "basis": p.basis,
-                            "planted": round(planted, 4), "measured": None if got is None else round(got, 4),
-                            "off_pct": None if got is None else round(100 * (got / planted - 1), 2),
-                            "valid": "%d/%d" % self.valid.get(b, (0, 0))})
+        for run, planted_of, measured_of in (("nightly", self.planted, self.measured),
+                                             ("weekly", self.weekly, self.weekly_measured)):
+            for b, p in sorted(planted_of.items()):
+                for n, planted in sorted(p.relative().items()):
+                    got = measured_of.get(b, {}).get(n)
+                    out.append({"run": run, "benchmark": b, "host": p.host, "gpus": n, "basis": p.basis,
+                                "planted": round(planted, 4), "measured": None if got is None else round(got, 4),
+                                "off_pct": None if got is None else round(100 * (got / planted - 1), 2),
+                                "valid": "%d/%d" % self.valid.get(f"{run} {b}", (0, 0))})
+        return out
+
+    def accuracy_misses(self) -> list[str]:
+        """Weekly verdicts that do not give back the planted levels: 'worse' where a count was
+        planted lower than 1 GPU, 'equivalent' where it was planted equal."""
+        out = []
+        for b in sorted(self.weekly):
+            acc = self.accuracy.get(b)
+            if not acc:
+                out.append(f"{b}: no weekly row in the report")
+                continue
+            levels = acc["planted"]
+            for m, per in acc["verdicts"].items():
+                for n in sorted(levels):
+                    if n == min(levels):
+                        continue
+                    want = "worse" if levels[n] < levels[min(levels)] else "equivalent"
+                    got = per.get(n, {}).get("kind")
+                    if got != want:
+                        out.append(f"{b} {m} at {n} GPUs: {got} (planted {levels[n]:g} against "
+                                   f"{levels[min(levels)]:g}: {want})")
         return out
 
     def hosts(self, scale: float) -> list[dict]:
@@ -126,9 +191,27 @@ class Rehearsal:
         return out
 
 
-def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict[str, Planted]:
+def _planted(plan: NightPlan, bid: str, scale: float, warmup: int | None = None) -> Planted:
+    # the stand-in holds one precision's cells (the plan's first): the hold trainer runs no model,
+    # so every precision would hold the same planted steps; `warmup`: the stand-in profile's own
+    mine = [r for r in plan.rows if r.benchmark == bid]
+    rows = {r.gpus: r for r in mine if r.precision == mine[0].precision}
+    if warmup is not None:
+        rows = {n: replace(r, warmup_steps=warmup, timed_steps=max(r.epochs * r.steps_per_epoch - warmup, 0))
+                for n, r in rows.items()}
+    first = rows[min(rows)]
+    return Planted(bid, first.host, first.timing_basis, rows, {n: r.step_s * scale for n, r in rows.items()})
+
+
+def _spec(p: Planted) -> str:
+    return ",".join(f"{n}={r.steps_per_epoch}x{p.step_s[n]:.6f}" for n, r in sorted(p.rows.items()))
+
+
+def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path, weekly: NightPlan | None = None,
+             drop: AccuracyDrop | None = None) -> tuple[dict[str, Planted], dict[str, Planted]]:
     """The rehearsal's config folder: one CPU host per planned host (same name and device count), and per
-    benchmark a hold config at the plan's sizes (profile smoke), pinned to its planned host."""
+    benchmark a hold config at the plan's sizes (profile smoke), pinned to its planned host; with
+    `weekly`, its profile `full` at the weekly plan's sizes with planted accuracies."""
     if dst.exists():
         shutil.rmtree(dst)
     (dst / "benchmarks").mkdir(parents=True)
@@ -138,34 +221,44 @@ def stand_in(configs: Configs, plan: NightPlan, scale: float, dst: Path) -> dict
               "timing_policy": "exclusive"} for h in configs.fleet.hosts if h.name in used]
     (dst / "fleet.yaml").write_text(yaml.safe_dump({"night_budget_minutes": configs.fleet.night_budget_minutes,
                                                    "hosts": hosts}))
-    planted = {}
+    planted, weeks = {}, {}
     for bid in sorted({r.benchmark for r in plan.rows}):
         bench = configs.benchmark(bid)
-        # the stand-in holds one precision's cells (the plan's first): the hold trainer runs no model,
-        # so every precision would hold the same planted steps
-        mine = [r for r in plan.rows if r.benchmark == bid]
-        rows = {r.gpus: r for r in mine if r.precision == mine[0].precision}
-        first = rows[min(rows)]
-        p = planted[bid] = Planted(bid, first.host, first.timing_basis, rows,
-                                   {n: r.step_s * scale for n, r in rows.items()})
-        spec = ",".join(f"{n}={r.steps_per_epoch}x{p.step_s[n]:.6f}" for n, r in sorted(rows.items()))
+        p = planted[bid] = _planted(plan, bid, scale)
+        first = p.rows[min(p.rows)]
         doc = bench.model_dump(exclude_none=True)
         smoke = bench.profiles.get("smoke")
         doc.update(images={"cpu": HOLD_IMAGE, "gpu": HOLD_IMAGE}, metrics=["precision", "recall"], hosts=[first.host],
-                   bounds={"precision": [0.0, 1.0], "recall": [0.0, 1.0]}, gpu_counts=sorted(rows),
-                   entrypoint=["python", "-m", "scalebench_kit.hold", "--planned", spec,
+                   bounds={"precision": [0.0, 1.0], "recall": [0.0, 1.0]}, gpu_counts=sorted(p.rows),
+                   entrypoint=["python", "-m", "scalebench_kit.hold", "--planned", _spec(p),
                                *(["--capped"] if first.capped else [])], retries=0)
-        doc.pop("time_to_accuracy", None)
-        doc.pop("precision", None)
-        doc.pop("reference_accuracy", None)
-        doc["profiles"] = {"smoke": {**(smoke.model_dump(exclude_none=True) if smoke else {}),
-                                     "epochs": [first.epochs], "per_gpu_batch": first.global_batch // min(rows),
-                                     "warmup_steps": first.warmup_steps, "min_timed_steps": 0,
-                                     "cell_timeout_minutes": 30}}
-        doc["profiles"]["smoke"].pop("reference_accuracy", None)
-        doc["profiles"]["smoke"].pop("precision", None)
+        for own in ("time_to_accuracy", "precision", "reference_accuracy", "accuracy_epochs"):
+            doc.pop(own, None)
+        doc["profiles"] = {"smoke": _sizes(smoke, first, min(p.rows))}
+        if weekly is not None:
+            # the weekly run is the accuracy DAG's run of this smoke profile at the weekly epochs (a CPU
+            # stand-in runs no profile full); its hold trainer takes the weekly steps by run type
+            w = weeks[bid] = _planted(weekly, bid, scale, warmup=first.warmup_steps)
+            wfirst = w.rows[min(w.rows)]
+            metric = bench.time_to_accuracy.metric if bench.time_to_accuracy else "recall"
+            levels = planted_levels(bid, sorted(w.rows), drop)
+            split = bench.resolved("full").train_images_used() or wfirst.steps_per_epoch * wfirst.global_batch
+            doc["entrypoint"] += ["--planned-full", _spec(w), "--train-images", str(split), "--time-sd",
+                                  str(PLANTED_TIME_SD), "--accuracy-sd", str(PLANTED_SD), "--accuracy",
+                                  f"{metric}:" + ",".join(f"{n}={v:g}" for n, v in sorted(levels.items()))]
+            doc.update(metrics=[metric], bounds={metric: [0.0, 1.0]}, gpu_counts=sorted(set(p.rows) | set(w.rows)),
+                       time_to_accuracy={"metric": metric, "target": PLANTED_TARGET})
         (dst / "benchmarks" / f"{bid}.yaml").write_text(yaml.safe_dump(doc, width=1000))
-    return planted
+    return planted, weeks
+
+
+def _sizes(smoke, first: PlanRow, fewest: int) -> dict:
+    """A stand-in profile at a plan row's sizes (the smoke profile's data sizes, fp32)."""
+    out = {**(smoke.model_dump(exclude_none=True) if smoke else {}), "epochs": [first.epochs],
+           "per_gpu_batch": first.global_batch // fewest, "warmup_steps": first.warmup_steps, "min_timed_steps": 0,
+           "cell_timeout_minutes": 30, "precision": ["fp32"]}
+    out.pop("reference_accuracy", None)
+    return out
 
 
 def _airflow(env: dict, *args: str, timeout: float = 1800) -> tuple[int, str]:
@@ -210,9 +303,10 @@ def _lines(log: str, marker: str) -> list[str]:
 
 def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = None, gpu_counts: list[int] | None = None,
              repeats: int | None = None, scale: float = 0.05, regression: Regression | None = None,
-             log=print) -> Rehearsal:
+             profile: str = "nightly", drop: AccuracyDrop | None = None, log=print) -> Rehearsal:
     """Plan the nightly night on the configured fleet, run it through the real DAGs on stand-in CPU
-    hosts, and read back the report; with `regression`, then plant it and check it is caught."""
+    hosts, and read back the report; with `regression`, then plant it and check it is caught; with
+    profile "full", then the weekly accuracy runs with planted accuracies (a rehearsed week)."""
     from scalebench.report.build import build_report
     from scalebench.report.model import Options
     from scalebench.report.render import render
@@ -229,8 +323,18 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
                        regression.gpus not in {r.gpus for r in plan.rows if r.benchmark == regression.benchmark}):
         raise ConfigError(f"--regress: {regression.line()} is not in the rehearsed plan "
                           f"(benchmarks {sorted(chosen)}, GPU counts {sorted({r.gpus for r in plan.rows})})")
+    weekly = None
+    if profile == "full":
+        weekly = night_plan(chosen, configs.fleet, "full", gpu_counts=gpu_counts, assigned=assignment.hosts)
+        if not weekly.feasible:
+            raise ConfigError("the weekly plan is infeasible (see scalebench plan --profile full): "
+                              + "; ".join(weekly.problems))
+    if drop and (drop.benchmark not in chosen or drop.gpus not in {r.gpus for r in weekly.rows
+                                                                   if r.benchmark == drop.benchmark}):
+        raise ConfigError(f"--plant-accuracy: {drop.line()} is not in the rehearsed week (benchmarks {sorted(chosen)}, "
+                          f"GPU counts {sorted({r.gpus for r in weekly.rows})})")
     work = work.resolve()
-    planted = stand_in(configs, plan, scale, work / "configs")
+    planted, weeks = stand_in(configs, plan, scale, work / "configs", weekly, drop)
     home = work / "state"
     if home.exists():
         shutil.rmtree(home)
@@ -250,25 +354,29 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
             raise RuntimeError(f"scalebench {' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
     today = dt.datetime.now(dt.timezone.utc).date()
     night = (today - dt.timedelta(days=1) if regression else today).isoformat()  # the baseline pass's night
-    result = Rehearsal(night, plan, planted, regression=regression)
+    result = Rehearsal(night, plan, planted, regression=regression, weekly=weeks)
 
     def run(bid: str, on: str, tag: str = "") -> tuple[int, str]:
-        p = planted[bid]
-        conf = {"profile": "smoke", "gpu_counts": sorted(p.rows), "repeats": p.rows[min(p.rows)].repeats}
+        p = (weeks if tag == "-weekly" else planted)[bid]
+        conf = {"profile": "smoke", "gpu_counts": sorted(p.rows), "repeats": p.rows[min(p.rows)].repeats,
+                "epochs": [p.rows[min(p.rows)].epochs]}
+        dag = stand_ins[bid].accuracy_dag_id if tag == "-weekly" else f"scalebench_{bid}"
         t0 = time.perf_counter()
-        rc, out = _airflow(env, "dags", "test", f"scalebench_{bid}", on, "-c", json.dumps(conf))
+        rc, out = _airflow(env, "dags", "test", dag, on, "-c", json.dumps(conf))
         (work / f"{bid}{tag}.log").write_text(out)
         log(f"{bid}{tag}: DAG run {'succeeded' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s "
             f"(log {work / f'{bid}{tag}.log'})")
         return rc, out
 
+    stand_in_configs = Configs(work / "configs", work / "configs" / "fleet.yaml")
+    stand_ins = stand_in_configs.benchmarks
     for bid, p in sorted(planted.items()):
         t0 = time.perf_counter()
         run(bid, night)
         result.makespan_s[p.host] = result.makespan_s.get(p.host, 0.0) + time.perf_counter() - t0
+    for bid in sorted(weeks):  # the week's accuracy run, after its nights
+        run(bid, night, "-weekly")
     store = Store(f"sqlite:///{home / 'results.db'}")
-    stand_in_configs = Configs(work / "configs", work / "configs" / "fleet.yaml")
-    stand_ins = stand_in_configs.benchmarks
     if regression:
         seeded = seed_baseline(store, stand_in_configs, planted, night)
         log(f"seeded {seeded} cells as the {BASELINE_NIGHTS} scheduled nights before {night}")
@@ -283,5 +391,14 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
     result.report = str(path)
     for row in rep.rows:
         result.measured[row.benchmark] = dict(row.relative_time)
-        result.valid[row.benchmark] = (row.valid, row.cells)
+        result.valid[f"nightly {row.benchmark}"] = (row.valid, row.cells)
+    for row in rep.study_rows:
+        result.weekly_measured[row.benchmark] = dict(row.relative_time)
+        result.valid[f"weekly {row.benchmark}"] = (row.valid, row.cells)
+        result.accuracy[row.benchmark] = {
+            "planted": planted_levels(row.benchmark, sorted(weeks[row.benchmark].rows), drop),
+            "verdicts": {m: {n: {"kind": v.kind, "text": v.text()} for n, v in per.items()}
+                         for m, per in row.verdicts.items()},
+            "epochs_to_target": {n: {"kind": v.kind, "text": v.text()} for n, v in row.convergence.items()},
+            "answer": next((c for c in rep.conclusions if c.startswith(f"Does accuracy suffer? {row.name},")), None)}
     return result

@@ -215,7 +215,8 @@ def markdown(rep: Report) -> str:
     if not (rep.alerts or rep.flagged or rep.cleared or rep.changes):
         out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Suspect figures", ""]
-    sus = [f"- {r.name} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}" for r in rows
+    sus = [f"- {r.name}{run} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}"
+           for run, rs in (("", rows), (" (weekly run)", rep.accuracy_rows)) for r in rs
            for n, why in sorted(r.suspect.items())]
     out += sus or ["- none (efficiency at most 1, epochs consistent, accuracy near its reference where one is set)"]
     out += ["", "## Table checks (Great Expectations)", ""]

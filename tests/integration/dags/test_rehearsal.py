@@ -2,6 +2,7 @@
 CPU host standing in for each of the example fleet's GPU hosts, the hold trainer at planted step times;
 then a regression planted at one GPU count (a slower system, same config) must be caught."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -45,3 +46,41 @@ def test_the_ci_rehearsal_gives_back_the_planted_relative_times_and_catches_a_pl
     assert regression["caught"] and len(regression["flagged"]) == 1, regression
     assert regression["confirmed"][0].startswith("unet_torch_voc2007 4 GPUs fp32 images_per_s: ")
     assert "reruns" in regression["confirmed"][0] and ": confirmed (Mann-Whitney U p = " in regression["confirmed"][0]
+
+
+@requires_docker
+@pytest.mark.slow
+def test_a_rehearsed_week_gives_back_planted_accuracies_and_sets_only_full_passes_beside_the_study(tmp_path):
+    """`rehearse --profile full`: the nightly pass, then the weekly accuracy run at the weekly plan's
+    sizes (3 repeats, full passes) with planted accuracies, 3 points lower at 4 GPUs."""
+    import os
+
+    env = {**os.environ}
+    for own in ("SCALEBENCH_CONFIG_DIR", "SCALEBENCH_FLEET", "SCALEBENCH_HOME", "AIRFLOW_HOME"):
+        env.pop(own, None)
+    out = subprocess.run([BIN / "scalebench", "rehearse", "--fleet", str(CONFIGS / "fleet.gpu-example.yaml"),
+                          "--profile", "full", "--benchmark", "unet_torch_voc2007", "--gpus", "1,2,4", "--repeats", "1",
+                          "--scale", "0.005", "--plant-accuracy", "unet_torch_voc2007:4:3",
+                          "--work", str(tmp_path / "week"), "-o", "json"],
+                         env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    doc = json.loads(out.stdout)
+    assert doc["accuracy_misses"] == []
+    acc = doc["accuracy"]["unet_torch_voc2007"]
+    assert acc["verdicts"]["iou"]["2"]["kind"] == "equivalent" and acc["verdicts"]["iou"]["4"]["kind"] == "worse"
+    assert acc["verdicts"]["iou"]["4"]["text"].startswith("worse by 3.")
+    assert acc["epochs_to_target"]["2"]["kind"] == "same" and acc["epochs_to_target"]["4"]["kind"] == "more"
+    assert "(3 repeats per GPU count): yes: iou at 4 GPUs worse by 3." in acc["answer"]
+    weekly = {r["gpus"]: r for r in doc["rows"] if r["run"] == "weekly"}
+    assert {r["basis"] for r in weekly.values()} == {"train time"} and {r["valid"] for r in weekly.values()} == {"9/9"}
+    assert all(abs(r["off_pct"]) <= 5 for r in doc["rows"]), doc["rows"]
+    report = (tmp_path / "week" / "report" / "report.md").read_text()
+    study = report.split("## The study's table: time to train the same epochs (weekly run, full passes)")[1]
+    assert "## Nightly table: steady-state throughput scaling" in study
+    conclusions = report.split("## Conclusions")[1].split("\n## ")[0]
+    # the average beside the study's is the weekly run's, never the nightly one's
+    [beside] = [line for line in conclusions.splitlines() if "the study reported" in line]
+    assert "Weekly run, full passes" in beside
+    got = {int(n): float(v) for v, n in re.findall(r"([\d.]+)% at (\d) GPUs", beside.split("(the study")[0])}
+    assert got.keys() == {2, 4} and all(abs(got[n] - 100 * weekly[n]["measured"]) <= 0.06 for n in got), beside
+    assert "steady-state throughput, not the study's time to train the same epochs" in conclusions
