@@ -5,7 +5,9 @@ logical CPU devices on CPU hosts, so the same replica/all-reduce path runs in te
 Scaling and LR policy come from cell.json: global batch = per-device batch x replicas (weak)
 or fixed (strong); lr = base_lr x global_batch / reference_batch (linear rule).
 Warm-up steps are timed apart from steady training; evaluation (precise BatchNorm statistics
-over a few training batches, then prediction on the test split) is timed on its own.
+over a few training batches, then prediction on the test split) is timed on its own, after
+training and, when the cell asks (eval_each_epoch: time to accuracy), after every epoch.
+Every epoch is a pass over the whole split (scalebench_kit.epochs, `epoch_dataset`).
 Precision (cell.json training.precision): Keras' global dtype policy (mixed_bfloat16 /
 mixed_float16, loss-scaled by Keras for float16) and TensorFlow's TF32 switch; the softmax
 runs in float32 whatever the policy, and an inner convolution's output dtype is recorded.
@@ -199,18 +201,39 @@ def main() -> None:
             loss_curve.append(float(logs["loss"]))
             cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
 
+    def evaluate() -> dict:
+        """Precise BN over a few training batches, then the whole test split once."""
+        bn_batches = precise_bn(tf, keras, model, ds.take(min(PRECISE_BN_BATCHES, steps_per_epoch)))
+        cell.events.log("precise_bn", bn_batches, images=bn_batches * global_batch)
+        probs = model.predict(prep(x_test), batch_size=global_batch, verbose=0)
+        return macro_precision_recall(y_test, np.argmax(probs, axis=1), num_classes=10)
+
+    evaluations: list[dict] = []
+    eval_s = 0.0
+
+    class EvaluateEachEpoch(keras.callbacks.Callback):
+        """After Timing closed the epoch, so evaluation stays outside the timed region (time to accuracy)."""
+        def on_epoch_end(self, epoch, logs=None):
+            nonlocal eval_s
+            if epoch + 1 < train["epochs"]:
+                t_eval = time.perf_counter()
+                scored = evaluate()
+                eval_s += time.perf_counter() - t_eval
+                evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
+                cell.events.log("metric", scored, epoch=epoch + 1)
+
     gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
     with gpus:
-        model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, callbacks=[Timing()], verbose=2)
+        model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, verbose=2,
+                  callbacks=[Timing(), *([EvaluateEachEpoch()] if train.get("eval_each_epoch") else [])])
     cell.events.log("train_stop", timer.train_s)
 
     cell.events.log("eval_start")
     t_eval = time.perf_counter()
-    bn_batches = precise_bn(tf, keras, model, ds.take(min(PRECISE_BN_BATCHES, steps_per_epoch)))
-    cell.events.log("precise_bn", bn_batches, images=bn_batches * global_batch)
-    probs = model.predict(prep(x_test), batch_size=global_batch, verbose=0)
-    metrics = macro_precision_recall(y_test, np.argmax(probs, axis=1), num_classes=10)
-    eval_s = time.perf_counter() - t_eval
+    metrics = evaluate()
+    eval_s += time.perf_counter() - t_eval
+    if train.get("eval_each_epoch"):
+        evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
     cell.events.log("eval_stop", eval_s, **metrics)
 
     system = system_fingerprint("tensorflow", tf.__version__, keras=keras.__version__,
@@ -223,7 +246,7 @@ def main() -> None:
     if gpus.summary():
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
-                epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics,
+                epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, evaluations=evaluations,
                 breakdown=breakdown, extra={"epoch": plan},
                 precision=record(precision, observed, OBSERVED_LAYER, switches),
                 model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})

@@ -119,13 +119,14 @@ def benchmarks_page(base: str, latest: dict[str, str]) -> str:
     return page("Benchmarks", base, _table(["benchmark", "latest night"], rows))
 
 
-CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "relative_time", "images_per_s",
-                "metrics", "step_shares", "marks")  # what history.js reads of each summary
+CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "basis", "relative_time",
+                "images_per_s", "metrics", "step_shares", "marks")  # what history.js reads of each summary
 RUN_FIELDS = ("run_id", "run_type", "image_digest")  # sent once per night (every row of a night is one run)
 HISTORY_NIGHTS = 365  # the history page's default window; ?nights=N or ?all=1 for another
 
 HISTORY_CHARTS = [  # (id, title, what the y axis is)
-    ("relative", "Relative time per GPU count (T(n) / T(1), lower is better)", "relative time"),
+    ("relative", "Relative time per GPU count, on each night's basis (train time: T(n) / T(1) of the same epochs; "
+                 "throughput: X(1) / X(n) of steady steps; lower is better)", "relative time"),
     ("throughput", "Throughput per GPU count (images/s)", "images/s"),
     ("accuracy", "Accuracy per night (largest GPU count)", "metric"),
     ("steps", "Where a step's time goes (share of the step, largest GPU count)", "% of step"),
@@ -167,11 +168,11 @@ def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[
                                                                                  "or acknowledged shift.</p>"))
     last = summaries[-60:]
     rows = [[f'<td><a href="{base}/nights/{s["night"]}">{s["night"]}</a></td>', _td(str(s["gpus"]), True),
-             _td(s["precision"]), _td(s["run_id"]), _td(_num(s["relative_time"], "{:.3f}"), True),
+             _td(s["precision"]), _td(s["run_id"]), _td(s.get("basis") or "–"), _td(_num(s["relative_time"], "{:.3f}"), True),
              _td(_num(s["images_per_s"], "{:.1f}"), True), _td(f"{s['valid']}/{s['cells']}", True),
              _td((s.get("image_digest") or "")[:19])] for s in reversed(last)]
     body.append(f"<h2>Last {len(last)} summaries</h2>" + _table(
-        ["night", "GPUs", "precision", "run", "relative time", "images/s", "valid cells", "image"], rows))
+        ["night", "GPUs", "precision", "run", "timed by", "relative time", "images/s", "valid cells", "image"], rows))
     body.append(f'<script type="application/json" id="history-data">{blob}</script>')
     if charts:
         body.append(f'<script src="{base}/static/history.js"></script>')

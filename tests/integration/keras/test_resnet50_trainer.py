@@ -1,5 +1,6 @@
 """The Keras trainer in the real TensorFlow image without Airflow: a bf16 cell on 2 CPU device
-slots, on a split that leaves a smaller last batch (the whole split each epoch). The DAG test runs fp32 only: on a CPU without AVX512-BF16 a bf16 ResNet50 step is several
+slots, on a split that leaves a smaller last batch (the whole split each epoch), evaluated after
+each epoch as the weekly run is. The DAG test runs fp32 only: on a CPU without AVX512-BF16 a bf16 ResNet50 step is several
 times an fp32 one, so this cell is kept to a few steps."""
 import math
 import os
@@ -23,12 +24,13 @@ def test_a_bf16_cell_computes_in_bfloat16_under_mirrored_strategy_on_2_devices(t
     cifar10.write_synthetic(data, train_images=99, test_images=32, seed=0)  # 6 x 16 + a last batch of 3 (+1 repeat)
     out.mkdir()
     n, batch = 2, 8
-    cell = sample_cell(gpus=n, epochs=1, precision="bf16", per_device_batch=batch, global_batch=batch * n)
+    cell = sample_cell(gpus=n, epochs=2, precision="bf16", per_device_batch=batch, global_batch=batch * n)
     write_json_atomic(out / "cell.json", sample_spec(
         cell,
         training={"per_device_batch": batch, "global_batch": batch * n, "scaling_mode": "weak",
                   "lr_policy": {"rule": "linear", "base_lr": 0.01, "reference_batch": 256}, "lr": 0.01 * batch * n / 256,
-                  "warmup_steps": 2, "epochs": 1, "max_steps_per_epoch": None, "precision": "bf16"},
+                  "warmup_steps": 2, "epochs": 2, "max_steps_per_epoch": None, "precision": "bf16",
+                  "eval_each_epoch": True},
         data={"name": "cifar10", "format": "cifar10-python", "path": "/data", "fingerprint": "sha256:test",
               "train_limit": None, "test_limit": None, "image_size": None},
         model={"name": "resnet50_keras_cifar10", "architecture": "ResNet50", "num_classes": 10}))
@@ -37,7 +39,10 @@ def test_a_bf16_cell_computes_in_bfloat16_under_mirrored_strategy_on_2_devices(t
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     doc = load_result(out / "metrics.json")
     assert doc["devices"]["world_size"] == n and doc["model"]["strategy"] == "MirroredStrategy"
-    assert doc["training"]["precision"] == "bf16" and doc["timing"]["steps"] == 7
+    assert doc["training"]["precision"] == "bf16" and doc["timing"]["steps"] == 2 * 7
+    # evaluated after each epoch outside the timed steps (time to accuracy), the last one the cell's metrics
+    assert [e["epoch"] for e in doc["evaluations"]] == [1, 2] and doc["evaluations"][-1]["metrics"] == doc["metrics"]
+    assert doc["evaluations"][0]["train_s"] == pytest.approx(doc["timing"]["epoch_s"][0], abs=1e-3)
     assert doc["epoch"]["covered_images"] == 99 and doc["epoch"]["last_batch"] == 4 and doc["epoch"]["repeated_images"] == 1
     p = doc["precision"]  # Keras' mixed_bfloat16 policy on CPU: an inner convolution computed in bfloat16
     assert p["requested"] == "bf16" and p["observed_dtype"] == "bfloat16", p

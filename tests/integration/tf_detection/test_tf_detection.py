@@ -103,6 +103,9 @@ def test_faster_rcnn_trains_under_mirrored_strategy_on_1_and_2_devices(frcnn_run
         assert doc["devices"]["world_size"] == n and doc["model"]["strategy"] == "MirroredStrategy"
         assert doc["model"]["architecture"] == "FasterRCNN-ResNet50-FPN" and doc["model"]["parameters"] > 40e6
         assert doc["epoch"] == epoch_plan(16, n, shards=n, full_batches=True) and doc["epoch"]["covered_images"] == 16
+        # evaluated after each epoch (the weekly run's time to accuracy), the last one the cell's metrics
+        assert [e["epoch"] for e in doc["evaluations"]] == [1, 2] and doc["evaluations"][-1]["metrics"] == doc["metrics"]
+        assert 0 < doc["evaluations"][0]["train_s"] < doc["evaluations"][1]["train_s"] <= sum(doc["timing"]["epoch_s"]) + 1e-3
         losses = doc["step_losses"]
         assert len(losses) == doc["timing"]["steps"] == 2 * 16 // n >= 16
         quarter = len(losses) // 4

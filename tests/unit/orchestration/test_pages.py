@@ -43,6 +43,7 @@ def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_o
     assert last["relative_time"] == pytest.approx(76.5 / 101.5, rel=1e-6) and last["image_digest"] == "sha256:new"
     assert last["run_id"] == nights["run_id"] and "every night since 2026-11-23" in page.text
     assert last["valid"] == 2 and last["cells"] == 3 and last["retried"] == 1
+    assert last["basis"] == "train time" and "<th>timed by</th>" in page.text  # each figure's basis, charted and tabled
     # the new image is judged against the old baseline: marked as the change it is, with its verdict
     changes = [m for m in last["marks"] if m["kind"] in ("change", "flagged", "alert")]
     assert changes and all("image digest sha256:old -> sha256:new" in m["text"] for m in changes), last["marks"]

@@ -125,6 +125,7 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         tip = wait.until(lambda d: d.find_element(By.ID, "tip-relative").text or None)
         assert f"night {NIGHT} · run scheduled__{NIGHT}T01:00:00+00:00 (scheduled)" in tip
         assert "image sha256:new" in tip and "2 GPUs fp32: 2/3 valid" in tip and "change:" in tip
+        assert "timed by train time" in tip  # the basis of the hovered figures
 
         chart = "window.scalebenchCharts.throughput"
         span = driver.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min")

@@ -51,7 +51,8 @@
     const runs = [...new Set(mine.map((p) => p.run_id + " (" + p.run_type + ")"))].join(", ");
     const images = [...new Set(mine.map((p) => p.image_digest || "no image digest"))].join(", ");
     const cells = mine.map((p) => keyOf(p) + ": " + p.valid + "/" + p.cells + " valid").join("; ");
-    const lines = ["night " + nights[i] + " · run " + runs, "image " + images, "cells " + cells];
+    const bases = [...new Set(mine.map((p) => p.basis || "unknown"))].join(", ");
+    const lines = ["night " + nights[i] + " · run " + runs, "image " + images, "timed by " + bases, "cells " + cells];
     const mine_marks = marks[i].filter((m) => !labels || !/ GPUs? /.test(m.text) || labels.some((l) => m.text.includes(l)));
     for (const m of mine_marks.slice(0, 4)) lines.push(m.kind + ": " + m.text);
     if (mine_marks.length > 4) lines.push("… and " + (mine_marks.length - 4) + " more (Marked nights, below)");
