@@ -308,7 +308,7 @@ def test_a_configured_metric_is_reported_never_dropped():
     for g, m in ((1, 0.61), (2, 0.60)):
         record(store, g, 3, 1, 100 / g, map50=m)
     rep = doc_for(store, benchmarks={"resnet50_keras_cifar10": sample_benchmark("resnet50_keras_cifar10",
-                                                                                metrics=["map50"],
+                                                                                metrics=["map50"], time_to_accuracy=None,
                                                                                 bounds={"map50": (0, 1)})})
     assert rep.metrics == ["map50"] and rep.rows[0].metrics == {"map50": {1: 0.61, 2: 0.60}}
     text = __import__("scalebench.report.render", fromlist=["markdown"]).markdown(rep)
