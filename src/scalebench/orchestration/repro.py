@@ -1,7 +1,11 @@
 """`scalebench repro TARGET [--run]`: the exact `docker run` that starts an attempt's container
 again on its host (image digest, mounts, environment, devices, command), from the container.json
-the cell task wrote; `--run` runs it into a new folder outside the store, under a device lease
-like any cell's, and records nothing."""
+the cell task wrote; `--run` runs it, under a device lease with the policy the cell ran under
+(packed or exclusive, from its cell.json), and records nothing.
+
+A repro only reads the stored attempt: both the printed command and `--run` copy its cell.json
+into a new folder under .state/repro/ and mount that as /results; the stored attempt is mounted
+read-only beside it (/stored), so nothing a repro does can change a recorded result."""
 from __future__ import annotations
 
 import datetime as dt
@@ -44,9 +48,12 @@ def find_attempt(target: str) -> Path:
     return started[-1]
 
 
-def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = None,
-               lease_id: str | None = None) -> list[str]:
-    """The command line; `results` replaces the /results mount, `gpus` the device ids, `lease_id` the lease label."""
+STORED_TARGET = "/stored"  # where a repro sees the stored attempt, read-only
+
+
+def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id: str | None = None) -> list[str]:
+    """The command line; `results` (a new folder) replaces the /results mount, whose stored source
+    is mounted read-only at /stored; `gpus` the device ids, `lease_id` the lease label."""
     cmd = ["docker", "run", "--rm", "--shm-size", str(rec["shm_size"])]
     labels = {**rec.get("labels", {}), "org.scalebench.repro": "1"}
     if rec.get("cpuset_cpus"):
@@ -61,8 +68,11 @@ def docker_run(rec: dict, results: str | None = None, gpus: list[str] | None = N
     for k, v in sorted(env.items()):
         cmd += ["-e", f"{k}={v}"]
     for m in rec["mounts"]:
-        source = results if results and m["target"] == "/results" else m["source"]
-        cmd += ["--mount", f"type=bind,source={source},target={m['target']}" + (",readonly" if m["read_only"] else "")]
+        if m["target"] == "/results":
+            cmd += ["--mount", f"type=bind,source={results},target=/results",
+                    "--mount", f"type=bind,source={m['source']},target={STORED_TARGET},readonly"]
+            continue
+        cmd += ["--mount", f"type=bind,source={m['source']},target={m['target']}" + (",readonly" if m["read_only"] else "")]
     if lease_id:
         labels["org.scalebench.lease"] = lease_id
     for k, v in sorted(labels.items()):
@@ -74,23 +84,40 @@ def shell_line(cmd: list[str]) -> str:
     return " ".join(a if a.startswith('"device=') else shlex.quote(a) for a in cmd)
 
 
+def new_folder(folder: Path) -> Path:
+    """Where a repro of `folder` writes: a new folder under .state/repro/ (not created here)."""
+    return paths.state_dir() / "repro" / f"{folder.parent.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S%f}"
+
+
 def show(folder: Path) -> str:
+    """The commands to run by hand: a new folder holding a copy of the cell's spec, then the run."""
     rec = json.loads((folder / CONTAINER_FILE).read_text())
+    out = new_folder(folder)
     return "\n".join([f"# attempt {folder} on host {rec['host']} (devices {','.join(rec['device_ids'])}), "
-                      f"image {rec['image']}", shell_line(docker_run(rec))])
+                      f"image {rec['image']}; the stored attempt is mounted read-only at {STORED_TARGET}",
+                      f"mkdir -p {shlex.quote(str(out))} && cp {shlex.quote(str(folder / CELL_SPEC_FILE))} "
+                      f"{shlex.quote(str(out))}/", shell_line(docker_run(rec, results=str(out)))])
+
+
+def lease_policy(folder: Path) -> str:
+    """The timing policy the attempt's devices were leased under (its cell.json), packed if unrecorded."""
+    spec = json.loads((folder / CELL_SPEC_FILE).read_text())
+    return (spec.get("devices") or {}).get("timing_policy") or "packed"
 
 
 def run(folder: Path) -> tuple[int, Path]:
-    """Run the attempt again into a new folder under .state/repro/, under a lease on its host."""
+    """Run the attempt again into a new folder under .state/repro/, under a lease on its host taken
+    as the cell took it (exclusive: the whole host)."""
     from scalebench.core.config import Configs
     from scalebench.store.leases import LeaseManager
 
     rec = json.loads((folder / CONTAINER_FILE).read_text())
     host = Configs().fleet.host(rec["host"])
-    out = paths.state_dir() / "repro" / f"{folder.parent.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S%f}"
+    out = new_folder(folder)
     out.mkdir(parents=True)
     shutil.copy(folder / CELL_SPEC_FILE, out / CELL_SPEC_FILE)
-    lease = LeaseManager().acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get('org.scalebench.cell')}")
+    lease = LeaseManager().acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get('org.scalebench.cell')}",
+                                   exclusive=lease_policy(folder) == "exclusive")
     name = f"scalebench-repro-{lease.lease_id[:12]}"
     # a lost lease may hand the devices on: the container goes at once, as a cell's would
     lease.start_heartbeat(on_lost=lambda why: subprocess.run(["docker", "rm", "-f", name], capture_output=True))

@@ -1,6 +1,7 @@
 """`scalebench repro`: an attempt's exact docker run from its container.json, and --run against the engine."""
 import json
 import shlex
+import shutil
 
 from scalebench.cli import main
 from scalebench.core.attempt_folders import attempt_dir
@@ -30,13 +31,21 @@ def test_repro_prints_the_attempts_docker_run_by_folder_or_cell_key(tmp_path, mo
     record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
     for target in (str(folder), cell["key"]):
         assert main(["repro", target]) == 0
-        comment, line = capsys.readouterr().out.strip().splitlines()
+        comment, copy, line = capsys.readouterr().out.strip().splitlines()
         assert comment.startswith(f"# attempt {folder} on host local (devices 0,1), image scalebench/tensorflow:cpu")
         args = shlex.split(line)
         assert args[:3] == ["docker", "run", "--rm"] and args[-4:] == ["sha256:1mage", "sh", "-c",
                                                                         "python /data/probe_cell.py"]
         assert f"type=bind,source={data},target=/data,readonly" in args and "SCALEBENCH_NUM_DEVICES=2" in args
         assert args[args.index("--cpuset-cpus") + 1] == "0,1" and "--gpus" not in args
+        # only reads the stored attempt: writes into a new folder that holds a copy of its cell.json
+        mounts = [args[i + 1] for i, a in enumerate(args) if a == "--mount"]
+        assert f"type=bind,source={folder},target=/stored,readonly" in mounts
+        assert not [m for m in mounts if f"source={folder}," in m and not m.endswith(",readonly")], mounts
+        [results] = [m for m in mounts if m.endswith("target=/results")]
+        new = results.split("source=", 1)[1].split(",target=")[0]
+        assert new != str(folder) and "/repro/" in new
+        assert shlex.split(copy) == ["mkdir", "-p", new, "&&", "cp", str(folder / "cell.json"), f"{new}/"]
 
 
 def test_a_gpu_attempt_names_its_devices_in_the_docker_run():
@@ -44,9 +53,9 @@ def test_a_gpu_attempt_names_its_devices_in_the_docker_run():
 
     rec = {"environment": {"NVIDIA_VISIBLE_DEVICES": "2,3"}, "mounts": [], "gpus": ["2", "3"], "shm_size": 1,
            "image_digest": "sha256:x", "command": ["torchrun"], "labels": {}}
-    args = docker_run(rec)
+    args = docker_run(rec, "/new")
     assert args[args.index("--gpus") + 1] == '"device=2,3"' and "NVIDIA_VISIBLE_DEVICES=2,3" in args
-    moved = docker_run(rec, gpus=["0", "1"])  # --run leases afresh: the ids may differ
+    moved = docker_run(rec, "/new", gpus=["0", "1"])  # --run leases afresh: the ids may differ
     assert moved[moved.index("--gpus") + 1] == '"device=0,1"' and "NVIDIA_VISIBLE_DEVICES=0,1" in moved
 
 
@@ -69,7 +78,21 @@ def test_repro_run_starts_the_attempts_container_again_outside_the_store(tmp_pat
     folder = attempt_dir(cell, 1)
     rec = json.loads((folder / "container.json").read_text())
     assert rec["image_digest"].startswith("sha256:") and rec["device_ids"] == summary["device_ids"]
+    stored = {p.name: p.read_bytes() for p in folder.iterdir()}
     rc, out = run(folder)
     assert rc == 0 and json.loads((out / "metrics.json").read_text())["cell"]["key"] == cell["key"]
     assert out.parent.name == "repro" and Store().cells() == [] and LeaseManager().holders() == []
-    assert [e.cell_key for e in LeaseManager().events() if e.event == "released"][-1] == f"repro-{cell['key']}"
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == stored  # the stored attempt is untouched
+    mine = [e for e in LeaseManager().events() if e.cell_key == f"repro-{cell['key']}"]
+    assert [e.event for e in mine][-1] == "released"
+    # leased as the cell was: packed here; a copy of the attempt that ran exclusive takes the whole host
+    assert json.loads((folder / "cell.json").read_text())["devices"]["timing_policy"] == "packed"
+    assert [e.detail for e in mine if e.event == "acquired"] == ["packed"]
+    exclusive = tmp_path / "exclusive" / "attempt-1"
+    shutil.copytree(folder, exclusive)
+    spec = json.loads((exclusive / "cell.json").read_text())
+    spec["devices"]["timing_policy"] = "exclusive"
+    (exclusive / "cell.json").write_text(json.dumps(spec))
+    assert run(exclusive)[0] == 0
+    acquired = [e.detail for e in LeaseManager().events() if e.cell_key == f"repro-{cell['key']}" and e.event == "acquired"]
+    assert acquired == ["packed", "exclusive"]
