@@ -17,7 +17,7 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: ui-vendor airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-regressions - our regression detector vs Apache Otava and a conbench-style z-score, on simulated nights"
 	@echo "make drills - fault drills and security checks; rewrites docs/reliability.md"
 	@echo "make gpu-check - on a lent GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (make gpu-check-wheels first, here)"
+	@echo "make ui-vendor - refresh the committed chart script (uPlot) from the npm registry as web/package-lock.json pins it"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,16 +41,16 @@ $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.tom
 	touch $@
 
 UI_VENDOR := src/scalebench/orchestration/static/vendor
-# the history pages' charts (uPlot), vendored at build time from the npm registry as pinned by
-# web/package-lock.json (integrity-checked by npm ci); the pages never load a script from a CDN
-$(UI_VENDOR)/uPlot.iife.min.js: web/package.json web/package-lock.json
+# the history pages' charts (uPlot) are committed in $(UI_VENDOR) with their license and SHA256SUMS
+# (a test checks them), so a Python install needs no npm; after changing web/package.json, refresh
+# them from the npm registry as pinned by web/package-lock.json (integrity-checked by npm ci)
+ui-vendor:
 	@command -v npm >/dev/null || { echo "installing npm (Debian package)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
 	cd web && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-	mkdir -p $(UI_VENDOR)
 	cp web/node_modules/uplot/dist/uPlot.iife.min.js web/node_modules/uplot/dist/uPlot.min.css web/node_modules/uplot/LICENSE $(UI_VENDOR)/
-	touch $@
+	cd $(UI_VENDOR) && sha256sum LICENSE uPlot.iife.min.js uPlot.min.css > SHA256SUMS
 
-venv: $(BIN)/.installed $(UI_VENDOR)/uPlot.iife.min.js
+venv: $(BIN)/.installed
 
 docker:
 	containers/ensure-docker.sh

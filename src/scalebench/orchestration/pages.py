@@ -156,7 +156,7 @@ def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[
             '<p class="muted">Drag across a chart to zoom (double-click to reset); click a legend entry to hide '
             "or show its series; hover a night for its run, image and cells.</p>"]
     if not charts:
-        body.append('<p class="muted">The charts need the vendored uPlot script (<code>make venv</code> fetches it); '
+        body.append('<p class="muted">The charts need the vendored uPlot script (<code>make ui-vendor</code> restores it); '
                     "the tables below hold the same figures.</p>")
     for cid, title, _ in HISTORY_CHARTS:
         body.append(f'<h2>{escape(title)}</h2><div class="chart" id="chart-{cid}"></div><div class="tip" id="tip-{cid}"></div>')

@@ -135,7 +135,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     def static(name: str):
         path = STATIC_FILES.get(name)
         if path is None or not path.is_file():
-            raise HTTPException(404, f"no static file {name}" + (" (make venv vendors uPlot)" if path else ""))
+            raise HTTPException(404, f"no static file {name}" + (" (make ui-vendor restores uPlot)" if path else ""))
         return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
 
     @app.get("/benchmarks", response_class=HTMLResponse)
