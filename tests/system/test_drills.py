@@ -15,7 +15,7 @@ import yaml
 from scalebench.store.recording import record_run_when_reachable
 from scalebench.store.results import Store
 from tests.support import ROOT
-from tests.support.engine import POSTGRES_IMAGE, docker_ready, requires_docker, start_postgres
+from tests.support.engine import POSTGRES_IMAGE, requires_docker, requires_image, start_postgres
 from tests.support.samples import sample_cell, sample_contract, write_attempt
 
 OUTAGE_S = 30
@@ -73,7 +73,7 @@ def test_results_database_locked_by_another_writer_for_30_s(isolated_state, dril
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not docker_ready(POSTGRES_IMAGE), reason=f"needs {POSTGRES_IMAGE} (make test builds it)")
+@requires_image(POSTGRES_IMAGE, "make test builds it")
 def test_results_database_stopped_for_30_s(isolated_state, drill):
     from scalebench.store.db import upgrade
 
@@ -192,7 +192,7 @@ def _watch_devices(stop: threading.Event, seen: list):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(not docker_ready(POSTGRES_IMAGE), reason=f"needs {POSTGRES_IMAGE} (make test builds it)")
+@requires_image(POSTGRES_IMAGE, "make test builds it")
 def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch, drill):
     """A cell holds all four devices when PostgreSQL stops for longer than the lease TTL, while a
     second cell waits for them. CI: TTL 5 s, outage 15 s; `make drills`: TTL 30 s, outage 150 s."""
