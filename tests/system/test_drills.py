@@ -243,8 +243,9 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
                 break
             time.sleep(0.1)
         time.sleep(2)  # A's container runs
-        down_at = time.monotonic()
+        stop_at = time.monotonic()
         subprocess.run(["docker", "stop", name], check=True, capture_output=True)
+        down_at = time.monotonic()
         b_result: dict = {}
 
         def run_b():
@@ -261,6 +262,11 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
         assert failure.reason == "lease_lost" and failure.transient, failure
         lost_after = a_result["at"] - down_at
         assert lost_after < back_at - down_at, "A must stop its container during the outage, not when B reclaims"
+        # A kept its lease for the TTL since its last heartbeat (at most one interval, TTL/4, before the stop)
+        held = a_result["at"] - stop_at
+        assert held >= 0.75 * ttl, f"A gave its lease up {held:.1f} s after the database began to stop (ttl {ttl} s)"
+        left = client.containers.list(all=True, filters={"label": f"org.scalebench.cell={a_cell['key']}"})
+        assert left == [], f"A's container is left after its lease was lost: {[c.name for c in left]}"
         assert b_result["summary"]["device_ids"] == ["0", "1", "2", "3"]
         retry = a_op.execute({"ti": FakeTI(2)})  # Airflow's retry of A
         assert retry["attempt"] == 2 and retry["device_ids"] == ["0", "1", "2", "3"]
