@@ -177,14 +177,17 @@ def test_the_compose_stack_has_no_default_password(drill):
                         "on localhost")
 
 
-def _watch_devices(stop: threading.Event, seen: list):
-    """Every 0.2 s: the running containers per leased device (label org.scalebench.devices)."""
+def _watch_devices(stop: threading.Event, seen: list, cells: set[str]):
+    """Every 0.2 s: the running containers of `cells` per leased device (label org.scalebench.devices);
+    other tests' containers on the same engine are not counted."""
     import docker
 
     client = docker.from_env()
     while not stop.is_set():
         per_device: dict[str, list[str]] = {}
         for c in client.containers.list(filters={"label": "org.scalebench.devices"}):
+            if c.labels.get("org.scalebench.cell") not in cells:
+                continue
             for d in c.labels["org.scalebench.devices"].split(","):
                 per_device.setdefault(d, []).append(c.labels["org.scalebench.cell"])
         seen.append(max((len(v) for v in per_device.values()), default=0))
@@ -227,7 +230,8 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
                 (data / f"contract-{cell['key']}-{k}.json").write_text(json.dumps(sample_contract(cell, attempt=k)))
         (data / f"slow-{a_cell['key']}-1").touch()
         client = docker.from_env()
-        threading.Thread(target=_watch_devices, args=(stop_watch, seen), daemon=True).start()
+        threading.Thread(target=_watch_devices, args=(stop_watch, seen, {a_cell["key"], b_cell["key"]}),
+                         daemon=True).start()
         a_result: dict = {}
 
         def run_a():
