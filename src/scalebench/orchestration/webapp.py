@@ -13,6 +13,7 @@ import json
 import re
 
 import functools
+from html import escape
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -198,7 +199,7 @@ def add_browsing_routes(app: FastAPI) -> None:
             return HTMLResponse(pages.explain_page(base, dag_id, other))
         bench = dag_id.removeprefix("scalebench_").removesuffix("_accuracy")
         if bench not in store().summary_nights():
-            return HTMLResponse(pages.explain_page(base, dag_id, f"No night of <code>{bench}</code> is summarized yet: "
+            return HTMLResponse(pages.explain_page(base, dag_id, f"No night of <code>{escape(bench)}</code> is summarized yet: "
                                                    "its history appears once a run of it is recorded."))
         return RedirectResponse(f"{base}/benchmarks/{bench}")
 

@@ -98,6 +98,9 @@ def test_a_dag_run_tab_shows_its_cells_and_the_other_dags_say_what_they_are(nigh
         assert got.status_code == 307 and got.headers["location"] == where
     assert "No night of <code>unet_torch_voc2007</code>" in client.get("/dags", params={"dag_id": "scalebench_unet_torch_voc2007"}).text
     assert "records no figure" in client.get("/dags", params={"dag_id": "scalebench_maintenance"}).text
+    # a benchmark name from the query comes back escaped, never as markup
+    hostile = client.get("/dags", params={"dag_id": "scalebench_<img src=x onerror=alert(1)>"}).text
+    assert "<img" not in hostile and "&lt;img src=x onerror=alert(1)&gt;" in hostile
 
 
 def test_the_compare_page_defaults_to_the_last_two_nights_and_exports_the_same_rows(nights):
