@@ -15,15 +15,16 @@ import re
 import functools
 from html import escape
 from pathlib import Path
+from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
 from scalebench.core import paths
 
-NIGHT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+NIGHT = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # ASCII digits: \d takes any script's
 FILES = re.compile(r"^[a-z_]+\.(html|png|json|md)$")
 MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown",
          "js": "text/javascript", "css": "text/css"}
@@ -62,11 +63,17 @@ def _export(fmt: str, columns: list[str], rows: list[dict], name: str, doc=None)
 
     if fmt not in FORMATS:
         raise HTTPException(404, f"no .{fmt} export: csv or json")
-    disposition = {"Content-Disposition": f'attachment; filename="{name}.{fmt}"'}
+    disposition = {"Content-Disposition": _attachment(f"{name}.{fmt}")}
     if fmt == "json":
         return Response(json.dumps(rows if doc is None else doc, default=str, indent=1), media_type="application/json",
                         headers=disposition)
     return Response(to_csv(columns, rows), media_type="text/csv", headers=disposition)
+
+
+def _attachment(filename: str) -> str:
+    """RFC 6266: an ASCII fallback name (no quote, no path, Latin-1 safe) and the exact name as filename*."""
+    fallback = re.sub(r"[^A-Za-z0-9._-]", "_", filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def _shifts(benchmark: str) -> list[dict]:
@@ -145,7 +152,8 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
 
     @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
-    def history(request: Request, benchmark: str, nights: int = pages.HISTORY_NIGHTS, all: bool = False):
+    def history(request: Request, benchmark: str, nights: int = Query(pages.HISTORY_NIGHTS, ge=1, le=36500),
+                all: bool = False):
         import datetime as dt
 
         base, _ = _bases(request)

@@ -59,7 +59,8 @@ def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_o
 def test_the_history_exports_are_the_summaries_as_csv_and_json(nights):
     client = open_app()
     got = client.get(f"/api/benchmarks/{BENCH}/history.csv")
-    assert got.headers["content-disposition"] == f'attachment; filename="{BENCH}-history.csv"'
+    assert got.headers["content-disposition"] == (f'attachment; filename="{BENCH}-history.csv"; '
+                                                  f"filename*=UTF-8''{BENCH}-history.csv")
     rows = list(csv.DictReader(io.StringIO(got.text)))
     assert len(rows) == 12 and rows[-1]["night"] == nights["last"] and rows[-1]["gpus"] == "2"
     assert float(rows[-1]["relative_time"]) == pytest.approx(76.5 / 101.5) and "change:" in rows[-1]["marks"]
@@ -122,3 +123,19 @@ def test_the_history_page_shows_a_window_of_nights_unless_asked_for_all(nights):
     assert "nights since 2026-11-27 (its first: 2026-11-23)" in recent
     every = client.get(f"/benchmarks/{BENCH}", params={"all": 1}).text
     assert len(json.loads(re.search(r'id="history-data">(.*?)</script>', every, re.S).group(1))["rows"]) == 12
+
+
+def test_hostile_names_and_values_answer_4xx_or_a_safe_download_never_500(nights):
+    """A quote or a non-Latin-1 character in a download's name, a night of Arabic-Indic digits, a
+    window of 10**12 nights: each gave a 500 before."""
+    client = open_app()
+    got = client.get("/api/runs/cells.csv", params={"dag_id": DAG, "run_id": 'a"b\u0661\u00e9'})
+    assert got.status_code == 200
+    disposition = got.headers["content-disposition"]
+    assert disposition == "attachment; filename=\"cells-a_b__.csv\"; filename*=UTF-8''cells-a_b%D9%A1%C3%A9.csv"
+    for name in ("\u0663x", 'b"'):
+        assert client.get(f"/api/benchmarks/{name}/history.json").status_code == 200
+    assert client.get("/nights/\u0662\u0660\u0662\u0666-11-01").status_code == 404
+    assert client.get("/api/nights/\u0662\u0660\u0662\u0666-11-01/cells.csv").status_code == 404
+    assert client.get(f"/benchmarks/{BENCH}", params={"nights": 10**12}).status_code == 422
+    assert client.get(f"/benchmarks/{BENCH}", params={"nights": 0}).status_code == 422
