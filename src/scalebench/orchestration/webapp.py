@@ -192,7 +192,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     @app.get("/api/runs/cells.{fmt}")
     def run_export(fmt: str, dag_id: str, run_id: str):
         cells = _run_cells(dag_id, run_id)
-        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], "cells-" + re.sub(r"[^\w.-]", "_", run_id), cells)
+        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{run_id}", cells)
 
     @app.get("/dags")
     def dag(request: Request, dag_id: str):

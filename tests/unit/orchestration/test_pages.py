@@ -132,7 +132,7 @@ def test_hostile_names_and_values_answer_4xx_or_a_safe_download_never_500(nights
     got = client.get("/api/runs/cells.csv", params={"dag_id": DAG, "run_id": 'a"b\u0661\u00e9'})
     assert got.status_code == 200
     disposition = got.headers["content-disposition"]
-    assert disposition == "attachment; filename=\"cells-a_b__.csv\"; filename*=UTF-8''cells-a_b%D9%A1%C3%A9.csv"
+    assert disposition == "attachment; filename=\"cells-a_b__.csv\"; filename*=UTF-8''cells-a%22b%D9%A1%C3%A9.csv"
     for name in ("\u0663x", 'b"'):
         assert client.get(f"/api/benchmarks/{name}/history.json").status_code == 200
     assert client.get("/nights/\u0662\u0660\u0662\u0666-11-01").status_code == 404
