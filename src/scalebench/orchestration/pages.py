@@ -1,5 +1,7 @@
-"""The HTML of the browsing pages (history, night, run, compare), from data decided elsewhere:
-night summaries, stored cells, comparisons. Rendering only; the routes are in `webapp`.
+"""The browsing pages (history, night, run, compare, benchmarks, explanations) from data decided
+elsewhere: night summaries, stored cells, comparisons. This module turns that data into plain
+values (texts, links, table cells) and hands them to the Jinja2 templates in `templates/`, which
+autoescape every value: no markup is assembled here. The routes are in `webapp`.
 
 Pages are shown inside the Airflow UI (a tab in an iframe), so a link into Airflow's own pages
 (a task's log) opens in the top window (pages.js hands it to the UI's router). Links between our
@@ -7,116 +9,127 @@ pages are relative to the plugin's mount (`base`), links into Airflow to its UI 
 """
 from __future__ import annotations
 
-import json
-from html import escape
+import functools
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from scalebench.report.exports import result_row
 
-STYLE = """body{font:14px system-ui,sans-serif;margin:16px 24px;color:#1d2430}h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d5d9e0;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f2f4f7}td.n{text-align:right;font-variant-numeric:tabular-nums}.failed td{background:#fff1f0}
-nav a{margin-right:14px}.muted{color:#667085}.chart{margin:6px 0 18px}.tip{min-height:3.2em;font-size:13px;white-space:pre-line;
-background:#f8f9fb;border:1px solid #e4e7ec;padding:4px 8px;max-width:1100px}.marks li{margin:2px 0}
-.k-alert{color:#c4320a}.k-restart{color:#175cd3}.k-change{color:#0e9384}.k-flagged{color:#b54708}.k-cleared{color:#067647}.k-shift{color:#6941c6}
-.k-rerun,.k-retried,.k-manual{color:#475467}"""
+TEMPLATES = Path(__file__).parent / "templates"
 
 
-def page(title: str, base: str, body: str, head: str = "") -> str:
-    nav = (f'<nav><a href="{base}/">nights</a><a href="{base}/benchmarks">benchmarks</a>'
-           f'<a href="{base}/compare">compare nights</a><a href="{base}/latest">latest report</a></nav>')
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{escape(title)}</title><style>{STYLE}</style>{head}"
-            f'<script src="{base}/static/pages.js"></script></head><body>{nav}<h1>{escape(title)}</h1>{body}</body></html>')
+@functools.lru_cache(maxsize=1)
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": str}  # dates in summaries as ISO text
+    return env
+
+
+def render(template: str, title: str, base: str, **values) -> str:
+    return _env().get_template(template).render(title=title, base=base, **values)
+
+
+# The parts a line of prose or a table cell is made of (macros.html writes their markup).
+def text(value: str, muted: bool = False) -> dict:
+    return {"text": value, "muted": muted}
+
+
+def link(href: str, label: str, top: bool = False) -> dict:
+    return {"href": href, "text": label, "top": top}
+
+
+def code(value: str) -> dict:
+    return {"code": value}
+
+
+def cell(value: str | None = "", numeric: bool = False) -> dict:
+    return {"parts": [text(value or "")], "n": numeric}
+
+
+def row(cells: list[dict], cls: str = "") -> dict:
+    return {"cells": cells, "cls": cls}
 
 
 def _num(v, fmt: str = "{:.3g}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
-def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join(f'<tr class="{(classes or [""] * len(rows))[i]}">' + "".join(rows[i]) + "</tr>" for i in range(len(rows)))
-    return f"<table><tr>{head}</tr>{body}</table>"
+def downloads(base: str, path: str, query: dict | None = None) -> dict:
+    q = "?" + urlencode({k: v for k, v in query.items() if v}) if query else ""
+    return {"csv": f"{base}{path}.csv{q}", "json": f"{base}{path}.json{q}"}
 
 
-def _td(text: str, numeric: bool = False) -> str:
-    return f'<td class="n">{escape(text)}</td>' if numeric else f"<td>{escape(text)}</td>"
-
-
-def downloads(base: str, path: str, query: dict | None = None) -> str:
-    q = escape("?" + urlencode({k: v for k, v in (query or {}).items() if v})) if query else ""
-    return (f'<p>Download: <a download href="{base}{path}.csv{q}">CSV</a> · '
-            f'<a download href="{base}{path}.json{q}">JSON</a></p>')
-
-
-def log_link(ui: str, cell: dict, attempt: dict) -> str:
+def log_link(ui: str, cell_: dict, attempt: dict) -> dict:
     """The attempt's task instance log in the Airflow UI (opens in the top window), or why there is none."""
     if not attempt.get("task_id"):
-        return '<span class="muted">no task recorded</span>'
-    path = f"{ui}/dags/{quote(cell['dag_id'], safe='')}/runs/{quote(cell['run_id'], safe='')}/tasks/{quote(attempt['task_id'], safe='')}"
+        return text("no task recorded", muted=True)
+    path = (f"{ui}/dags/{quote(cell_['dag_id'], safe='')}/runs/{quote(cell_['run_id'], safe='')}"
+            f"/tasks/{quote(attempt['task_id'], safe='')}")
     if attempt.get("map_index") is not None and attempt["map_index"] >= 0:
         path += f"/mapped/{attempt['map_index']}"
     if attempt.get("try_number"):
         path += f"?try_number={attempt['try_number']}"
-    return f'<a class="log" target="_top" href="{escape(path)}">attempt {attempt["attempt"]} log</a>'
+    return link(path, f"attempt {attempt['attempt']} log", top=True)
 
 
-def cells_section(ui: str, cells: list[dict]) -> str:
+def _logs(ui: str, c: dict) -> dict:
+    return {"parts": [log_link(ui, c, a) for a in c["attempts"]], "n": False}
+
+
+def cell_sections(ui: str, cells: list[dict]) -> list[dict]:
     """The cells without a valid result first, with their reason line; then every cell with its figure."""
     failed = [c for c in cells if c["figure"] is None]
     out = []
     if failed:
-        rows = [[_td(c["benchmark"]), _td(c["run_id"]), _td(c["label"]), _td(result_row(c)["detail"]),
-                 "<td>" + " ".join(log_link(ui, c, a) for a in c["attempts"]) + "</td>"] for c in failed]
-        out.append(f"<h2 id=failed>Cells without a valid result ({len(failed)})</h2>"
-                   + _table(["benchmark", "run", "cell", "reason", "task logs"], rows, ["failed"] * len(rows)))
-    rows, classes = [], []
+        out.append({"id": "failed", "title": f"Cells without a valid result ({len(failed)})",
+                    "headers": ["benchmark", "run", "cell", "reason", "task logs"],
+                    "rows": [row([cell(c["benchmark"]), cell(c["run_id"]), cell(c["label"]),
+                                  cell(result_row(c)["detail"]), _logs(ui, c)], "failed") for c in failed]})
+    rows = []
     for c in cells:
         f = c["figure"]
-        rows.append([_td(c["benchmark"]), _td(c["run_id"]), _td(c["label"]), _td(c["status"]),
-                     _td(_num(f and f["train_s"], "{:.2f}"), True), _td(_num(f and f["images_per_s"], "{:.1f}"), True),
-                     _td(", ".join(f"{k} {v:.3g}" for k, v in sorted((f["metrics"] or {}).items())) if f else ""),
-                     "<td>" + " ".join(log_link(ui, c, a) for a in c["attempts"]) + "</td>"])
-        classes.append("" if f else "failed")
-    out.append(f"<h2>Cells ({len(cells)})</h2>" + _table(["benchmark", "run", "cell", "status", "train s", "images/s",
-                                                           "metrics", "task logs"], rows, classes))
-    return "".join(out)
+        rows.append(row([cell(c["benchmark"]), cell(c["run_id"]), cell(c["label"]), cell(c["status"]),
+                         cell(_num(f and f["train_s"], "{:.2f}"), True), cell(_num(f and f["images_per_s"], "{:.1f}"), True),
+                         cell(", ".join(f"{k} {v:.3g}" for k, v in sorted((f["metrics"] or {}).items())) if f else ""),
+                         _logs(ui, c)], "" if f else "failed"))
+    out.append({"id": "", "title": f"Cells ({len(cells)})", "rows": rows,
+                "headers": ["benchmark", "run", "cell", "status", "train s", "images/s", "metrics", "task logs"]})
+    return out
 
 
 def night_page(base: str, ui: str, night: str, cells: list[dict], has_report: bool, previous: str | None) -> str:
-    links = [f'<a href="{base}/{night}/report.html">the night\'s report</a>' if has_report
-             else '<span class="muted">no report for this night yet</span>']
+    links = [link(f"{base}/{night}/report.html", "the night's report") if has_report
+             else text("no report for this night yet", muted=True)]
     if previous:
-        links.append(f'<a href="{escape(base + "/compare?" + urlencode({"a": previous, "b": night}))}">compare with {previous}</a>')
-    benches = sorted({c["benchmark"] for c in cells})
-    links += [f'<a href="{base}/benchmarks/{quote(b)}">{escape(b)} history</a>' for b in benches]
-    body = "<p>" + " · ".join(links) + "</p>" + downloads(base, f"/api/nights/{night}/cells")
-    body += cells_section(ui, cells) if cells else "<p>No cell was recorded on this night.</p>"
-    return page(f"Night {night}", base, body)
+        links.append(link(f"{base}/compare?" + urlencode({"a": previous, "b": night}), f"compare with {previous}"))
+    links += [link(f"{base}/benchmarks/{quote(b, safe='')}", f"{b} history") for b in sorted({c["benchmark"] for c in cells})]
+    return render("night.html", f"Night {night}", base, links=links, downloads=downloads(base, f"/api/nights/{night}/cells"),
+                  sections=cell_sections(ui, cells) if cells else [])
 
 
 def run_page(base: str, ui: str, dag_id: str, run_id: str, cells: list[dict]) -> str:
     if not cells:
-        body = (f"<p>The run <code>{escape(run_id)}</code> of <code>{escape(dag_id)}</code> has no recorded cell: it is "
-                "still running, planned nothing, or failed before its record step.</p>")
-        return page(f"Run {run_id}", base, body)
-    night = cells[0]["night"]
-    body = (f'<p>{escape(dag_id)}, night <a href="{base}/nights/{night}">{night}</a> · '
-            f'<a href="{base}/benchmarks/{quote(cells[0]["benchmark"])}">{escape(cells[0]["benchmark"])} history</a></p>'
-            + downloads(base, "/api/runs/cells", {"dag_id": dag_id, "run_id": run_id}) + cells_section(ui, cells))
-    return page(f"Run {run_id}", base, body)
+        return render("run.html", f"Run {run_id}", base, dag_id=dag_id, run_id=run_id, sections=[])
+    night, bench = cells[0]["night"], cells[0]["benchmark"]
+    links = [text(f"{dag_id}, night "), link(f"{base}/nights/{night}", night),
+             link(f"{base}/benchmarks/{quote(bench, safe='')}", f"{bench} history")]
+    return render("run.html", f"Run {run_id}", base, dag_id=dag_id, run_id=run_id, links=links,
+                  downloads=downloads(base, "/api/runs/cells", {"dag_id": dag_id, "run_id": run_id}),
+                  sections=cell_sections(ui, cells))
 
 
-def explain_page(base: str, title: str, text: str) -> str:
-    return page(title, base, f"<p>{text}</p>")
+def explain_page(base: str, title: str, parts: list[dict]) -> str:
+    """A page of one explanation: `parts` are text, links and code (see text(), link(), code())."""
+    return render("explain.html", title, base, parts=parts)
 
 
 def benchmarks_page(base: str, latest: dict[str, str]) -> str:
-    if not latest:
-        return page("Benchmarks", base, "<p>No night is summarized yet: the record step of a benchmark run writes one "
-                                        "(or <code>scalebench db summarize</code> for an older store).</p>")
-    rows = [[f'<td><a href="{base}/benchmarks/{quote(b)}">{escape(b)}</a></td>', _td(n)] for b, n in sorted(latest.items())]
-    return page("Benchmarks", base, _table(["benchmark", "latest night"], rows))
+    rows = [row([{"parts": [link(f"{base}/benchmarks/{quote(b, safe='')}", b)], "n": False}, cell(n)])
+            for b, n in sorted(latest.items())]
+    return render("benchmarks.html", "Benchmarks", base, rows=rows)
 
 
 CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "basis", "relative_time",
@@ -138,72 +151,45 @@ def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[
     """A benchmark across nights since `since` (None: all; `first`: its first summarized night):
     the charts (drawn by history.js from the embedded summaries), the marked nights in words, and
     the last nights as a table."""
+    title = f"{benchmark}: history"
     if not summaries:
-        return page(f"{benchmark}: history", base, "<p>No night of this benchmark is summarized yet.</p>")
+        return render("history.html", title, base, rows=[], charts=False)
+    here = f"{base}/benchmarks/{quote(benchmark, safe='')}"
     shown = (f"nights since {since} (its first: {first})" if since and first and since > first
              else f"every night since {first}")
-    windows = " · ".join(f'<a href="{base}/benchmarks/{quote(benchmark)}?{q}">{label}</a>'
-                         for label, q in (("last 90 nights", "nights=90"), ("last year", "nights=365"), ("all", "all=1")))
-    runs = {}
+    windows = [link(f"{here}?{q}", label) for label, q in (("last 90 nights", "nights=90"), ("last year", "nights=365"),
+                                                           ("all", "all=1"))]
+    runs: dict[str, dict] = {}
     for s in summaries:
         runs.setdefault(s["night"], {k: s[k] for k in RUN_FIELDS})
     data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": CHART_FIELDS,
             "rows": [[s[k] for k in CHART_FIELDS] for s in summaries]}
-    blob = json.dumps(data, default=str).replace("</", "<\\/")
-    head = (f'<link rel="stylesheet" href="{base}/static/uPlot.min.css">'
-            f'<script src="{base}/static/uPlot.iife.min.js"></script>' if charts else "")
-    body = [f"<p>Showing {shown}: {windows}</p>", downloads(base, f"/api/benchmarks/{quote(benchmark)}/history"),
-            '<p class="muted">Drag across a chart to zoom (double-click to reset); click a legend entry to hide '
-            "or show its series; hover a night for its run, image and cells.</p>"]
-    if not charts:
-        body.append('<p class="muted">The charts need the vendored uPlot script (<code>make ui-vendor</code> restores it); '
-                    "the tables below hold the same figures.</p>")
-    for cid, title, _ in HISTORY_CHARTS:
-        body.append(f'<h2>{escape(title)}</h2><div class="chart" id="chart-{cid}"></div><div class="tip" id="tip-{cid}"></div>')
-    marks = [(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []]
-    marks += [(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts]
-    body.append("<h2>Marked nights</h2>" + ("<ul class=marks>" + "".join(
-        f'<li class="k-{k}"><a href="{base}/nights/{n}">{n}</a> {k}: {escape(t)}</li>'
-        for n, k, t in sorted(set(marks), reverse=True)) + "</ul>" if marks else "<p>No alert, flag, baseline restart "
-                                                                                 "or acknowledged shift.</p>"))
+    marks = {(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []}
+    marks |= {(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts}
     last = summaries[-60:]
-    rows = [[f'<td><a href="{base}/nights/{s["night"]}">{s["night"]}</a></td>', _td(str(s["gpus"]), True),
-             _td(s["precision"]), _td(s["run_id"]), _td(s.get("basis") or "–"), _td(_num(s["relative_time"], "{:.3f}"), True),
-             _td(_num(s["images_per_s"], "{:.1f}"), True), _td(f"{s['valid']}/{s['cells']}", True),
-             _td((s.get("image_digest") or "")[:19])] for s in reversed(last)]
-    body.append(f"<h2>Last {len(last)} summaries</h2>" + _table(
-        ["night", "GPUs", "precision", "run", "timed by", "relative time", "images/s", "valid cells", "image"], rows))
-    body.append(f'<script type="application/json" id="history-data">{blob}</script>')
-    if charts:
-        body.append(f'<script src="{base}/static/history.js"></script>')
-    return page(f"{benchmark}: history", base, "".join(body), head)
+    rows = [row([{"parts": [link(f"{base}/nights/{s['night']}", s["night"])], "n": False}, cell(str(s["gpus"]), True),
+                 cell(s["precision"]), cell(s["run_id"]), cell(s.get("basis") or "–"),
+                 cell(_num(s["relative_time"], "{:.3f}"), True), cell(_num(s["images_per_s"], "{:.1f}"), True),
+                 cell(f"{s['valid']}/{s['cells']}", True), cell((s.get("image_digest") or "")[:19])]) for s in reversed(last)]
+    return render("history.html", title, base, charts=charts, shown=shown, windows=windows, data=data,
+                  downloads=downloads(base, f"/api/benchmarks/{quote(benchmark, safe='')}/history"),
+                  chart_list=[{"id": cid, "title": t} for cid, t, _ in HISTORY_CHARTS], rows=rows,
+                  marks=[{"night": n, "kind": k, "text": t, "href": f"{base}/nights/{n}"}
+                         for n, k, t in sorted(marks, reverse=True)])
 
 
 def compare_page(base: str, nights: list[str], a: str | None, b: str | None, benchmark: str | None, cmp,
                  error: str | None) -> str:
-    def select(name: str, chosen: str | None) -> str:
-        opts = "".join(f'<option{" selected" if n == chosen else ""}>{n}</option>' for n in reversed(nights))
-        return f'<select name="{name}">{opts}</select>'
-
-    body = [f'<form method="get" action="{base}/compare">night A {select("a", a)} night B {select("b", b)} '
-            f'benchmark <input name="benchmark" value="{escape(benchmark or "")}" placeholder="all"> '
-            '<button type="submit">compare</button></form>']
-    if error:
-        body.append(f"<p>{escape(error)}</p>")
-    if cmp is not None:
-        body.append(downloads(base, "/api/compare", {"a": a, "b": b, "benchmark": benchmark}))
-        for c in cmp.benchmarks:
-            body.append(f"<h2>{escape(c.benchmark)}</h2><p>A = {escape(c.run_a)}, B = {escape(c.run_b)}; "
-                        + (f"systems differ in: {escape(c.changed)}" if c.changed else "same system fingerprint") + "</p>")
-            rows = [[_td(str(d.gpus), True), _td(d.precision), _td(str(d.epochs), True),
-                     _td(f"{d.repeats[0]}/{d.repeats[1]}", True), _td(f"{d.train_s[0]:.2f}", True),
-                     _td(f"{d.train_s[1]:.2f}", True), _td(f"{d.ratio:.3f}", True),
-                     _td(f"{d.ratio_ci[0]:.3f}–{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"), _td(d.verdict),
-                     _td("; ".join(f"{m}: {v.text()}" for m, v in d.accuracy.items()))] for d in c.cells]
-            body.append(_table(["GPUs", "precision", "epochs", "repeats A/B", "train s A", "train s B", "B/A", "95% CI",
-                                "verdict", "accuracy"], rows) if rows else
-                        "<p>No (GPU count, precision, epochs) cell has a valid result on both nights.</p>")
-        for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
-            if only:
-                body.append(f"<p>Only on night {name}: {escape(', '.join(only))}</p>")
-    return page("Compare nights", base, "".join(body))
+    benchmarks = []
+    for c in cmp.benchmarks if cmp is not None else []:
+        rows = [row([cell(str(d.gpus), True), cell(d.precision), cell(str(d.epochs), True),
+                     cell(f"{d.repeats[0]}/{d.repeats[1]}", True), cell(f"{d.train_s[0]:.2f}", True),
+                     cell(f"{d.train_s[1]:.2f}", True), cell(f"{d.ratio:.3f}", True),
+                     cell(f"{d.ratio_ci[0]:.3f}–{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"), cell(d.verdict),
+                     cell("; ".join(f"{m}: {v.text()}" for m, v in d.accuracy.items()))]) for d in c.cells]
+        benchmarks.append({"name": c.benchmark, "run_a": c.run_a, "run_b": c.run_b, "rows": rows,
+                           "changed": f"systems differ in: {c.changed}" if c.changed else "same system fingerprint"})
+    only_on = [(name, only) for name, only in (("A", cmp.only_a), ("B", cmp.only_b)) if only] if cmp is not None else []
+    return render("compare.html", "Compare nights", base, nights=list(reversed(nights)), a=a, b=b, benchmark=benchmark,
+                  error=error, benchmarks=benchmarks, only_on=only_on,
+                  downloads=downloads(base, "/api/compare", {"a": a, "b": b, "benchmark": benchmark}) if cmp else None)

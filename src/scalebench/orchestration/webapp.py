@@ -6,18 +6,23 @@ with links to their task logs, and two nights compared; each with its CSV and JS
 Every route requires the Airflow login: the same JWT the UI uses (its `_token` cookie, or an
 `Authorization: Bearer` header), checked by Airflow's own auth-manager dependency. A plugin's
 FastAPI app is open to anyone unless it asks for this.
+
+Every value a route takes is hostile until validated: each path and query parameter has a pattern,
+a length or a range (a mismatch answers 422, an unknown name 404), the pages come from
+autoescaping templates (`pages`), and every answer carries a Content-Security-Policy that runs
+only the plugin's own static scripts and styles, and `X-Content-Type-Options: nosniff`.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-
-import functools
-from html import escape
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
@@ -25,13 +30,28 @@ from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_
 from scalebench.core import paths
 
 NIGHT = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # ASCII digits: \d takes any script's
+# What each parameter may be (ASCII only): a benchmark id as include/configs allows it, a DAG id and
+# a run id as Airflow allows them (its default allowed_run_id_pattern), a night, an export format.
+NIGHT_VALUE = Annotated[str, PathParam(pattern=NIGHT.pattern, max_length=10)]
+BENCHMARK = r"^[a-z0-9_]{1,100}$"
+DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
+RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
+FORMAT = Annotated[str, PathParam(pattern=r"^(csv|json)$", max_length=4)]
+NIGHT_QUERY = Annotated[str | None, Query(pattern=NIGHT.pattern, max_length=10)]
+BENCHMARK_QUERY = Annotated[str | None, Query(pattern=r"^[a-z0-9_]{0,100}$", max_length=100)]
 FILES = re.compile(r"^[a-z_]+\.(html|png|json|md)$")
 MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "md": "text/markdown",
          "js": "text/javascript", "css": "text/css"}
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js",
+STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "pages.css": STATIC / "pages.css",
                 "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js", "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
 FORMATS = ("csv", "json")
+# The pages: scripts, styles, images and fetches from the plugin only, nothing inline, framed only
+# by the Airflow UI (same origin). The nightly report files (static HTML rendered from Markdown with
+# raw HTML off) keep their inline style sheet and may run no script at all.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            "form-action 'self'; frame-ancestors 'self'; base-uri 'none'")
+REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'self'; base-uri 'none'"
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,8 +68,21 @@ def store():
 
 def _night(text: str) -> str:
     if not NIGHT.match(text or ""):
-        raise HTTPException(404, f"{text!r} is not a night (YYYY-MM-DD)")
+        raise HTTPException(422, f"{text!r} is not a night (YYYY-MM-DD)")
     return text
+
+
+async def _invalid(request: Request, exc) -> JSONResponse:
+    """422 naming each bad parameter and what it must be, without echoing the value back."""
+    return JSONResponse(status_code=422, content={"detail": [
+        f"{' '.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]})
+
+
+async def _headers(request: Request, call_next):
+    response = await call_next(request)
+    response.headers.setdefault("Content-Security-Policy", PAGE_CSP)  # the report files set REPORT_CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _bases(request: Request) -> tuple[str, str]:
@@ -93,17 +126,22 @@ def _auth():
 
 
 def create_app() -> FastAPI:
+    from scalebench.orchestration import pages
+
     app = FastAPI(title="scalebench reports", dependencies=[_auth()], docs_url=None, redoc_url=None, openapi_url=None)
+    app.middleware("http")(_headers)
+    app.add_exception_handler(RequestValidationError, _invalid)
     root = paths.reports_dir
     add_browsing_routes(app)
 
     @app.get("/", response_class=HTMLResponse)
-    def index():
+    def index(request: Request):
         page = root() / REPORTS_INDEX_HTML
         if not page.exists():
-            return HTMLResponse("<h1>scalebench reports</h1><p>No report yet: run the scalebench_nightly_report DAG "
-                                "or <code>scalebench report</code>.</p>")
-        return FileResponse(page, media_type="text/html")
+            return pages.explain_page(_bases(request)[0], "scalebench reports", [
+                pages.text("No report yet: run the scalebench_nightly_report DAG or "), pages.code("scalebench report"),
+                pages.text(".")])
+        return FileResponse(page, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
 
     @app.get("/api/nights")
     def nights():
@@ -118,17 +156,15 @@ def create_app() -> FastAPI:
         return RedirectResponse(f"{found[-1]}/report.html")
 
     @app.get("/{night}/")
-    def night_page(night: str):
+    def night_page(night: NIGHT_VALUE):
         return RedirectResponse(REPORT_HTML)
 
     @app.get("/{night}/{name}")
-    def night_file(night: str, name: str):
-        if not NIGHT.match(night) or not FILES.match(name):
-            raise HTTPException(404, "not a report file")
+    def night_file(night: NIGHT_VALUE, name: Annotated[str, PathParam(pattern=FILES.pattern, max_length=40)]):
         path = root() / night / name
         if not path.is_file():
             raise HTTPException(404, f"no {name} for night {night}")
-        return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
+        return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers={"Content-Security-Policy": REPORT_CSP})
 
     return app
 
@@ -140,7 +176,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
 
     @app.get("/static/{name}")
-    def static(name: str):
+    def static(name: Annotated[str, PathParam(max_length=40)]):
         path = STATIC_FILES.get(name)
         if path is None or not path.is_file():
             raise HTTPException(404, f"no static file {name}" + (" (make ui-vendor restores uPlot)" if path else ""))
@@ -152,8 +188,8 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
 
     @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
-    def history(request: Request, benchmark: str, nights: int = Query(pages.HISTORY_NIGHTS, ge=1, le=36500),
-                all: bool = False):
+    def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
+                nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
         import datetime as dt
 
         base, _ = _bases(request)
@@ -164,25 +200,24 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
 
     @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
-    def history_export(benchmark: str, fmt: str):
+    def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
         rows = store().summaries(benchmark=benchmark)
         return _export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
 
     @app.get("/nights/{night}", response_class=HTMLResponse)
-    def night(request: Request, night: str):
+    def night(request: Request, night: NIGHT_VALUE):
         base, ui = _bases(request)
-        night = _night(night)
         earlier = [n for n in _summarized_nights() if n < night]
         return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
                                 (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
 
     @app.get("/api/nights/{night}/cells.{fmt}")
-    def night_export(night: str, fmt: str):
-        cells = _ordered(store().cells(night=_night(night)))
+    def night_export(night: NIGHT_VALUE, fmt: FORMAT):
+        cells = _ordered(store().cells(night=night))
         return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{night}", cells)
 
     @app.get("/runs", response_class=HTMLResponse)
-    def run(request: Request, dag_id: str, run_id: str):
+    def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
         base, ui = _bases(request)
         other = _no_figures(dag_id, base)
         if other:
@@ -190,12 +225,12 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
 
     @app.get("/api/runs/cells.{fmt}")
-    def run_export(fmt: str, dag_id: str, run_id: str):
+    def run_export(fmt: FORMAT, dag_id: DAG_ID, run_id: RUN_ID):
         cells = _run_cells(dag_id, run_id)
         return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{run_id}", cells)
 
     @app.get("/dags")
-    def dag(request: Request, dag_id: str):
+    def dag(request: Request, dag_id: DAG_ID):
         """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
         from scalebench.orchestration.report_dag import REPORT_DAG_ID
 
@@ -207,12 +242,13 @@ def add_browsing_routes(app: FastAPI) -> None:
             return HTMLResponse(pages.explain_page(base, dag_id, other))
         bench = dag_id.removeprefix("scalebench_").removesuffix("_accuracy")
         if bench not in store().summary_nights():
-            return HTMLResponse(pages.explain_page(base, dag_id, f"No night of <code>{escape(bench)}</code> is summarized yet: "
-                                                   "its history appears once a run of it is recorded."))
+            return HTMLResponse(pages.explain_page(base, dag_id, [
+                pages.text("No night of "), pages.code(bench),
+                pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))
         return RedirectResponse(f"{base}/benchmarks/{bench}")
 
     @app.get("/compare", response_class=HTMLResponse)
-    def compare(request: Request, a: str | None = None, b: str | None = None, benchmark: str | None = None):
+    def compare(request: Request, a: NIGHT_QUERY = None, b: NIGHT_QUERY = None, benchmark: BENCHMARK_QUERY = None):
         base, _ = _bases(request)
         nights = _summarized_nights()
         if not (a and b) and len(nights) >= 2:
@@ -221,7 +257,8 @@ def add_browsing_routes(app: FastAPI) -> None:
         return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
 
     @app.get("/api/compare.{fmt}")
-    def compare_export(fmt: str, a: str, b: str, benchmark: str | None = None):
+    def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)],
+                       b: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)], benchmark: BENCHMARK_QUERY = None):
         from dataclasses import asdict
 
         from scalebench.analysis.compare import COMPARISON_COLUMNS, comparison_rows
@@ -233,15 +270,18 @@ def add_browsing_routes(app: FastAPI) -> None:
                        f"compare-{a}-{b}", asdict(cmp))
 
 
-def _no_figures(dag_id: str, base: str) -> str | None:
-    """What a DAG of ours that records no figure does instead (None for a benchmark's DAG)."""
+def _no_figures(dag_id: str, base: str) -> list[dict] | None:
+    """What a DAG of ours that records no figure does instead, as the parts of a line of prose
+    (None for a benchmark's DAG)."""
+    from scalebench.orchestration import pages
     from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
     from scalebench.orchestration.report_dag import REPORT_DAG_ID
 
-    return {REPORT_DAG_ID: f'The nightly report DAG writes one night\'s report from the recorded cells: see '
-                           f'<a href="{base}/">the nights</a> and <a href="{base}/latest">the latest report</a>.',
-            MAINTENANCE_DAG_ID: "The maintenance DAG prunes old attempt folders and logs and records no figure; its "
-                                "task logs say what it removed."}.get(dag_id)
+    return {REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
+                            pages.link(f"{base}/", "the nights"), pages.text(" and "),
+                            pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
+            MAINTENANCE_DAG_ID: [pages.text("The maintenance DAG prunes old attempt folders and logs and records no "
+                                            "figure; its task logs say what it removed.")]}.get(dag_id)
 
 
 def _summarized_nights() -> list[str]:

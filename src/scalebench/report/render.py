@@ -2,7 +2,6 @@
 HTML, table.json, the plots, and the index of nights."""
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,14 +241,20 @@ def markdown(rep: Report) -> str:
 
 
 def to_html(md: str, title: str = "scalebench report") -> str:
-    """The report's Markdown rendered by markdown-it-py (CommonMark plus tables)."""
+    """The report's Markdown rendered by markdown-it-py (CommonMark plus tables, raw HTML off) in
+    the report template."""
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
-    style = ("body{font-family:sans-serif;margin:1.5em;max-width:1200px}table{border-collapse:collapse;margin:.5em 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;font-size:14px}img{max-width:48%;margin:4px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>{body}</body></html>")
+    return _template("report.html").render(title=title, body=body)
+
+
+def _template(name: str):
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(name)
 
 
 def render(rep: Report, out: Path) -> Path:
@@ -274,11 +279,5 @@ def write_index(root: Path) -> Path:
         nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
                        "benchmarks": len(t["rows"])})
     (root / REPORTS_INDEX_JSON).write_text(json.dumps(nights, indent=2))
-    items = "".join(f"<tr><td><a href='{n['night']}/{REPORT_HTML}'>{n['night']}</a></td>"
-                    f"<td>{'complete' if n['complete'] else 'partial'}</td><td>{n['benchmarks']}</td>"
-                    f"<td>{n['alerts']}</td></tr>" for n in nights)
-    (root / REPORTS_INDEX_HTML).write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>scalebench reports</title></head><body>"
-        "<h1>scalebench reports</h1><table border='1' cellpadding='4'><thead><tr><th>night</th><th>status</th>"
-        f"<th>benchmarks</th><th>alerts</th></tr></thead><tbody>{items}</tbody></table></body></html>")
+    (root / REPORTS_INDEX_HTML).write_text(_template("index.html").render(nights=nights, report_html=REPORT_HTML))
     return root / REPORTS_INDEX_HTML

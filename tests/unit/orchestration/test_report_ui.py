@@ -38,22 +38,25 @@ def server(tmp_path_factory):
         yield f"http://127.0.0.1:{port}", home
 
 
-ROUTES = ["/scalebench/", "/scalebench/api/nights", "/scalebench/latest", f"/scalebench/{NIGHT}/",
-          f"/scalebench/{NIGHT}/report.html", f"/scalebench/{NIGHT}/speedup.png", f"/scalebench/{NIGHT}/table.json",
-          f"/scalebench/{NIGHT}/report.md", "/scalebench/2026-01-01/report.html", "/scalebench/benchmarks",
-          "/scalebench/benchmarks/resnet50_keras_cifar10", "/scalebench/api/benchmarks/resnet50_keras_cifar10/history.csv",
-          f"/scalebench/nights/{NIGHT}", f"/scalebench/api/nights/{NIGHT}/cells.json", "/scalebench/runs?dag_id=a&run_id=b",
-          "/scalebench/dags?dag_id=a", "/scalebench/compare", f"/scalebench/api/compare.csv?a=2026-11-27&b={NIGHT}",
-          "/scalebench/static/history.js", "/scalebench/static/uPlot.iife.min.js"]
+def _routes() -> list[str]:
+    """Every route the plugin's app declares (read from the app), with valid values filled in."""
+    from scalebench.orchestration.webapp import create_app
+    from tests.support.routes import routes, url
+
+    valid = {"night": NIGHT, "fmt": "csv", "benchmark": "resnet50_keras_cifar10", "dag_id": "a", "run_id": "b",
+             "a": "2026-11-27", "b": NIGHT, "static:name": "history.js", "night_file:name": "report.html"}
+    return ["/scalebench" + url(r, valid) for r in routes(create_app())]
 
 
-@pytest.mark.parametrize("route", ROUTES)
-def test_every_plugin_route_refuses_requests_without_the_airflow_login(server, route):
+def test_every_plugin_route_refuses_requests_without_the_airflow_login(server):
     base, _ = server
-    assert httpx.get(base + route, follow_redirects=False).status_code == 401
-    bad = httpx.get(base + route, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False)
-    assert bad.status_code in (401, 403)
-    assert httpx.get(base + route, cookies={"_token": "forged"}, follow_redirects=False).status_code in (401, 403)
+    answers = {}
+    for route in _routes():
+        answers[route] = (httpx.get(base + route, follow_redirects=False).status_code,
+                          httpx.get(base + route, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False).status_code,
+                          httpx.get(base + route, cookies={"_token": "forged"}, follow_redirects=False).status_code)
+    assert len(answers) == 16 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
+    assert {r: a for r, a in answers.items() if a[0] != 401 or not set(a[1:]) <= {401, 403}} == {}
 
 
 def test_no_path_leaves_the_reports_folder(server):
@@ -118,6 +121,8 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         wait.until(EC.element_to_be_clickable((By.LINK_TEXT, "resnet50_keras_cifar10"))).click()
         wait.until(lambda d: d.execute_script("return !!(window.scalebenchCharts && window.scalebenchCharts.steps)"))
         assert driver.execute_script("return typeof window.uPlot") == "function"  # the vendored script, served by the plugin
+        # the style sheet applies under the pages' policy (nothing inline is allowed)
+        assert driver.execute_script("return getComputedStyle(document.querySelector('nav a')).marginRight") == "14px"
 
         over = driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over")
         width = over.size["width"]
