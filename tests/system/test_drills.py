@@ -194,11 +194,19 @@ def _watch_devices(stop: threading.Event, seen: list, cells: set[str]):
         stop.wait(0.2)
 
 
+OUTAGES = {  # how the database goes away and comes back, and what its clients see meanwhile
+    "stop": (("stop", "start"), "down", "PostgreSQL stopped (`docker stop`: connections refused)"),
+    "pause": (("pause", "unpause"), "hung (paused)",
+              "PostgreSQL paused (`docker pause`: connections neither answer nor refuse, no server timeout runs)"),
+}
+
+
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("how", list(OUTAGES))
 @requires_image(POSTGRES_IMAGE, "make test builds it")
-def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch, drill):
-    """A cell holds all four devices when PostgreSQL stops for longer than the lease TTL, while a
-    second cell waits for them. CI: TTL 5 s, outage 15 s; `make drills`: TTL 30 s, outage 150 s."""
+def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch, drill, how):
+    """A cell holds all four devices when PostgreSQL stops, or hangs, for longer than the lease TTL,
+    while a second cell waits for them. CI: TTL 5 s, outage 15 s; `make drills`: TTL 30 s, outage 150 s."""
     import json
     import os
 
@@ -211,8 +219,9 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
     from tests.support.samples import FakeTI, contract_probe
 
     ttl, outage = (30, 150) if os.environ.get(DRILL_ROWS) else (5, 15)
-    drill.update(drill="results database down longer than the lease TTL",
-                 done=f"PostgreSQL stopped for {outage} s (lease TTL {ttl} s) while cell A runs on all 4 devices "
+    (away, back), state, what = OUTAGES[how]
+    drill.update(drill=f"results database {state} longer than the lease TTL",
+                 done=f"{what} for {outage} s (lease TTL {ttl} s) while cell A runs on all 4 devices "
                       "and cell B waits for them")
     # B waits in its lease through the outage: the cell timeout (its longest lease wait) outlasts it
     tree, data, probe_cell = contract_probe(tmp_path, timeout_minutes=outage / 60 + 5)
@@ -248,7 +257,7 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
             time.sleep(0.1)
         time.sleep(2)  # A's container runs
         stop_at = time.monotonic()
-        subprocess.run(["docker", "stop", name], check=True, capture_output=True)
+        subprocess.run(["docker", away, name], check=True, capture_output=True)
         down_at = time.monotonic()
         b_result: dict = {}
 
@@ -258,7 +267,7 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
         b_thread = threading.Thread(target=run_b, daemon=True)
         b_thread.start()
         time.sleep(outage)
-        subprocess.run(["docker", "start", name], check=True, capture_output=True)
+        subprocess.run(["docker", back, name], check=True, capture_output=True)
         back_at = time.monotonic()
         a_thread.join(300)
         b_thread.join(300)
@@ -282,6 +291,7 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
         assert [e.cell_key for e in reclaimed] == [a_cell["key"]] and "heartbeat" in reclaimed[0].detail
     finally:
         stop_watch.set()
+        subprocess.run(["docker", "unpause", name], capture_output=True)
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     line = str(failure.detail)
     drill.update(happened=f"A's heartbeat kept the lease for the TTL, then A stopped its container and failed "

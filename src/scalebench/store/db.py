@@ -1,7 +1,7 @@
-"""The results database: one engine factory (SQLite: WAL and a busy timeout, for every user),
-the declarative base of every table, and the schema's life cycle. Schema changes go through
-Alembic migrations (scalebench/migrations), applied only by the explicit, locked
-`scalebench db upgrade`; everything else checks the revision and says what to run."""
+"""The results database: one engine factory (SQLite: WAL and a busy timeout; PostgreSQL: connect,
+statement and lock timeouts), the declarative base of every table, and the schema's life cycle.
+Schema changes go through Alembic migrations (scalebench/migrations), applied only by the
+explicit, locked `scalebench db upgrade`; everything else checks the revision and says what to run."""
 from __future__ import annotations
 
 import contextlib
@@ -17,13 +17,29 @@ class Base(DeclarativeBase):
     pass
 
 
-def make_engine(url: str, *, immediate: bool = False):
+CONNECT_TIMEOUT_S = 10  # a server that accepts no connection is given up on after this
+
+
+def make_engine(url: str, *, immediate: bool = False, deadline_s: float | None = None):
     """An engine for the results database. SQLite: WAL (readers never block the writer) and a
-    60 s busy timeout; `immediate` makes every transaction take the write lock at BEGIN, which
-    the lease allocator needs to serialise its decisions. Others: connections pre-pinged."""
+    busy timeout (60 s, or `deadline_s`); `immediate` makes every transaction take the write lock
+    at BEGIN, which the lease allocator needs to serialise its decisions. PostgreSQL: connections
+    pre-pinged, a connect timeout and TCP keepalives (a server or link that died is noticed), and
+    with `deadline_s` server-side statement and lock timeouts and an idle-in-transaction timeout,
+    so a call the client gave up on does not keep running or holding a lock. A paused server
+    enforces none of these: a caller that must not hang bounds its calls itself (leases.bounded)."""
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(url, connect_args={"timeout": 60, **({"isolation_level": None} if immediate else {})})
+        args = {}
+        if url.startswith("postgresql"):
+            args = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": 30,
+                    "keepalives_interval": 10, "keepalives_count": 3}
+            if deadline_s:
+                ms = int(deadline_s * 1000)
+                args["options"] = (f"-c statement_timeout={ms} -c lock_timeout={ms} "
+                                   f"-c idle_in_transaction_session_timeout={2 * ms}")
+        return create_engine(url, pool_pre_ping=True, connect_args=args)
+    busy_s = deadline_s or 60
+    engine = create_engine(url, connect_args={"timeout": busy_s, **({"isolation_level": None} if immediate else {})})
 
     @event.listens_for(engine, "connect")
     def _wal(conn, _):

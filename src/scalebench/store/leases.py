@@ -16,6 +16,12 @@ worker). A decider reclaims a dead lease in three steps: under the host lock it 
 confirmed that no such container is left. A holder whose heartbeat finds its lease marked or
 gone, or that could not heartbeat for a whole TTL (a database outage), has lost it: it stops its
 container and its attempt fails as `lease_lost`.
+
+No lease call waits without a deadline: each database transaction (a decision's two, a heartbeat,
+a release) is bounded by `call_s` on the client (`bounded`), because a paused or half-dead server
+leaves a connection that neither answers nor refuses, and enforces no timeout of its own; a hung
+heartbeat counts as not renewed. A deadline checker beside the heartbeat thread gives the lease up
+a whole TTL after the last renewal the database took, whatever the calls are doing.
 """
 from __future__ import annotations
 
@@ -52,6 +58,44 @@ class LeaseLost(RuntimeError):
 
 class ReclaimUnconfirmed(RuntimeError):
     """The engine could not confirm that a dead lease's containers are gone: its devices stay held."""
+
+
+class DatabaseDeadline(RuntimeError):
+    """A results-database call did not return within its deadline (a hung connection, a paused server)."""
+
+
+def bounded(fn: Callable, seconds: float, what: str, on_late: Callable | None = None):
+    """fn(), waited for at most `seconds` (it runs in a daemon thread). DatabaseDeadline when it has
+    not returned by then: the call is abandoned, its thread ends when its connection does, and what
+    it returns late goes to `on_late` (a decision that leased devices after all releases them)."""
+    lock, done, box = threading.Lock(), threading.Event(), {}
+
+    def run():
+        try:
+            outcome = ("value", fn())
+        except BaseException as exc:  # handed to the caller, or dropped when it gave up
+            outcome = ("error", exc)
+        with lock:
+            late = box.get("abandoned", False)
+            if not late:
+                box["outcome"] = outcome
+        done.set()
+        if late and outcome[0] == "value" and on_late is not None:
+            on_late(outcome[1])
+
+    threading.Thread(target=run, name=f"db-{what}", daemon=True).start()
+    done.wait(seconds)
+    with lock:
+        if "outcome" not in box:
+            box["abandoned"] = True
+            raise DatabaseDeadline(f"{what}: the results database did not answer within {seconds:.1f} s")
+    kind, value = box["outcome"]
+    if kind == "error":
+        raise value
+    return value
+
+
+DATABASE_ERRORS = (OperationalError, InterfaceError, DatabaseDeadline)  # a database down, busy or hung
 
 
 def pid_alive(pid: int) -> bool:
@@ -109,10 +153,13 @@ class Lease:
     _thread: threading.Thread | None = None
     _renewed: float = field(default_factory=time.monotonic)  # the last heartbeat the database took
     _on_lost: Callable[[str], None] | None = None
+    _last_error: str = ""
+    _losing: threading.Lock = field(default_factory=threading.Lock)
 
     def start_heartbeat(self, interval_s: float | None = None, on_lost: Callable[[str], None] | None = None) -> None:
-        """Renew the lease every TTL/4 in a thread. A failed renewal is logged with the time the lease
-        still holds; when the lease is lost, `on_lost(reason)` is called once (stop the container)."""
+        """Renew the lease every TTL/4 in a thread, and check its deadline in another. A failed renewal
+        is logged with the time the lease still holds; when the lease is lost, `on_lost(reason)` is
+        called once (stop the container)."""
         interval_s = interval_s or max(self.manager.ttl_s / 4, 0.5)
         self._on_lost = on_lost
 
@@ -123,8 +170,23 @@ class Lease:
                 except LeaseLost:
                     return
 
+        def deadline():  # a renewal can hang for its whole call deadline; the TTL is kept to the second
+            ttl = self.manager.ttl_s
+            while not self._stop.wait(min(1.0, ttl / 20)) and not self.lost:
+                silent = time.monotonic() - self._renewed
+                if silent >= ttl:
+                    try:
+                        self._lose(self._silence(silent, ttl))
+                    except LeaseLost:
+                        return
+
         self._thread = threading.Thread(target=beat, name=f"lease-{self.lease_id[:8]}", daemon=True)
         self._thread.start()
+        threading.Thread(target=deadline, name=f"lease-deadline-{self.lease_id[:8]}", daemon=True).start()
+
+    def _silence(self, silent: float, ttl: float) -> str:
+        return (f"no heartbeat reached the results database for {silent:.0f} s (ttl {ttl:.0f} s; last error "
+                f"{self._last_error or 'none: the call did not return'}): the lease may have been reclaimed")
 
     def confirm(self) -> None:
         """Renew the lease now; LeaseLost if it is lost. A database that does not answer is
@@ -141,19 +203,25 @@ class Lease:
         except Exception as exc:
             silent = time.monotonic() - self._renewed
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}" if str(exc) else type(exc).__name__
+            self._last_error = why
             if silent >= ttl:
-                self._lose(f"no heartbeat reached the results database for {silent:.0f} s (ttl {ttl:.0f} s; last "
-                           f"error {why}): the lease may have been reclaimed")
+                self._lose(self._silence(silent, ttl))
             log.warning("lease %s: heartbeat failed (%s); the lease holds for %.0f s more", self.lease_id[:8], why,
                         ttl - silent)
             return
         silent = time.monotonic() - self._renewed
+        if self.lost:  # the deadline passed while this renewal was on its way: it changes nothing
+            raise LeaseLost(self.lost)
         if silent > 2 * max(ttl / 4, 0.5):
             log.warning("lease %s: heartbeat back after %.0f s without one (ttl %.0f s)", self.lease_id[:8], silent, ttl)
         self._renewed = time.monotonic()
 
     def _lose(self, reason: str) -> None:
-        self.lost = reason
+        """Once, from whichever thread sees it first: record why, stop the container, raise."""
+        with self._losing:
+            if self.lost:
+                raise LeaseLost(self.lost)
+            self.lost = reason
         log.error("lease %s of cell %s on %s devices %s lost: %s", self.lease_id[:8], self.cell_key, self.host,
                   self.device_ids, reason)
         if self._on_lost:
@@ -170,7 +238,7 @@ class Lease:
             self._thread.join(timeout=5)
         try:
             self.manager.release(self)
-        except (OperationalError, InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             log.warning("lease %s: could not release (%s); a decider reclaims it once its heartbeat is %.0f s old",
                         self.lease_id[:8], str(exc).splitlines()[0][:160], self.manager.ttl_s)
 
@@ -183,13 +251,15 @@ class LeaseManager:
         self.ttl_s = ttl_s if ttl_s is not None else float(os.environ.get("SCALEBENCH_LEASE_TTL_S", DEFAULT_TTL_S))
         self.stop_containers = stop_containers
         self.me = socket.gethostname()
-        self.engine = make_engine(self.url, immediate=True)
+        # every call's deadline: a renewal that cannot finish within a heartbeat interval counts as missed
+        self.call_s = max(min(self.ttl_s / 4, 30.0), 1.0)
+        self.engine = make_engine(self.url, immediate=True, deadline_s=self.call_s)
         self._checked = False
         self.waiting_for: str | None = None  # why the last decision handed nothing out, when not plain busy
 
     def _check_schema(self) -> None:
         if not self._checked:  # at the first decision, not in __init__: a database that is down is waited for
-            check_schema(self.engine, self.url)
+            bounded(lambda: check_schema(self.engine, self.url), self.call_s, "schema check")
             self._checked = True
 
     def _lock_host(self, conn, host: str) -> None:
@@ -212,6 +282,9 @@ class LeaseManager:
                                                   cell_key=cell_key, event=kind, detail=detail, at=time.time()))
 
     def _mark_dead(self, host: str) -> dict[str, str]:
+        return bounded(lambda: self._mark_dead_now(host), self.call_s, "lease decision (mark)")
+
+    def _mark_dead_now(self, host: str) -> dict[str, str]:
         """Under the host lock: mark the dead leases (their devices stay held); lease id -> why."""
         with self.engine.begin() as conn:
             self._lock_host(conn, host)
@@ -244,6 +317,16 @@ class LeaseManager:
 
     def _decide(self, host: Host, n: int, cell_key: str, exclusive: bool, avoid: list[str] | None,
                 freed: dict[str, str]) -> Lease | None:
+        def late(lease: Lease | None) -> None:  # leased after the caller gave up: nobody holds it
+            if lease is not None:
+                log.warning("lease %s on %s came after its deadline: released", lease.lease_id[:8], host.name)
+                self.release(lease)
+
+        return bounded(lambda: self._decide_now(host, n, cell_key, exclusive, avoid, freed), self.call_s,
+                       "lease decision", on_late=late)
+
+    def _decide_now(self, host: Host, n: int, cell_key: str, exclusive: bool, avoid: list[str] | None,
+                    freed: dict[str, str]) -> Lease | None:
         """Under the host lock: free the confirmed dead leases, then choose and insert."""
         with self.engine.begin() as conn:
             self._lock_host(conn, host.name)
@@ -297,8 +380,8 @@ class LeaseManager:
         while True:
             try:
                 lease = self._try_acquire(host, n, cell_key, exclusive, avoid)
-            except (IntegrityError, OperationalError, InterfaceError) as exc:  # a racing first insert, a busy or
-                lease, unreachable = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"  # down database
+            except (IntegrityError, *DATABASE_ERRORS) as exc:  # a racing first insert, a busy, down or hung
+                lease, unreachable = None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"  # database
                 if time.monotonic() - said > 30:  # say it now and then, not every poll
                     log.warning("lease decision on %s retried: %s", host.name, unreachable)
                     said = time.monotonic()
@@ -323,6 +406,9 @@ class LeaseManager:
     def heartbeat(self, lease: Lease) -> set[str]:
         """Renew the lease; returns the cells holding other devices of the host now. LeaseLost when
         a decider marked it dead or freed its devices: a renewal never brings a lease back."""
+        return bounded(lambda: self._heartbeat_now(lease), self.call_s, "lease heartbeat")
+
+    def _heartbeat_now(self, lease: Lease) -> set[str]:
         with self.engine.begin() as conn:
             renewed = conn.execute(update(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease.lease_id,
                                                                 DeviceLeaseRow.reclaim_reason.is_(None))
@@ -337,6 +423,9 @@ class LeaseManager:
             return {k for (k,) in others}
 
     def release(self, lease: Lease) -> None:
+        bounded(lambda: self._release_now(lease), self.call_s, "lease release")
+
+    def _release_now(self, lease: Lease) -> None:
         with self.engine.begin() as conn:
             gone = conn.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.lease_id == lease.lease_id)).rowcount
             self._event(conn, lease.lease_id, lease.host, lease.device_ids, lease.cell_key, "released",

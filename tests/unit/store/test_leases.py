@@ -121,11 +121,11 @@ def test_heartbeat_keeps_a_lease_alive_and_sees_co_tenants(url, tmp_path):
 
 def test_a_reclaimed_holder_learns_it_at_its_next_heartbeat_and_stops_its_container(url):
     """The holder's heartbeat never brings a reclaimed lease back: it raises, and on_lost runs once."""
-    holder = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: [])
+    holder = LeaseManager(url, ttl_s=3600, stop_containers=lambda lease_id: [])  # its own deadline is far off
     lease = holder.acquire(HOST, 2, "victim")
     stopped = []
     lease.start_heartbeat(3600, on_lost=stopped.append)  # no beat of its own: this test renews by hand
-    time.sleep(0.4)
+    time.sleep(0.4)  # older than the deciders' TTL
     nxt = LeaseManager(url, ttl_s=0.3, stop_containers=lambda lease_id: ["c0ffee"]).acquire(HOST, 4, "next")
     with pytest.raises(LeaseLost, match="no lease rows left"):
         lease.confirm()
@@ -181,6 +181,84 @@ def test_the_heartbeat_outlasts_an_outage_shorter_than_the_ttl_and_says_so(url, 
         lease.confirm()
     lease.manager = mgr
     lease.release()
+
+
+class HungDatabase(FlakyDatabase):
+    """A manager whose heartbeats never return once `hang` is set (a paused server: the connection
+    neither answers nor refuses)."""
+
+    def __init__(self, mgr):
+        super().__init__(mgr)
+        import threading
+
+        self.hang, self.forever = threading.Event(), threading.Event()
+
+    def heartbeat(self, lease):
+        self.calls += 1
+        if self.hang.is_set():
+            self.forever.wait()
+        return self.mgr.heartbeat(lease)
+
+
+def test_a_heartbeat_that_hangs_loses_the_lease_one_ttl_after_the_last_renewal(url):
+    """The deadline checker beside the heartbeat: the renewal call itself never returns."""
+    mgr = LeaseManager(url, ttl_s=2.0, stop_containers=lambda lease_id: [])
+    lease = mgr.acquire(HOST, 1, "held")
+    lease.manager = hung = HungDatabase(mgr)
+    stopped = []
+    lease.start_heartbeat(0.2, on_lost=lambda why: stopped.append((time.monotonic(), why)))
+    time.sleep(0.5)
+    assert lease.lost is None and hung.calls >= 1
+    hung.hang.set()
+    began = time.monotonic()
+    time.sleep(0.25)  # the next renewal is under way, and hangs
+    while not stopped and time.monotonic() - began < 10:
+        time.sleep(0.05)
+    assert len(stopped) == 1, "the container was not stopped while the renewal hung"
+    at, why = stopped[0]
+    assert 1.5 <= at - began <= 3.5, at - began  # a whole TTL after the last renewal, not when the call returns
+    assert "no heartbeat reached the results database for 2 s" in why and "the call did not return" in why
+    with pytest.raises(LeaseLost):
+        lease.confirm()
+    hung.forever.set()
+    lease.manager = mgr
+    lease.release()
+    assert mgr.holders() == []
+
+
+def test_a_call_past_its_deadline_is_abandoned_and_a_late_lease_is_handed_back():
+    import threading
+
+    from scalebench.store.leases import DatabaseDeadline, bounded
+
+    go, late = threading.Event(), []
+    began = time.monotonic()
+    with pytest.raises(DatabaseDeadline, match="lease decision: the results database did not answer within 0.3 s"):
+        bounded(lambda: go.wait() and "lease", 0.3, "lease decision", on_late=late.append)
+    assert time.monotonic() - began < 1.0
+    go.set()
+    for _ in range(50):
+        if late:
+            break
+        time.sleep(0.02)
+    assert late == ["lease"]
+    assert bounded(lambda: 7, 1.0, "quick") == 7
+    with pytest.raises(ZeroDivisionError):
+        bounded(lambda: 1 / 0, 1.0, "failing")  # an error inside the deadline is the caller's
+
+
+def test_postgresql_connections_carry_server_side_deadlines(postgres_database):
+    from sqlalchemy import text
+
+    from scalebench.store.db import make_engine
+
+    engine = make_engine(postgres_database, deadline_s=7.5)
+    with engine.connect() as conn:
+        got = {k: conn.execute(text(f"SHOW {k}")).scalar() for k in ("statement_timeout", "lock_timeout",
+                                                                    "idle_in_transaction_session_timeout")}
+    engine.dispose()
+    assert got == {"statement_timeout": "7500ms", "lock_timeout": "7500ms", "idle_in_transaction_session_timeout": "15s"}
+    assert LeaseManager(postgres_database, ttl_s=120).call_s == 30.0 and LeaseManager(postgres_database, ttl_s=5).call_s == 1.25
 
 
 def test_a_reclaim_the_engine_cannot_confirm_keeps_the_devices_held(url):
