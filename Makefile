@@ -168,6 +168,7 @@ gpu-check:  # on a lent GPU host (no Docker, no network): NVML pre-flight, UNet 
 
 test: venv images browser airflow-db
 	deploy/build-images.sh postgres  # the lease and store tests on PostgreSQL
+	deploy/stack.sh install  # Docker Compose: a test reads the stack's resolved config
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lock:

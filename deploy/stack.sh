@@ -16,13 +16,24 @@ if docker compose version >/dev/null 2>&1; then compose=(docker compose); ps_all
   fi
   compose=(docker-compose)
 fi
+if [ "${1:-}" = install ]; then "${compose[@]}" version; exit 0; fi  # make test: Compose for the config test
 [ -f .env ] || { echo "stack.sh: no .env; run 'make secrets' first" >&2; exit 1; }
 get() { sed -n "s/^$1=//p" .env | tail -1; }
+# The api-server's users' passwords, from .env: mounted into that container only (no container has
+# them in its environment). The folder is private; the file is readable by the container's user.
+write_passwords() {
+  install -d -m 700 .secrets
+  ADMIN="$(get AIRFLOW_ADMIN_PASSWORD)" NOTES="$(get AIRFLOW_NOTES_PASSWORD)" python3 -c '
+import json, os, sys
+json.dump({"admin": os.environ["ADMIN"], "notes": os.environ["NOTES"]}, open(sys.argv[1], "w"))' .secrets/api-passwords.json.new
+  chmod 644 .secrets/api-passwords.json.new && mv .secrets/api-passwords.json.new .secrets/api-passwords.json
+}
 
 case "${1:-}" in
   up)
     began=$(date +%s)
     mkdir -p "$(get SCALEBENCH_STATE)"
+    write_passwords
     if ! "${compose[@]}" up -d --no-build; then
       "${compose[@]}" logs --tail 20 airflow-init >&2; exit 1
     fi
@@ -40,5 +51,5 @@ case "${1:-}" in
   down) "${compose[@]}" down --remove-orphans ;;
   ps) "${compose[@]}" ps ;;
   compose) shift; "${compose[@]}" "$@" ;;
-  *) echo "usage: deploy/stack.sh up|down|ps|compose ARGS" >&2; exit 2 ;;
+  *) echo "usage: deploy/stack.sh install|up|down|ps|compose ARGS" >&2; exit 2 ;;
 esac

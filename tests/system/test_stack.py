@@ -114,6 +114,7 @@ def test_a_worker_killed_mid_cell_costs_that_attempt_only(api):
         time.sleep(2)
     time.sleep(20)  # inside the container's training
     worker = compose("ps", "-q", "airflow-worker").strip()
+    _no_process_of_the_worker_has_the_admin_password_or_the_jwt_secret(worker)
     killed_at = time.monotonic()
     subprocess.run(["docker", "kill", worker], check=True, capture_output=True)
     subprocess.run(["docker", "start", worker], check=True, capture_output=True)
@@ -131,3 +132,21 @@ def test_a_worker_killed_mid_cell_costs_that_attempt_only(api):
     assert store_rows("select count(*) from device_leases")[0][0] == 0
     left = subprocess.run(["docker", "ps", "-q", "--filter", "label=org.scalebench.lease"], capture_output=True, text=True).stdout
     assert left.strip() == ""
+
+
+def _no_process_of_the_worker_has_the_admin_password_or_the_jwt_secret(worker: str) -> None:
+    """While a cell's task runs: every process of the worker (Celery, the task's supervisor and the
+    task) is read from /proc, and the api-server's container from the engine."""
+    env = dotenv()
+    out = subprocess.run(["docker", "exec", worker, "sh", "-c",
+                          "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; echo ---; done 2>/dev/null"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    processes = [p for p in out.split("---") if "AIRFLOW__CORE__EXECUTOR" in p]
+    assert len(processes) >= 3, f"expected Celery, a task supervisor and a task, read {len(processes)} processes"
+    for secret in ("AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_JWT_SECRET"):
+        assert env[secret] not in out, f"{secret} is in a process of the worker"
+    assert f"notes:{env['AIRFLOW_NOTES_PASSWORD']}@" in out  # the login its tasks' notes use
+    api = compose("ps", "-q", "airflow-apiserver").strip()
+    inspected = subprocess.run(["docker", "inspect", "-f", "{{json .Config.Env}}", api], capture_output=True, text=True,
+                               check=True).stdout
+    assert env["AIRFLOW_ADMIN_PASSWORD"] not in inspected and env["AIRFLOW_NOTES_PASSWORD"] not in inspected

@@ -40,35 +40,99 @@ def test_make_secrets_writes_a_private_env_of_fresh_distinct_secrets_and_never_c
     assert {k: v for k, v in upgraded.items() if k in old} == {k: v for k, v in values.items() if k in old}
 
 
-def _entrypoint(tmp_path, **env):
+def _entrypoint(tmp_path, passwords: dict | None = None, **env):
     base = {"PATH": os.environ["PATH"], "AIRFLOW_HOME": str(tmp_path / "airflow"),
-            **{k: f"{k.lower()}-{'x' * 24}" for k in ("AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_NOTES_PASSWORD",
-                                                      "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
-                                                      "AIRFLOW__CORE__FERNET_KEY")}}
+            **{k: f"{k.lower()}-{'x' * 24}" for k in ("AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY")}}
+    if passwords is not None:  # the api-server: its users' passwords come as a mounted file
+        (tmp_path / "api-passwords.json").write_text(json.dumps(passwords))
+        base["SCALEBENCH_PASSWORDS_FROM"] = str(tmp_path / "api-passwords.json")
     return subprocess.run(["bash", str(ROOT / "deploy/airflow/entrypoint.sh"), "sh", "-c",
-                           "echo $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"], capture_output=True, text=True,
+                           "echo $AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS; env"], capture_output=True, text=True,
                           env={**base, **env}, timeout=60)
 
 
+GOOD = {"admin": "a" * 32, "notes": "n" * 32}
+
+
 @pytest.mark.parametrize("var, value", [
-    ("AIRFLOW_ADMIN_PASSWORD", "admin"), ("AIRFLOW_NOTES_PASSWORD", ""), ("AIRFLOW__CORE__FERNET_KEY", "changeme"),
+    ("AIRFLOW__CORE__FERNET_KEY", "changeme"), ("AIRFLOW__API__SECRET_KEY", ""),
     ("AIRFLOW__API_AUTH__JWT_SECRET", "CHANGE_ME_please"), ("REDIS_PASSWORD", "redis"),
 ])
 def test_the_entrypoint_refuses_a_missing_or_placeholder_secret(tmp_path, var, value):
-    out = _entrypoint(tmp_path, **{var: value}, SCALEBENCH_SECRET_VARS="REDIS_PASSWORD",
-                      **({} if var == "REDIS_PASSWORD" else {"REDIS_PASSWORD": "r" * 30}))
+    out = _entrypoint(tmp_path, GOOD, **{var: value}, SCALEBENCH_SECRET_VARS="REDIS_PASSWORD AIRFLOW__API_AUTH__JWT_SECRET",
+                      **{k: "r" * 30 for k in ("REDIS_PASSWORD", "AIRFLOW__API_AUTH__JWT_SECRET") if k != var})
     assert out.returncode == 78
     assert f"refusing to start: {var} is unset or a known placeholder; run 'make secrets'" in out.stderr
     assert not (tmp_path / "airflow" / "passwords.json").exists()
 
 
-def test_the_entrypoint_writes_a_private_password_file_with_the_notes_account(tmp_path):
-    out = _entrypoint(tmp_path)
+@pytest.mark.parametrize("user, value", [("admin", "admin"), ("notes", ""), ("admin", "CHANGE_ME")])
+def test_the_api_server_refuses_a_placeholder_password_in_its_file(tmp_path, user, value):
+    out = _entrypoint(tmp_path, GOOD | {user: value})
+    assert out.returncode == 78
+    assert f"refusing to start: the {user} password in {tmp_path / 'api-passwords.json'} is unset or a known placeholder" \
+        in out.stderr
+    assert not (tmp_path / "airflow" / "passwords.json").exists()
+
+
+def test_the_api_server_keeps_the_passwords_in_a_private_file_and_no_component_has_them_in_its_environment(tmp_path):
+    out = _entrypoint(tmp_path, GOOD)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "admin:admin,notes:user"
+    assert out.stdout.splitlines()[0] == "admin:admin,notes:user"
     passwords = tmp_path / "airflow" / "passwords.json"
-    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
-    assert set(json.loads(passwords.read_text())) == {"admin", "notes"}
+    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600 and json.loads(passwords.read_text()) == GOOD
+    assert f"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE={passwords}" in out.stdout
+    assert GOOD["admin"] not in out.stdout and "SCALEBENCH_PLACEHOLDERS" not in out.stdout
+    other = _entrypoint(tmp_path / "worker")  # any other component: no passwords file at all
+    assert other.returncode == 0, other.stderr
+    assert not (tmp_path / "worker" / "airflow" / "passwords.json").exists()
+    assert "SIMPLE_AUTH_MANAGER_PASSWORDS_FILE" not in other.stdout
+
+
+def _compose() -> list[str] | None:
+    import shutil
+
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+@pytest.mark.skipif(_compose() is None and os.environ.get("CI") != "true", reason="no Docker Compose (make test installs it)")
+def test_each_secret_reaches_only_the_containers_that_use_it(tmp_path):
+    """The stack's config as Compose resolves it, with an .env from make secrets: the admin
+    password in no container's environment (only the api-server's mounted file), the JWT secret
+    only where tokens are checked or signed, the notes login only in the worker, whose tasks use it."""
+    import yaml
+
+    compose = _compose()
+    assert compose, "Docker Compose is not installed: make test installs it (deploy/stack.sh install)"
+    env_file = tmp_path / ".env"
+    _, values = _secrets(env_file)
+
+    def config(*files: str) -> tuple[str, dict]:
+        args = [a for f in files for a in ("-f", str(ROOT / f))]
+        out = subprocess.run([*compose, "--env-file", str(env_file), "--project-directory", str(ROOT), *args, "config"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "CONTROL_HOST": "control.example", "SCALEBENCH_WORKER_QUEUES": "gpu-a"})
+        assert out.returncode == 0, out.stderr
+        return out.stdout, yaml.safe_load(out.stdout)["services"]
+
+    def holders(services: dict, value: str) -> set[str]:
+        return {n for n, s in services.items() if value in json.dumps(s.get("environment") or {})}
+
+    text, services = config("docker-compose.yaml")
+    assert values["AIRFLOW_ADMIN_PASSWORD"] not in text  # in no environment, command or label
+    assert holders(services, values["AIRFLOW_NOTES_PASSWORD"]) == {"airflow-worker"}
+    assert holders(services, values["AIRFLOW_JWT_SECRET"]) == {"airflow-apiserver", "airflow-scheduler"}
+    assert {n for n, s in services.items() if "api-passwords.json" in json.dumps(s.get("volumes"))} == {"airflow-apiserver"}
+    worker = services["airflow-worker"]["environment"]
+    assert worker["AIRFLOW__API__SECRET_KEY"] == values["AIRFLOW_API_SECRET_KEY"]  # its log server checks the UI's requests
+    assert worker["AIRFLOW__CORE__FERNET_KEY"] == values["AIRFLOW_FERNET_KEY"]
+    assert values["AIRFLOW_DB_PASSWORD"] in worker["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    text, services = config("docker-compose.yaml", "deploy/gpu-host.compose.yaml")  # another GPU host's worker
+    worker = json.dumps(services["airflow-worker"]["environment"])
+    assert values["AIRFLOW_ADMIN_PASSWORD"] not in text and values["AIRFLOW_JWT_SECRET"] not in worker
+    assert f"notes:{values['AIRFLOW_NOTES_PASSWORD']}@control.example" in worker
 
 
 def test_the_stack_runs_as_non_root_users_keeps_logs_and_puts_no_secret_on_a_command_line():
@@ -93,4 +157,5 @@ def test_the_stack_runs_as_non_root_users_keeps_logs_and_puts_no_secret_on_a_com
     assert on_command_lines == {}, f"a secret on a command line: {on_command_lines}"
     env = services["airflow-apiserver"]["environment"]
     assert env["AIRFLOW__CORE__FERNET_KEY"] == "${AIRFLOW_FERNET_KEY:?run make secrets}"
-    assert env["AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API"].startswith("http://notes:${AIRFLOW_NOTES_PASSWORD}@")
+    notes = services["airflow-worker"]["environment"]["AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API"]
+    assert notes.startswith("http://notes:${AIRFLOW_NOTES_PASSWORD:?run make secrets}@")
