@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import cifar10, voc_det, voc_ins, voc_seg
-from .names import DATASET_FORMATS
+from .names import DATASET_FORMATS, DatasetFormat
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Format:
     write_synthetic: Callable[..., Path]    # small learnable data in exactly this layout
 
 
-FORMATS = {
+FORMATS: dict[DatasetFormat, Format] = {
     "cifar10-python": Format(lambda root: Path(root) / cifar10.DIRNAME, lambda root: list(cifar10.EXPECTED_FILES),
                              cifar10.write_synthetic),
     "vocdevkit-2007-seg": Format(voc_seg.base_dir, voc_seg.expected_files, voc_seg.write_synthetic),

@@ -4,6 +4,7 @@ Standard library only: this module is installed in every training image."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 # -- files of one attempt folder ----------------------------------------------------------------
 CELL_SPEC_FILE = "cell.json"          # what to run (orchestrator -> trainer)
@@ -33,6 +34,9 @@ class Metric:
     fraction: bool       # a value in [0, 1]
 
 
+# the accuracy metrics' names as a type a checker reads (configs use it); ACCURACY_METRICS describes each
+AccuracyMetricName = Literal["precision", "recall", "iou", "accuracy", "map50", "map", "mask_iou", "mask_map50",
+                             "mask_map"]
 ACCURACY_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("precision", "precision", True, True),
     Metric("recall", "recall", True, True),
@@ -44,18 +48,21 @@ ACCURACY_METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("mask_map50", "mask mAP@0.5", True, True),
     Metric("mask_map", "mask mAP@[.5:.95]", True, True),
 )}
+assert tuple(ACCURACY_METRICS) == get_args(AccuracyMetricName), "one description per accuracy metric name"
 THROUGHPUT = Metric("images_per_s", "images/s", True, False)
 TRAIN_TIME = Metric("train_s", "train s", False, False)
 ALL_METRICS: dict[str, Metric] = {**ACCURACY_METRICS, THROUGHPUT.name: THROUGHPUT, TRAIN_TIME.name: TRAIN_TIME}
 
 # -- numeric precision (scalebench_kit.precision applies them; each stack names its switch) -------
 # fp32: TF32 off; tf32: fp32 storage, TF32 tensor-core math; bf16 / fp16: mixed precision
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+Precision = Literal["fp32", "tf32", "bf16", "fp16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 COMPUTE_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 MIN_COMPUTE_CAPABILITY = {"tf32": (8, 0), "bf16": (8, 0)}  # Ampere or newer
 
 # -- dataset formats (scalebench_kit.datasets registers a reader and a synthetic writer for each) ---
-DATASET_FORMATS = ("cifar10-python", "vocdevkit-2007-seg", "vocdevkit-2007-det", "vocdevkit-2012-ins")
+DatasetFormat = Literal["cifar10-python", "vocdevkit-2007-seg", "vocdevkit-2007-det", "vocdevkit-2012-ins"]
+DATASET_FORMATS: tuple[str, ...] = get_args(DatasetFormat)
 
 # -- failure reasons: class -> transient (retried with backoff) -----------------------------------
 FAILURE_REASONS: dict[str, bool] = {

@@ -1,276 +1,24 @@
-"""Benchmark and fleet configs: YAML files validated into typed objects.
-
-Unknown keys are errors. A bad file fails with the file name, the field path, the bad value
-and what was expected. Profiles may change sizes only; the code path stays the same.
-"""
+"""include/configs/benchmarks/<id>.yaml: one benchmark, its profiles (sizes only), and the same
+benchmark with one profile applied (Resolved), checked against the fleet and the stacks."""
 from __future__ import annotations
 
-import datetime as dt
 import math
-import re
-from dataclasses import dataclass
-from functools import cached_property
 import string
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from scalebench_kit.epochs import epoch_plan, timed_steps
-from scalebench_kit.names import ACCURACY_METRICS, DATASET_FORMATS, PRECISIONS
+from scalebench_kit.names import AccuracyMetricName
 
-from scalebench.core import paths
+from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, PROFILES, STACKS_FILE, ConfigError,
+                                           PosFloat, PosInt, PrecisionList, Strict, _check_bounds, _load_model,
+                                           _plain_images, _precision_list)
+from scalebench.core.config.fleet import Fleet
+from scalebench.core.config.stacks import SplitSizes, Stack, Stacks
 from scalebench.core.records import TIMING_BASES
-
-PROFILES = ("smoke", "nightly", "full")
-# Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
-MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
-IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
-# What runs when neither the benchmark nor its profile names a precision: smoke runs on CPU hosts
-# (fp32); the timed profiles run on GPU hosts, where tuned users train in bf16
-DEFAULT_PRECISION = {"smoke": ["fp32"], "nightly": ["bf16"], "full": ["bf16"]}
-Precision = Literal[PRECISIONS]
-PosInt = Annotated[int, Field(gt=0)]
-PosFloat = Annotated[float, Field(gt=0)]
-
-
-class ConfigError(ValueError):
-    """A config file that does not validate; the message names file, field, value, expectation."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _check_bounds(bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-    for name, (lo, hi) in bounds.items():
-        if lo > hi:
-            raise ValueError(f"bounds for {name!r}: lower {lo} is above upper {hi}")
-    return bounds
-
-
-class Host(Strict):
-    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
-    kind: Literal["cpu", "gpu"]
-    queue: str
-    device_ids: Annotated[list[str], Field(min_length=1)]
-    threads_per_device: PosInt = 1
-    cpus: list[Annotated[int, Field(ge=0)]] | None = None  # cores to pin cells to, split evenly over the devices
-    data_root: str | None = None
-    topology: dict[str, dict[str, str]] | None = None
-    # None: by profile (smoke packed, timed profiles exclusive); set it to dedicate or share a host
-    timing_policy: Literal["packed", "exclusive"] | None = None
-
-    def cores_for(self, device_ids: list[str]) -> list[int] | None:
-        """The cores that go with these devices (each device owns an equal slice), or None."""
-        if not self.cpus:
-            return None
-        per = len(self.cpus) // len(self.device_ids)
-        if per == 0:
-            return None  # fewer cores than devices: nothing sensible to pin
-        return [c for d in device_ids for c in self.cpus[self.device_ids.index(d) * per:(self.device_ids.index(d) + 1) * per]]
-
-    @property
-    def pool(self) -> str:
-        return f"scalebench_{self.name}"
-
-    @field_validator("device_ids")
-    @classmethod
-    def _unique(cls, ids: list[str]) -> list[str]:
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"device ids must be unique, got {ids}")
-        return ids
-
-
-class HostProbe(Strict):
-    """A short fixed cell run on every GPU host each night before the benchmarks (`scalebench_host_probe`):
-    it has no changes of its own, so its throughput against its own recent nights is the host's
-    night factor, however few benchmarks share the host. Pin `image` by digest: a new probe
-    image restarts its baseline and leaves the host without a factor for a few nights."""
-    benchmark: str                 # whose trainer, nightly sizes and dataset it runs
-    gpus: PosInt = 1
-    cells: Annotated[int, Field(ge=1, le=48)] = 24  # cells a night per host (their median is the night's figure)
-    schedule: str = "0 0 * * *"    # before the benchmarks (01:00 and 02:00 UTC in the examples)
-    image: str | None = None       # default: the benchmark's GPU image
-
-    _i = field_validator("image")(lambda cls, v: v if v is None else _plain_images({"probe": v})["probe"])
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, v: str) -> str:
-        from croniter import croniter
-
-        if not croniter.is_valid(v):
-            raise ValueError(f"schedule {v!r} is not a cron expression (e.g. '0 0 * * *', daily 00:00 UTC)")
-        return v
-
-
-class Fleet(Strict):
-    night_budget_minutes: PosFloat = 480
-    retention_days: Annotated[float, Field(ge=1)] = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
-    # the weekly accuracy run (the `full` profile) of every benchmark on its GPU host: its cron (UTC;
-    # None: never scheduled) and the window it reserves there, during which nightly runs are skipped
-    accuracy_schedule: str | None = "0 18 * * 6"
-    accuracy_window_hours: PosFloat = 48
-    probe: HostProbe | None = None  # the host probe (None: night factors from the host's other benchmarks only)
-    # a new GPU driver is an environment change (the baseline restarts); true: it is under test like
-    # a new image (judged against the old baseline, alerted when confirmed)
-    driver_under_test: bool = False
-    hosts: Annotated[list[Host], Field(min_length=1)]
-
-    @field_validator("accuracy_schedule")
-    @classmethod
-    def _cron(cls, v: str | None) -> str | None:
-        from croniter import croniter
-
-        if v is not None and not croniter.is_valid(v):
-            raise ValueError(f"accuracy_schedule {v!r} is not a cron expression (e.g. '0 18 * * 6', Saturdays 18:00 UTC)")
-        return v
-
-    @model_validator(mode="after")
-    def _unique_names(self):
-        names = [h.name for h in self.hosts]
-        if len(set(names)) != len(names):
-            raise ValueError(f"host names must be unique, got {names}")
-        return self
-
-    @property
-    def max_devices(self) -> int:
-        return max(len(h.device_ids) for h in self.hosts)
-
-    def hosts_of(self, kind: str) -> list[Host]:
-        return [h for h in self.hosts if h.kind == kind]
-
-    def host(self, name: str) -> Host:
-        for h in self.hosts:
-            if h.name == name:
-                return h
-        raise KeyError(f"no host {name!r} in the fleet (hosts: {[h.name for h in self.hosts]})")
-
-
-IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
-def image_repository(ref: str) -> str:
-    """name[:tag][@digest] -> name (a registry port stays: only a ':' in the last path part is a tag)."""
-    name = ref.split("@", 1)[0]
-    head, _, last = name.rpartition("/")
-    return (head + "/" if head else "") + last.split(":", 1)[0]
-
-
-def with_tag(ref: str, tag: str) -> str:
-    """The configured image's repository at another tag (a candidate image); anything but a plain
-    tag is refused, so a trigger can choose a version, never another image."""
-    if not IMAGE_TAG.fullmatch(tag or ""):
-        raise ConfigError(f"image_tag {tag!r}: expected a plain tag of {image_repository(ref)} "
-                          "(letters, digits, _ . -; at most 128 characters)")
-    return f"{image_repository(ref)}:{tag}"
-
-
-def _plain_images(v: dict) -> dict:
-    for kind, ref in v.items():
-        if not IMAGE_REF.fullmatch(ref):
-            raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
-                             "no templates)")
-    return v
-
-
-def _precision_list(v):
-    """`precision: bf16` or `precision: [fp32, bf16]` (a matrix axis, one report row each)."""
-    if isinstance(v, str):
-        return [v]
-    if isinstance(v, list) and len(set(v)) != len(v):
-        raise ValueError(f"precisions must not repeat, got {v}")
-    return v
-
-
-PrecisionList = Annotated[list[Precision], Field(min_length=1)]
-
-
-class StackPrecision(Strict):
-    """How a stack switches precision (its framework's own switch, named for users) and which
-    presets each kind of host runs; `cpu_refusal` says why a CPU host refuses the others."""
-    switch: str
-    cpu: PrecisionList
-    gpu: PrecisionList
-    cpu_refusal: str
-
-    def check(self, stack: str, kind: str, wanted: list[str]) -> str | None:
-        """Why `wanted` cannot run on `kind` hosts with this stack, or None."""
-        bad = [p for p in wanted if p not in getattr(self, kind)]
-        if not bad:
-            return None
-        why = self.cpu_refusal if kind == "cpu" else f"stack {stack!r} does not run it"
-        return (f"precision {', '.join(bad)} cannot run on {kind.upper()} hosts with stack {stack!r} ({why}); "
-                f"expected some of {getattr(self, kind)}")
-
-
-class Stack(Strict):
-    """A training stack (include/configs/stacks.yaml): its folder containers/<name>/ holds the
-    Dockerfile and trainers; benchmarks name it with `stack: <name>`."""
-    title: str
-    images: dict[Literal["cpu", "gpu"], str]
-    base: str | None = None            # the stack whose image this one is built FROM (None: BASE_IMAGE)
-    launcher: str                      # how a cell's processes start (tf-distribute, torchrun, mmengine, ...)
-    processes_per_device: bool         # torchrun-style one process per device, else one process for all
-    formats: Annotated[list[Literal[DATASET_FORMATS]], Field(min_length=1)]  # what its trainers read
-    precision: StackPrecision
-
-    _i = field_validator("images")(lambda cls, v: _plain_images(v))
-
-
-class Archive(Strict):
-    url: str
-    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-    size: PosInt
-
-    @property
-    def name(self) -> str:
-        return self.url.rsplit("/", 1)[1]
-
-
-class SplitSizes(Strict):
-    """Images in the split a stack's trainers train on and the one they evaluate on (config data,
-    so a plan needs no dataset on the control host)."""
-    train: PosInt
-    test: PosInt
-
-
-class DatasetSource(Strict):
-    archives: list[Archive] = []        # what `scalebench data --fetch` downloads (none: bring your own)
-    splits: dict[Literal[DATASET_FORMATS], SplitSizes] = {}  # per format: its train and test split sizes
-
-
-class Stacks(Strict):
-    stacks: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Stack]
-    datasets: dict[str, DatasetSource] = {}
-
-    @field_validator("stacks")
-    @classmethod
-    def _bases_are_stacks(cls, stacks: dict[str, Stack]) -> dict[str, Stack]:
-        for name, s in stacks.items():
-            seen = [name]
-            while s.base is not None:
-                if s.base not in stacks:
-                    raise ValueError(f"stacks.{seen[-1]}.base: {s.base!r} is not a stack; known: {sorted(stacks)}")
-                if s.base in seen:
-                    raise ValueError(f"stacks.{name}.base: a cycle {' -> '.join([*seen, s.base])}")
-                seen.append(s.base)
-                s = stacks[s.base]
-        return stacks
-
-    def build_order(self) -> list[str]:
-        """Every stack after the stack it is built FROM."""
-        order: list[str] = []
-        def visit(name: str) -> None:
-            if name not in order:
-                if self.stacks[name].base:
-                    visit(self.stacks[name].base)
-                order.append(name)
-        for name in self.stacks:
-            visit(name)
-        return order
 
 
 class LrPolicy(Strict):
@@ -306,7 +54,7 @@ class Estimate(Strict):
 class ReferenceAccuracy(Strict):
     """What the benchmark reaches at a global batch (published or measured): a figure further than
     `tolerance` from the reference at the nearest global batch is reported as suspect."""
-    metric: Literal[tuple(ACCURACY_METRICS)]
+    metric: AccuracyMetricName
     by_global_batch: Annotated[dict[PosInt, Annotated[float, Field(ge=0, le=1)]], Field(min_length=1)]
     tolerance: Annotated[float, Field(gt=0, le=1)]
 
@@ -341,7 +89,7 @@ class Sizes(Strict):
 
 class AccuracyTarget(Strict):
     """Time to accuracy: the training time until the first evaluation with `metric` >= `target`."""
-    metric: Literal[tuple(ACCURACY_METRICS)]
+    metric: AccuracyMetricName
     target: Annotated[float, Field(gt=0, le=1)]
 
 
@@ -358,7 +106,7 @@ class Benchmark(Strict):
     global_batch: PosInt | None = None
     epochs: Annotated[list[PosInt], Field(min_length=1)]
     gpu_counts: Annotated[list[PosInt], Field(min_length=1)]
-    metrics: Annotated[list[Literal[tuple(ACCURACY_METRICS)]], Field(min_length=1)]  # each one is reported
+    metrics: Annotated[list[AccuracyMetricName], Field(min_length=1)]  # each one is reported
     bounds: dict[str, tuple[float, float]]
     scaling_mode: Literal["weak", "strong"]
     lr_policy: LrPolicy
@@ -553,41 +301,6 @@ class Resolved(Sizes):
         return next((k for k in kinds if fleet.hosts_of(k)), None)
 
 
-def _format_errors(source: Path, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (not part of the schema; check its spelling)"
-        elif err["type"] == "missing":
-            msg = "required field missing"
-        shown = repr(err.get("input"))
-        got = "" if err["type"] == "missing" or len(shown) > 200 else f" (got {shown})"  # not a whole section
-        lines.append(f"{source}: field '{where}': {msg}{got}")
-    return "\n".join(lines)
-
-
-def _load_yaml(path: Path) -> dict:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
-    return doc
-
-
-def load_fleet(path: Path | str | None = None) -> Fleet:
-    return _load_model(Fleet, Path(path or paths.fleet_file()))
-
-
-def load_stacks(path: Path | str) -> Stacks:
-    return _load_model(Stacks, Path(path))
-
-
 def load_benchmark(path: Path | str, fleet: Fleet, stacks: Stacks) -> Benchmark:
     path = Path(path)
     bench = _load_model(Benchmark, path)
@@ -673,120 +386,3 @@ def _check_steps(path: Path, res: "Resolved") -> None:
 
 def _gpus_text(counts: list[int]) -> str:
     return f"{', '.join(map(str, counts))} GPU{'s' if counts != [1] else ''}"
-
-
-ALERTS_FILE = "alerts.yaml"
-SHIFTS_FILE = "acknowledged_shifts.yaml"
-STACKS_FILE = "stacks.yaml"
-
-
-class AlertConfig(Strict):
-    """include/configs/alerts.yaml: which of Airflow's notifiers delivers confirmed regressions."""
-    notifier: Literal["webhook", "slack", "email", "none"]
-    connection: str = "scalebench_alerts"     # the Airflow connection the notifier uses
-    endpoint: str = ""                         # webhook: path below the connection's base URL
-    to: list[str] = []                         # email: recipients
-    report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
-
-
-class AcknowledgedShift(Strict):
-    """An intentional change that restarts a baseline (include/configs/acknowledged_shifts.yaml)."""
-    benchmark: str
-    since: dt.date
-    reason: str
-    gpus: list[PosInt] | None = None
-    metric: str | None = None
-    image: str | None = None  # from the first night on this image (reference or digest) on or after `since`
-
-
-class AcknowledgedShifts(Strict):
-    shifts: list[AcknowledgedShift] = []
-
-
-def _load_model(model: type[BaseModel], path: Path):
-    try:
-        return model.model_validate(_load_yaml(path))
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(path, exc)) from None
-
-
-def load_alerts(config_dir: Path | str) -> AlertConfig:
-    """The alert settings; alerts are off when the file is absent."""
-    path = Path(config_dir) / ALERTS_FILE
-    return _load_model(AlertConfig, path) if path.exists() else AlertConfig(notifier="none")
-
-
-def load_acknowledged_shifts(path: Path | str) -> list[AcknowledgedShift]:
-    """The acknowledged shifts; none when the file is absent."""
-    path = Path(path)
-    return _load_model(AcknowledgedShifts, path).shifts if path.exists() else []
-
-
-class Configs:
-    """All benchmark configs plus the fleet, loaded and cross-checked once."""
-
-    def __init__(self, config_dir: Path | str | None = None, fleet_path: Path | str | None = None):
-        self.config_dir = Path(config_dir or paths.config_dir())
-        self.fleet = load_fleet(fleet_path)
-
-    @cached_property
-    def stacks(self) -> Stacks:
-        return load_stacks(self.config_dir / STACKS_FILE)
-
-    @cached_property
-    def _loaded(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
-        files = sorted((self.config_dir / "benchmarks").glob("*.yaml"))
-        if not files:
-            raise ConfigError(f"{self.config_dir / 'benchmarks'}: no benchmark configs (*.yaml) found")
-        good: dict[str, Benchmark] = {}
-        broken: dict[str, ConfigError] = {}
-        stacks = self.stacks  # a bad stacks file, like a bad fleet, stops every benchmark: said once
-        for f in files:
-            try:
-                b = load_benchmark(f, self.fleet, stacks)
-                good[b.id] = b
-            except ConfigError as exc:
-                broken[f.stem] = exc
-        return good, broken
-
-    def alerts(self) -> AlertConfig:
-        return load_alerts(self.config_dir)
-
-    def acknowledged_shifts(self) -> list[AcknowledgedShift]:
-        return load_acknowledged_shifts(self.config_dir / SHIFTS_FILE)
-
-    def load_all(self) -> tuple[dict[str, Benchmark], dict[str, ConfigError]]:
-        """(benchmarks that load, {file stem: error} for those that do not): one bad file harms only itself."""
-        return self._loaded
-
-    @property
-    def benchmarks(self) -> dict[str, Benchmark]:
-        """Every benchmark; a ConfigError naming each bad file when any does not load."""
-        good, broken = self._loaded
-        if broken:
-            raise ConfigError("\n".join(str(e) for e in broken.values()))
-        return good
-
-    def probe(self) -> Benchmark | None:
-        """The host probe's benchmark (None without a probe or a GPU host); a ConfigError naming
-        the fleet's field when it names no loadable benchmark or more devices than a GPU host has."""
-        probe, gpu = self.fleet.probe, self.fleet.hosts_of("gpu")
-        if probe is None or not gpu:
-            return None
-        try:
-            bench = self.benchmark(probe.benchmark)
-        except ConfigError as exc:
-            raise ConfigError(f"fleet: field 'probe.benchmark': {exc}") from None
-        small = [h.name for h in gpu if len(h.device_ids) < probe.gpus]
-        if small:
-            raise ConfigError(f"fleet: field 'probe.gpus': {probe.gpus} devices, but GPU hosts {small} have fewer; "
-                              "the probe runs on every GPU host")
-        return bench
-
-    def benchmark(self, bench_id: str) -> Benchmark:
-        good, broken = self._loaded
-        if bench_id in good:
-            return good[bench_id]
-        if bench_id in broken:
-            raise broken[bench_id]
-        raise ConfigError(f"unknown benchmark {bench_id!r}; known: {sorted([*good, *broken])}")

@@ -1,0 +1,115 @@
+"""What every config file shares: the profiles, the strict base model, image references,
+precision lists, and loading a YAML file into a model with errors that name file, field, value
+and what was expected."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scalebench_kit.names import Precision
+
+ALERTS_FILE = "alerts.yaml"
+SHIFTS_FILE = "acknowledged_shifts.yaml"
+STACKS_FILE = "stacks.yaml"
+
+PROFILES = ("smoke", "nightly", "full")
+# Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
+MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
+# What runs when neither the benchmark nor its profile names a precision: smoke runs on CPU hosts
+# (fp32); the timed profiles run on GPU hosts, where tuned users train in bf16
+DEFAULT_PRECISION = {"smoke": ["fp32"], "nightly": ["bf16"], "full": ["bf16"]}
+PosInt = Annotated[int, Field(gt=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+class ConfigError(ValueError):
+    """A config file that does not validate; the message names file, field, value, expectation."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_bounds(bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    for name, (lo, hi) in bounds.items():
+        if lo > hi:
+            raise ValueError(f"bounds for {name!r}: lower {lo} is above upper {hi}")
+    return bounds
+
+
+IMAGE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def image_repository(ref: str) -> str:
+    """name[:tag][@digest] -> name (a registry port stays: only a ':' in the last path part is a tag)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return (head + "/" if head else "") + last.split(":", 1)[0]
+
+
+def with_tag(ref: str, tag: str) -> str:
+    """The configured image's repository at another tag (a candidate image); anything but a plain
+    tag is refused, so a trigger can choose a version, never another image."""
+    if not IMAGE_TAG.fullmatch(tag or ""):
+        raise ConfigError(f"image_tag {tag!r}: expected a plain tag of {image_repository(ref)} "
+                          "(letters, digits, _ . -; at most 128 characters)")
+    return f"{image_repository(ref)}:{tag}"
+
+
+def _plain_images(v: dict) -> dict:
+    for kind, ref in v.items():
+        if not IMAGE_REF.fullmatch(ref):
+            raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
+                             "no templates)")
+    return v
+
+
+def _precision_list(v):
+    """`precision: bf16` or `precision: [fp32, bf16]` (a matrix axis, one report row each)."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and len(set(v)) != len(v):
+        raise ValueError(f"precisions must not repeat, got {v}")
+    return v
+
+
+PrecisionList = Annotated[list[Precision], Field(min_length=1)]
+
+
+def _format_errors(source: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the schema; check its spelling)"
+        elif err["type"] == "missing":
+            msg = "required field missing"
+        shown = repr(err.get("input"))
+        got = "" if err["type"] == "missing" or len(shown) > 200 else f" (got {shown})"  # not a whole section
+        lines.append(f"{source}: field '{where}': {msg}{got}")
+    return "\n".join(lines)
+
+
+def _load_yaml(path: Path) -> dict:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
+    return doc
+
+
+def _load_model(model: type[BaseModel], path: Path):
+    try:
+        return model.model_validate(_load_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(path, exc)) from None

@@ -1,0 +1,114 @@
+"""include/configs/fleet.yaml: the hosts, their devices and queues, the host probe, the nightly
+budget and the weekly accuracy window."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from scalebench.core import paths
+from scalebench.core.config.common import PosFloat, PosInt, Strict, _load_model, _plain_images
+
+
+class Host(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    kind: Literal["cpu", "gpu"]
+    queue: str
+    device_ids: Annotated[list[str], Field(min_length=1)]
+    threads_per_device: PosInt = 1
+    cpus: list[Annotated[int, Field(ge=0)]] | None = None  # cores to pin cells to, split evenly over the devices
+    data_root: str | None = None
+    topology: dict[str, dict[str, str]] | None = None
+    # None: by profile (smoke packed, timed profiles exclusive); set it to dedicate or share a host
+    timing_policy: Literal["packed", "exclusive"] | None = None
+
+    def cores_for(self, device_ids: list[str]) -> list[int] | None:
+        """The cores that go with these devices (each device owns an equal slice), or None."""
+        if not self.cpus:
+            return None
+        per = len(self.cpus) // len(self.device_ids)
+        if per == 0:
+            return None  # fewer cores than devices: nothing sensible to pin
+        return [c for d in device_ids for c in self.cpus[self.device_ids.index(d) * per:(self.device_ids.index(d) + 1) * per]]
+
+    @property
+    def pool(self) -> str:
+        return f"scalebench_{self.name}"
+
+    @field_validator("device_ids")
+    @classmethod
+    def _unique(cls, ids: list[str]) -> list[str]:
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"device ids must be unique, got {ids}")
+        return ids
+
+
+class HostProbe(Strict):
+    """A short fixed cell run on every GPU host each night before the benchmarks (`scalebench_host_probe`):
+    it has no changes of its own, so its throughput against its own recent nights is the host's
+    night factor, however few benchmarks share the host. Pin `image` by digest: a new probe
+    image restarts its baseline and leaves the host without a factor for a few nights."""
+    benchmark: str                 # whose trainer, nightly sizes and dataset it runs
+    gpus: PosInt = 1
+    cells: Annotated[int, Field(ge=1, le=48)] = 24  # cells a night per host (their median is the night's figure)
+    schedule: str = "0 0 * * *"    # before the benchmarks (01:00 and 02:00 UTC in the examples)
+    image: str | None = None       # default: the benchmark's GPU image
+
+    _i = field_validator("image")(lambda cls, v: v if v is None else _plain_images({"probe": v})["probe"])
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(v):
+            raise ValueError(f"schedule {v!r} is not a cron expression (e.g. '0 0 * * *', daily 00:00 UTC)")
+        return v
+
+
+class Fleet(Strict):
+    night_budget_minutes: PosFloat = 480
+    retention_days: Annotated[float, Field(ge=1)] = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
+    # the weekly accuracy run (the `full` profile) of every benchmark on its GPU host: its cron (UTC;
+    # None: never scheduled) and the window it reserves there, during which nightly runs are skipped
+    accuracy_schedule: str | None = "0 18 * * 6"
+    accuracy_window_hours: PosFloat = 48
+    probe: HostProbe | None = None  # the host probe (None: night factors from the host's other benchmarks only)
+    # a new GPU driver is an environment change (the baseline restarts); true: it is under test like
+    # a new image (judged against the old baseline, alerted when confirmed)
+    driver_under_test: bool = False
+    hosts: Annotated[list[Host], Field(min_length=1)]
+
+    @field_validator("accuracy_schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        from croniter import croniter
+
+        if v is not None and not croniter.is_valid(v):
+            raise ValueError(f"accuracy_schedule {v!r} is not a cron expression (e.g. '0 18 * * 6', Saturdays 18:00 UTC)")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        names = [h.name for h in self.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"host names must be unique, got {names}")
+        return self
+
+    @property
+    def max_devices(self) -> int:
+        return max(len(h.device_ids) for h in self.hosts)
+
+    def hosts_of(self, kind: str) -> list[Host]:
+        return [h for h in self.hosts if h.kind == kind]
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(f"no host {name!r} in the fleet (hosts: {[h.name for h in self.hosts]})")
+
+
+def load_fleet(path: Path | str | None = None) -> Fleet:
+    return _load_model(Fleet, Path(path or paths.fleet_file()))
