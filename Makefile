@@ -17,10 +17,11 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: ui-vendor airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: lint ui-vendor airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
+	@echo "make lint   - ruff and mypy over the code (src/, the kit and the trainers, DAGs, plugins, bench/)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
 	@echo "make images-gpu - on a GPU host: the GPU images (CUDA devel base; GPU_BASE_IMAGE, CUDA_VERSION, TORCH_CUDA_ARCH_LIST)"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
@@ -51,6 +52,11 @@ ui-vendor:
 	cd $(UI_VENDOR) && sha256sum LICENSE uPlot.iife.min.js uPlot.min.css > SHA256SUMS
 
 venv: $(BIN)/.installed
+
+# ruff: pyflakes, pycodestyle and bugbear; mypy: the typed records and configs (settings in pyproject.toml)
+lint: venv
+	$(BIN)/ruff check src containers dags plugins bench
+	$(BIN)/mypy
 
 docker:
 	containers/ensure-docker.sh

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from tests.support.drill_configs import write_drill_configs  # noqa: E402
-from tests.support.service_clients import api_time as ts
+from tests.support.service_clients import api_time as ts  # noqa: E402
 from tests.support.service_clients import local_service  # noqa: E402
 
 FIXED = ("plan_cells", "check_dataset_local")  # per-run tasks before the cell

@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "containers" / "kit")]
 
 from scalebench_kit.hold import STUDY_RELATIVE  # noqa: E402
 from tests.support.drill_configs import hold_benchmark, write_hold_configs  # noqa: E402
-from tests.support.service_clients import api_time as ts
+from tests.support.service_clients import api_time as ts  # noqa: E402
 from tests.support.service_clients import local_service  # noqa: E402
 
 SLOTS = 8

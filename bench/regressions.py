@@ -431,7 +431,7 @@ def main() -> None:
             detectors = [(f"ours ({r} repeats, {k} reruns)", "ours", dict(repeats=r, reruns=k)),
                          ("ours without the night factor", "ours", dict(repeats=r, reruns=k, use_factor=False))]
             for change in [STEADY, *CHANGES]:
-                for i, (label, kind, kw) in enumerate(detectors):
+                for i, (label, _kind, kw) in enumerate(detectors):
                     f = run_ours(noise, change, args.histories, args.seed + 7 * len(rows), gates=g, **kw)
                     if change is STEADY and i == 0:
                         budget = max(1, math.ceil(f.cost - 1e-9))

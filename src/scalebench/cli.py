@@ -24,7 +24,7 @@ def _gpus(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}")
+        raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}") from None
 
 
 OUTPUTS = ("table", "json", "csv")
@@ -300,9 +300,10 @@ def cmd_diff(args, configs: Configs) -> str:
     store = Store()
     a, b = _packages_of(store, args.image_a), _packages_of(store, args.image_b)
     for ref, kept in ((args.image_a, a), (args.image_b, b)):
-        if kept is None:
+        if kept is None:  # (one check for both images; the asserts below restate it for the checker)
             raise ConfigError(f"image {ref!r}: no package list in the results store and not on this Docker engine "
                               "(give a digest, a reference a cell ran, or an image this engine has)")
+    assert a is not None and b is not None
     label = lambda ref, k: f"{ref} ({k['digest'][:19]})"  # noqa: E731
     return render_diff(label(args.image_a, a), label(args.image_b, b), package_diff(a["packages"], b["packages"]))
 
@@ -359,7 +360,8 @@ def fetch_data(args, configs: Configs) -> dict:
 
     from scalebench.cell.fetch import fetch
 
-    benches = [configs.benchmark(args.benchmark)] if args.benchmark else [configs.benchmark(b) for b in sorted(configs.benchmarks)]
+    benches = ([configs.benchmark(args.benchmark)] if args.benchmark
+               else [configs.benchmark(b) for b in sorted(configs.benchmarks)])
     roots = {h.data_root for h in configs.fleet.hosts if h.data_root}
     data_root = args.data_root or (roots.pop() if len(roots) == 1 else None)
     if not data_root:
@@ -563,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         configs = Configs(fleet_path=args.fleet)
-        result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse, "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
+        result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse,
+                  "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
                   "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
                   "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:

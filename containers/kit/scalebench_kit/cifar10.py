@@ -40,7 +40,8 @@ def read_split(root: str | Path, split: str, limit: int | None = None) -> tuple[
             raise ValueError(f"{base / name}: not a CIFAR-10 python batch (missing key {exc.args[0]!r})") from None
         data = np.asarray(data, dtype=np.uint8)
         if data.ndim != 2 or data.shape[1] != 3072 or len(labels) != data.shape[0]:
-            raise ValueError(f"{base / name}: b'data' must be N x 3072 uint8 with N labels, got {data.shape} and {len(labels)} labels")
+            raise ValueError(f"{base / name}: b'data' must be N x 3072 uint8 with N labels, "
+                             f"got {data.shape} and {len(labels)} labels")
         xs.append(data)
         ys.append(np.asarray(labels, dtype=np.int64))
         have += data.shape[0]

@@ -29,7 +29,7 @@ assert tuple(FORMATS) == DATASET_FORMATS, "every format named in scalebench_kit.
 
 def _format(fmt: str) -> Format:
     try:
-        return FORMATS[fmt]
+        return FORMATS[fmt]  # type: ignore[index]  # an unknown name is the KeyError below
     except KeyError:
         raise ValueError(f"unknown dataset format {fmt!r}; known: {sorted(FORMATS)}") from None
 

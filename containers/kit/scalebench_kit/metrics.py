@@ -33,7 +33,10 @@ def scores(cm: np.ndarray) -> dict[str, float]:
     recall = np.divide(tp, actual, out=np.zeros_like(tp), where=actual > 0)
     union = actual + predicted - tp
     iou = np.divide(tp, union, out=np.zeros_like(tp), where=union > 0)
-    mean = (lambda v: float(v[present].mean()) if present.any() else 0.0)
+
+    def mean(v) -> float:
+        return float(v[present].mean()) if present.any() else 0.0
+
     return {"precision": mean(precision), "recall": mean(recall), "iou": mean(iou),
             "accuracy": float(tp.sum() / max(cm.sum(), 1))}
 
@@ -119,12 +122,12 @@ def coco_class_ap(images: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> fl
     if not positives:
         return None
     order = np.argsort(-np.concatenate(scores), kind="mergesort")  # ties keep image order, as COCOeval's
-    matched = np.concatenate(matched, axis=1)[:, order]
-    on_ignored = np.concatenate(on_ignored, axis=1)[:, order]
+    matched_all = np.concatenate(matched, axis=1)[:, order]
+    ignored_all = np.concatenate(on_ignored, axis=1)[:, order]
     precision = np.zeros((len(COCO_THRESHOLDS), len(COCO_RECALLS)))
     for t in range(len(COCO_THRESHOLDS)):
-        tp = np.cumsum(matched[t] & ~on_ignored[t])
-        fp = np.cumsum(~matched[t] & ~on_ignored[t])
+        tp = np.cumsum(matched_all[t] & ~ignored_all[t])
+        fp = np.cumsum(~matched_all[t] & ~ignored_all[t])
         recall, prec = tp / positives, tp / (tp + fp + np.spacing(1))
         prec = np.maximum.accumulate(prec[::-1])[::-1]
         at = np.searchsorted(recall, COCO_RECALLS, side="left")
@@ -233,7 +236,9 @@ def detection_scores(detections: list[dict], truths: list[dict], num_classes: in
             ap, ap11 = _average_precision(outcome, n_pos)
             aps.append(ap)
             aps11.append(ap11)
-            coco.append(coco_class_ap(_per_image(dets, ids, ious, truth)))
+            class_ap = coco_class_ap(_per_image(dets, ids, ious, truth))
+            if class_ap is not None:  # (it has positives here, so it always has an AP)
+                coco.append(class_ap)
         for (o, iou), d in zip(outcome, dets):
             if d["score"] >= score_threshold and o != "ignored":
                 tp_n += o == "tp"

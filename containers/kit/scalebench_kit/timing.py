@@ -62,7 +62,8 @@ class StepTimer:
     def __init__(self, warmup_steps: int, progress: Progress | None = None):
         self.warmup_steps = warmup_steps
         self.progress = progress       # rank 0's progress lines (None on the other ranks)
-        self.steps: list[dict[str, float | None]] = []
+        self.steps: list[dict[str, float | None]] = []  # each step's parts (None: not measured)
+        self._step_s: list[float] = []  # each step's whole time
         self.fixed: list[float] = []   # per-epoch fixed costs, one entry per epoch
         self._t: float | None = None
 
@@ -74,6 +75,8 @@ class StepTimer:
     @property
     def step_began(self) -> float:
         """perf_counter() at the start of the step in progress."""
+        if self._t is None:
+            raise RuntimeError("StepTimer: start() before the first step")
         return self._t
 
     def epoch_fixed(self, seconds: float) -> None:
@@ -82,17 +85,18 @@ class StepTimer:
     def step_done(self, data_wait_s: float | None = None, compute_s: float | None = None,
                   sync_s: float | None = None) -> None:
         now = time.perf_counter()
-        step = now - self._t
+        step = now - self.step_began
         known = sum(v for v in (data_wait_s, compute_s, sync_s) if v is not None)
         self.steps.append({"step_s": step, "data_wait_s": data_wait_s, "compute_s": compute_s, "sync_s": sync_s,
                            "other_s": step - known})
+        self._step_s.append(step)
         self._t = now
         if self.progress:
             self.progress.step(now, len(self.steps), steady=len(self.steps) > self.warmup_steps)
 
     @property
     def step_times(self) -> list[float]:
-        return [s["step_s"] for s in self.steps]
+        return list(self._step_s)
 
     @property
     def warmup_s(self) -> float:
@@ -110,10 +114,11 @@ class StepTimer:
         """This rank's steady figures: sums over the timed steps, None for a part not measured."""
         timed = self.steps[self.warmup_steps:]
         out: dict = {"rank": rank, "pid": os.getpid(), "timed_steps": len(timed),
-                     "step_s": round(sum(s["step_s"] for s in timed), 4)}
+                     "step_s": round(sum(self._step_s[self.warmup_steps:]), 4)}
         for part in PARTS:
             vals = [s[part] for s in timed]
-            out[part] = None if any(v is None for v in vals) else round(max(sum(vals), 0.0), 4)
+            known = [v for v in vals if v is not None]
+            out[part] = None if len(known) < len(vals) else round(max(sum(known), 0.0), 4)
         out["epoch_fixed_s"] = round(sum(self.fixed), 4)
         out["warmup_s"] = round(self.warmup_s, 4)
         return out

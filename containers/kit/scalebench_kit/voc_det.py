@@ -150,8 +150,8 @@ def write_synthetic(root: str | Path, train_images: int = 60, test_images: int =
     from PIL import Image
 
     rng = np.random.default_rng(seed)
-    colours = {name: c for name, c in zip(SYNTHETIC_CLASSES, ([220, 40, 40], [40, 200, 60], [50, 70, 230]))}
-    colours = {k: np.asarray(v, dtype=float) for k, v in colours.items()}
+    colours = {name: np.asarray(c, dtype=float)
+               for name, c in zip(SYNTHETIC_CLASSES, ([220, 40, 40], [40, 200, 60], [50, 70, 230]))}
     base = Path(root) / "VOCdevkit" / DIRNAME
     for sub in ("JPEGImages", "Annotations", SPLIT_DIR):
         (base / sub).mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,8 @@ def to_coco(root: str | Path, split: str, limit: int | None = None) -> dict:
     from PIL import Image
 
     base = base_dir(root)
-    images, annotations = [], []
+    images: list[dict] = []
+    annotations: list[dict] = []
     for n, image_id in enumerate(split_ids(root, split)[:limit], start=1):
         jpg = base / "JPEGImages" / f"{image_id}.jpg"
         if not jpg.is_file():

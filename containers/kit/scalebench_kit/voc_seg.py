@@ -70,9 +70,9 @@ def read_split(root: str | Path, split: str, size: int, limit: int | None = None
         if not jpg.is_file():
             raise VocFormatError(f"{base / SPLIT_DIR / f'{split}.txt'} names {i!r}, but {jpg} is missing")
         with Image.open(jpg) as im:
-            images[k] = np.asarray(im.convert("RGB").resize((size, size), Image.BILINEAR))
+            images[k] = np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BILINEAR))
         mask = read_mask(base / "SegmentationClass" / f"{i}.png")
-        masks[k] = np.asarray(Image.fromarray(mask).resize((size, size), Image.NEAREST))
+        masks[k] = np.asarray(Image.fromarray(mask).resize((size, size), Image.Resampling.NEAREST))
     return images, masks
 
 

@@ -240,7 +240,8 @@ def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             sync = probe.exposed_since_last_bucket(state["backward_end"]) if probe is not None else 0.0
-            timer.step_done(data_wait_s=state["t_data"] - timer.step_began, compute_s=state["t_compute"] - state["t_data"] - sync, sync_s=sync)
+            timer.step_done(data_wait_s=state["t_data"] - timer.step_began,
+                            compute_s=state["t_compute"] - state["t_data"] - sync, sync_s=sync)
             loss = state["loss"]
             if not np.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss} at step {len(timer.steps)}")

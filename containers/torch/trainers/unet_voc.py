@@ -250,7 +250,7 @@ def main() -> None:
                     loss = loss_fn(model(x), y)
                 # under DDP, backward returns once every gradient bucket is all-reduced: mark it
                 backward_end = []
-                prec.backward_step(loss, optimiser, between=(lambda: backward_end.append(probe.mark()))
+                prec.backward_step(loss, optimiser, between=(lambda marks=backward_end: marks.append(probe.mark()))
                                    if probe else None)
                 settle()
                 t_done = time.perf_counter()

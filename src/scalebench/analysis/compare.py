@@ -93,7 +93,8 @@ def compare_nights(cells_a: list[StoredCell], cells_b: list[StoredCell], night_a
 
     a, b = runs(cells_a, night_a), runs(cells_b, night_b)
     if not a and not b:
-        raise CompareError(f"nights {night_a} and {night_b}: no stored run" + (f" of benchmark {benchmark!r}" if benchmark else ""))
+        raise CompareError(f"nights {night_a} and {night_b}: no stored run"
+                           + (f" of benchmark {benchmark!r}" if benchmark else ""))
     both = sorted(set(a) & set(b))
     return NightComparison(night_a, night_b,
                            [compare_cells(x, a[x][0]["run_id"], a[x], b[x][0]["run_id"], b[x], margin) for x in both],

@@ -100,15 +100,15 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
             hosts.setdefault((k.host_class, k.profile), []).append(k)
     extra = []
     for (host, profile), keys in sorted(hosts.items()):
-        values = {str(k): dict(series[k].points) for k in keys}
+        curves: dict[str, dict] = {str(k): dict(series[k].points) for k in keys}
         restarts = {str(k): _restarts(series[k].fingerprints) for k in keys}
         probe = None
         if (host, profile) in probes:
             probe = f"{PROBE} {host}"
-            values[probe] = {dt.date.fromisoformat(n): statistics.median(v) for n, v in probes[(host, profile)].items()}
+            curves[probe] = {dt.date.fromisoformat(n): statistics.median(v) for n, v in probes[(host, profile)].items()}
             restarts[probe] = _restarts({dt.date.fromisoformat(n): fp
                                          for n, fp in probe_prints[(host, profile)].items()})
-        factors = night_factors(values, gates.window, only=[str(k) for k in keys], probe=probe, by_group=True,
+        factors = night_factors(curves, gates.window, only=[str(k) for k in keys], probe=probe, by_group=True,
                                 groups={str(k): k.benchmark for k in keys}, restarts=restarts)
         for k in keys:
             series[k].factors = factors[str(k)]

@@ -79,12 +79,15 @@ class NoiseVerdict:
         if self.table_cv is None:
             return f"{what}: noisier than the power table's largest CV; no setting in it meets the goals"
         c = self.configured
+        if c is None:  # the table has a row for every CV it covers: never missing when table_cv is set
+            return f"{what}: the power table has no row for {self.repeats} repeats + {self.reruns} reruns"
         rounded = ("" if (c.repeats, c.reruns) == (self.repeats, self.reruns) else
                    f" (the table's nearest below the configured {self.repeats} + {self.reruns})")
         verdict = "meets the goals" if self.meets else "misses the goals (>= 95 % within two nights, <= 1 in 1000)"
         cheap = (f"cheapest that meets them: {self.cheapest.setting()} ({self.cheapest.cells:.1f} cells a night)"
                  if self.cheapest else "no setting in the table meets them")
-        return (f"{what}, as noisy as the table's histories at CV {self.table_cv:.0%}: {c.setting()}{rounded} catch {c.within_two:.0%} of 10 % steps within two nights, {c.false_per_1000:.2f} false alarms in "
+        return (f"{what}, as noisy as the table's histories at CV {self.table_cv:.0%}: {c.setting()}{rounded} catch "
+                f"{c.within_two:.0%} of 10 % steps within two nights, {c.false_per_1000:.2f} false alarms in "
                 f"1000: {verdict}; {cheap}")
 
     def to_json(self) -> dict:

@@ -27,6 +27,7 @@ import datetime as dt
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from scalebench_kit.names import ALL_METRICS
 
@@ -125,18 +126,19 @@ class Judgement:
     @property
     def head(self) -> str:
         k = self.key
-        return f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''}{' ' + k.precision if k.precision != DEFAULT_PRECISION else ''} {k.metric}"
+        precision = f" {k.precision}" if k.precision != DEFAULT_PRECISION else ""
+        return f"{k.benchmark} {k.gpus} GPU{'s' if k.gpus != 1 else ''}{precision} {k.metric}"
 
     def line(self) -> str:
         head = self.head
         if self.changed_with:
             return (f"{head}: changed with {self.changed_with}: {self.value:.4g} vs {self.baseline:.4g} the night "
-                    f"before ({-self.change * 100:+.1f}%) on {self.night}; baseline restarted")
+                    f"before ({-(self.change or 0.0) * 100:+.1f}%) on {self.night}; baseline restarted")
         if self.suspect is not None and self.verdict == REGRESSION:
             head += f": regressed with {self.suspect.text}"
         elif self.suspect is not None:
             head += f": with {self.suspect.text} ({self.verdict})"
-        s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({self.change * 100:+.1f}% worse, robust z "
+        s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({(self.change or 0.0) * 100:+.1f}% worse, robust z "
              f"{self.z:.1f}) on {self.night}")
         if self.ab is not None:
             s += f"; A/B: {self.ab.line()}"
@@ -285,8 +287,8 @@ def fingerprint_change(before: dict | None, after: dict | None) -> str | None:
 def wants_rerun(j: Judgement, gates: Gates = Gates()) -> bool:
     """Whether the benchmark's DAG should rerun tonight's figure: judged raw (the night factor
     needs the other benchmarks of the night, which may not have run yet), on looser gates."""
-    return (j.baseline is not None and j.changed_with is None and j.change >= gates.rerun_magnitude
-            and j.z >= gates.rerun_z)
+    return (j.baseline is not None and j.changed_with is None and j.change is not None and j.z is not None
+            and j.change >= gates.rerun_magnitude and j.z >= gates.rerun_z)
 
 
 def wants_ab(j: Judgement, gates: Gates = Gates()) -> bool:
@@ -323,7 +325,7 @@ def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
     return max(starts, default=None)
 
 
-def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), config_alerts: bool = False
+def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), config_alerts: bool = False
           ) -> list[Judgement]:
     """Judge every night of a series against the nights before it. A change under test is judged
     against the baseline before it; `config_alerts`: a confirmed regression that came with a config
@@ -372,6 +374,8 @@ def judge(series: Series, gates: Gates = Gates(), shifts: list[Shift] = (), conf
             ab = ABTest(suspect.name("previous"), suspect.name("new"), series.host,
                         tuple(series.previous[night]), tuple(series.reruns.get(night, [])), direction, gates)
         reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
+        confirmed: bool | None
+        p: float | None
         if ab is not None:  # the same-night A/B decides: the host's night moves both images alike
             confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
             flagged = flagged or (confirmed is True and delta >= gates.rerun_magnitude)  # the A/B shows the step

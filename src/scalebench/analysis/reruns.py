@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from scalebench_kit.contract import read_json
 from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
@@ -25,7 +25,7 @@ from scalebench.core.cells import ACCURACY, AB_PREVIOUS, RERUN
 from scalebench.core.config import image_repository
 from scalebench.core.attempt_folders import cell_attempts
 from scalebench.analysis.history import build_series
-from scalebench.analysis.regress import Gates, judge, wants_ab, wants_rerun
+from scalebench.analysis.regress import Gates, Judgement, judge, wants_ab, wants_rerun
 from scalebench.core.records import FigureRow, PlannedCell
 
 LOOKBACK_NIGHTS = 60
@@ -35,7 +35,7 @@ def _night(planned: list[PlannedCell]) -> str:
     return planned[0].get("night") or nights.today()
 
 
-def _history(store, planned: list[PlannedCell], extra: list[PlannedCell] = ()) -> list[FigureRow]:
+def _history(store, planned: list[PlannedCell], extra: Sequence[PlannedCell] = ()) -> list[FigureRow]:
     """The scheduled history of this benchmark before this run's night, and this run's own cells
     (and reruns) as tonight's night, whatever the run's type: a manual run is checked against the
     same baseline, and never becomes part of it."""
@@ -51,9 +51,9 @@ def _history(store, planned: list[PlannedCell], extra: list[PlannedCell] = ()) -
     return out
 
 
-def _tonight(cells: list[FigureRow], gates: Gates, night: str) -> dict[int, object]:
+def _tonight(cells: list[FigureRow], gates: Gates, night: str) -> dict[int, Judgement]:
     """Tonight's throughput judgement per GPU count, raw: the night factor needs the whole night."""
-    out = {}
+    out: dict[int, Judgement] = {}
     for s in build_series(cells, {}, gates, with_factors=False):
         if s.key.metric != THROUGHPUT.name:
             continue
@@ -171,7 +171,7 @@ def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates
     cells = _history(store, planned, reruns)
     judged = _tonight(cells, gates, _night(planned))
     rerun_gpus = {c["gpus"] for c in reruns}
-    out = {"confirmed": [], "cleared": [], "placements": {}}
+    out: dict[str, Any] = {"confirmed": [], "cleared": [], "placements": {}}
     for n, j in sorted(judged.items()):
         if n not in rerun_gpus:
             continue

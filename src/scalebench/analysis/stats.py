@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from typing import Sequence
 
 
 def iqr(values: list[float]) -> float:
@@ -69,7 +70,7 @@ class Verdict:
         if self.ci is None:
             return f"inconclusive (n too small: {self.n[0]} vs {self.n[1]} repeats)"
         lo, hi = (v * scale for v in self.ci)
-        d = self.diff * scale
+        d = (self.diff or 0.0) * scale
         ci = f"90% CI {lo:+.1f}..{hi:+.1f}{unit}"
         if self.kind == "equivalent":
             return f"equivalent (diff {d:+.1f}{unit}, {ci}, margin ±{self.margin * scale:.1f}{unit})"
@@ -137,7 +138,7 @@ def repeats_for_equivalence(diff: float, v1: float, v2: float, margin: float, mo
     return most + 1
 
 
-def olympic_mean(values: list[float]) -> float:
+def olympic_mean(values: Sequence[float]) -> float:
     """MLPerf's reference convergence point: the mean without the lowest and the highest value
     (with fewer than 3 values, the plain mean)."""
     kept = sorted(values)[1:-1] if len(values) >= 3 else list(values)

@@ -16,7 +16,7 @@ import tarfile
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from scalebench.core.config import Archive, Configs
 
@@ -41,6 +41,7 @@ def download(url: str, part: Path, timeout: float = 60) -> int:
     the bytes received this time. A server that ignores Range makes the file start over."""
     have = part.stat().st_size if part.exists() else 0
     req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    why: str | None
     try:
         resp = urllib.request.urlopen(req, timeout=timeout)
     except urllib.error.HTTPError as exc:
@@ -66,7 +67,7 @@ def download(url: str, part: Path, timeout: float = 60) -> int:
 
 def _unpack(archive: Path, into: Path) -> None:
     with tarfile.open(archive) as tar:
-        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # no absolute paths or links out
+        kwargs: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # no absolute paths or links out
         tar.extractall(into, **kwargs)
 
 

@@ -97,7 +97,8 @@ def expectations(cell: dict, metrics: list[str], bounds: dict[str, tuple[float, 
     n = cell["gpus"]
     out.append(E.ExpectColumnValuesToBeBetween(column="world_size", min_value=n, max_value=n))
     out.append(E.ExpectColumnValuesToBeBetween(column="device_count", min_value=n, max_value=n))
-    out.append(E.ExpectColumnValuesToBeBetween(column="global_batch", min_value=cell["global_batch"], max_value=cell["global_batch"]))
+    out.append(E.ExpectColumnValuesToBeBetween(column="global_batch", min_value=cell["global_batch"],
+                                               max_value=cell["global_batch"]))
     out.append(E.ExpectColumnValuesToBeBetween(column="per_device_batch", min_value=cell["per_device_batch"],
                                                max_value=cell["per_device_batch"]))
     out.append(E.ExpectColumnPairValuesToBeEqual(column_A="global_batch", column_B="per_device_x_world"))

@@ -56,7 +56,7 @@ def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, fl
     out = Assignment({}, {}, {h.name: reserved for h in fleet.hosts_of("gpu")})
     for b in sorted(benchmarks):
         was = previous.get(b)
-        if was in allowed[b]:
+        if was is not None and was in allowed[b]:
             out.hosts[b], out.why[b] = was, "kept"
             out.load[was] += minutes[b]
         elif was is not None:

@@ -112,8 +112,8 @@ def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[
     for key, s in seen.items():
         recent = sorted({n for n, *_ in s["cells"]})[-nights:]
         cells = [x for x in s["cells"] if x[0] in recent]
-        out[key] = Cost(*(statistics.median(x[i] for x in cells) for i in (1, 2, 3)),
-                        source=f"stored: median of {len(recent)} night{'s' if len(recent) != 1 else ''}")
+        setup_s, step_s, eval_s = (statistics.median(x[i] for x in cells) for i in (1, 2, 3))
+        out[key] = Cost(setup_s, step_s, eval_s, source=f"stored: median of {len(recent)} night{'s' if len(recent) != 1 else ''}")
     return out
 
 

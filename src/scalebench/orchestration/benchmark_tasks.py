@@ -142,7 +142,7 @@ def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context)
     configs = Configs()
     b = configs.benchmark(bench_id)
     try:
-        return prepare(b, p["profile"], configs.fleet.host(host_name))
+        checked = prepare(b, p["profile"], configs.fleet.host(host_name))
     except Exception as exc:
         reason = "dataset_missing" if isinstance(exc, DatasetError) else "unknown"
         detail = str(exc) if isinstance(exc, DatasetError) else f"{type(exc).__name__}: {exc}"
@@ -150,6 +150,7 @@ def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context)
         print("\n".join(lines))
         fail_with_note(context["ti"], f"check_dataset failed ({reason}): {detail}; "
                                       f"{len(lines)} planned cells recorded as failed")
+    return checked
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -172,7 +173,7 @@ def summarize(planned: list[dict]) -> None:
 
     for bench, night in sorted({(c["benchmark"], c["night"]) for c in planned
                                 if c.get("role", "measure") != cellmod.PROBE and c.get("night")}):
-        n = outlasting_outages(lambda: summarize_night(Store(), bench, night), what=f"summarize {bench} {night}")
+        n = outlasting_outages(lambda b=bench, n=night: summarize_night(Store(), b, n), what=f"summarize {bench} {night}")
         print(f"history summaries of {bench} on {night}: {n} rows (GPU count x precision)")
 
 

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from scalebench_kit.names import THROUGHPUT
 
 from scalebench.analysis.bisect import Bisection
 from scalebench.analysis.changes import diff_line, package_diff

@@ -43,7 +43,7 @@ from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_los
 from scalebench.core.provenance import git_revision
 
 
-class CellFailedMixin:
+class CellFailedMixin(Exception):
     """Carries the reason class, the one-line message and the container output tail."""
 
     def __init__(self, message: str, failure: Failure, logs: list[str] | None = None):
@@ -138,6 +138,8 @@ class CellDockerOperator(DockerOperator):
     # from the validated config, so no trigger conf can reach them through a template.
     template_fields = ("cell", "dataset")
     ui_color = "#d8e8f8"
+    image: str  # the docker provider's parameters this operator sets (declared for the type checker)
+    environment: dict
     # phases named in a failure line; a container or contract failure speaks for itself
     QUIET_STAGES = ("begin", "run", "classify", "collect", "validate")
 
@@ -214,6 +216,8 @@ class CellDockerOperator(DockerOperator):
     def begin(self, ti) -> Attempt:
         """A new attempt folder (never one with files of an earlier attempt) and what the attempt runs."""
         cell = self.cell
+        if cell is None:
+            raise AirflowFailException(f"{self.task_id}: no cell to run (the operator was built without one)")
         configs = Configs()
         bench = configs.benchmark(self.benchmark_id)
         res = bench.resolved(cell["profile"])
@@ -244,16 +248,17 @@ class CellDockerOperator(DockerOperator):
             raise self.fail(a, Failure("dataset_missing", None, "no dataset check result (check_dataset did not run)"))
         a.stage = "lease"
         try:
-            self._lease = LeaseManager().acquire(a.host, a.cell["gpus"], a.cell["key"], timeout_s=a.timeout_s,
-                                                 exclusive=a.policy == "exclusive", abort=self._cancelled,
-                                                 avoid=a.cell.get("avoid_devices"))
+            lease = LeaseManager().acquire(a.host, a.cell["gpus"], a.cell["key"], timeout_s=a.timeout_s,
+                                           exclusive=a.policy == "exclusive", abort=self._cancelled,
+                                           avoid=a.cell.get("avoid_devices"))
         except LeaseTimeout as exc:
             if self._cancelled.is_set():
                 raise self.fail(a, classify(None, [], cancelled=True)) from None
             raise self.fail(a, Failure("lease_timeout", None, str(exc))) from None
+        self._lease = lease
         # its devices may be handed on at any moment now: no grace period for the container
-        self._lease.start_heartbeat(on_lost=lambda why: self._stop_container(f"lease lost ({why})", grace_s=0))
-        return self._lease
+        lease.start_heartbeat(on_lost=lambda why: self._stop_container(f"lease lost ({why})", grace_s=0))
+        return lease
 
     def preflight(self, a: Attempt, lease) -> dict:
         a.stage = "preflight"

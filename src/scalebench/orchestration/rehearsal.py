@@ -51,7 +51,7 @@ def _planted_at(text: str, flag: str, unit: str, example: str) -> tuple[str, int
         bench, gpus, number = text.split(":")
         return bench, int(gpus), float(number)
     except ValueError:
-        raise ConfigError(f"{flag} {text!r}: expected BENCHMARK:GPUS:{unit}, e.g. {example}")
+        raise ConfigError(f"{flag} {text!r}: expected BENCHMARK:GPUS:{unit}, e.g. {example}") from None
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,9 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         if not weekly.feasible:
             raise ConfigError("the weekly plan is infeasible (see scalebench plan --profile full): "
                               + "; ".join(weekly.problems))
-    if drop and (drop.benchmark not in chosen or drop.gpus not in {r.gpus for r in weekly.rows
+    if drop and weekly is None:
+        raise ConfigError(f"--plant-accuracy: {drop.line()} plants a weekly accuracy: it needs --profile full")
+    if drop and weekly and (drop.benchmark not in chosen or drop.gpus not in {r.gpus for r in weekly.rows
                                                                    if r.benchmark == drop.benchmark}):
         raise ConfigError(f"--plant-accuracy: {drop.line()} is not in the rehearsed week (benchmarks {sorted(chosen)}, "
                           f"GPU counts {sorted({r.gpus for r in weekly.rows})})")
@@ -349,9 +351,9 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         raise RuntimeError(f"airflow db migrate failed:\n{out[-3000:]}")
     scalebench = Path(sys.executable).parent / "scalebench"
     for cmd in (["db", "upgrade"], ["pools", "--apply"]):
-        out = subprocess.run([str(scalebench), *cmd], env=env, capture_output=True, text=True)
-        if out.returncode:
-            raise RuntimeError(f"scalebench {' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+        done = subprocess.run([str(scalebench), *cmd], env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"scalebench {' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     today = dt.datetime.now(dt.timezone.utc).date()
     night = (today - dt.timedelta(days=1) if regression else today).isoformat()  # the baseline pass's night
     result = Rehearsal(night, plan, planted, regression=regression, weekly=weeks)

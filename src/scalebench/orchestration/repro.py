@@ -60,7 +60,7 @@ def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id:
         cmd += ["--cpuset-cpus", rec["cpuset_cpus"]]
     if rec.get("user"):
         cmd += ["--user", rec["user"]]
-    ids = gpus if gpus is not None else rec.get("gpus")
+    ids: list[str] = gpus if gpus is not None else rec.get("gpus") or []
     env = dict(rec["environment"])
     if rec.get("gpus"):
         cmd += ["--gpus", f'"device={",".join(ids)}"']

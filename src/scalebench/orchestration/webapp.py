@@ -44,7 +44,8 @@ MEDIA = {"html": "text/html", "png": "image/png", "json": "application/json", "m
          "js": "text/javascript", "css": "text/css"}
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "pages.css": STATIC / "pages.css",
-                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js", "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
+                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
 FORMATS = ("csv", "json")
 # The pages: scripts, styles, images and fetches from the plugin only, nothing inline, framed only
 # by the Airflow UI (same origin). The nightly report files (static HTML rendered from Markdown with

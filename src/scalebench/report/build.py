@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from scalebench_kit.names import ACCURACY_METRICS
 
@@ -32,7 +32,7 @@ from scalebench.report.render import render, write_index
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None,
-          packages: Callable[[str], dict | None] = lambda digest: None, moves: list[dict] = ()) -> Report:
+          packages: Callable[[str], dict | None] = lambda digest: None, moves: Sequence[dict] = ()) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count;
     `packages(digest)` an image's kept package list (what changed between two images); `moves` the

@@ -149,7 +149,8 @@ class Report:
 
     def to_json(self) -> dict:
         """table.json: the same figures, with verdicts as their texts."""
-        doc = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "judged", "accuracy_rows", "study_rows")}
+        doc = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("rows", "judged", "accuracy_rows", "study_rows")}
         doc["rows"] = [_row_json(r) for r in self.rows]
         doc["accuracy_rows"] = [_row_json(r) for r in self.accuracy_rows]
         doc["plots"] = list(self.plots)

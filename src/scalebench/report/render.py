@@ -79,8 +79,9 @@ def detail_columns(rep: Report) -> list[Column]:
     sp = lambda item: item[0].speedup.get(item[1])  # noqa: E731
     metric = [Column(ACCURACY_METRICS[m].display, lambda it, m=m: it[0].metrics.get(m, {}).get(it[1]),
                      lambda v: "–" if v is None else f"{v:.3f}") for m in rep.metrics]
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("GPUs", lambda it: it[1]),
-            Column("scaling", lambda it: it[0].scaling_mode), Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision),
+            Column("GPUs", lambda it: it[1]), Column("scaling", lambda it: it[0].scaling_mode),
+            Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
             Column("LR policy", lambda it: it[0].lr_policy), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s, median (IQR)", lambda it: f"{it[0].train_s[it[1]]:.2f} ({it[0].iqr_s[it[1]]:.2f})"),
             Column("images/s", lambda it: it[0].images_per_s.get(it[1]), lambda v: "–" if v is None else f"{v:.1f}"),
@@ -105,7 +106,8 @@ def accuracy_columns(rep: Report) -> list[Column]:
             v, verdict = r.metrics.get(m, {}).get(n), r.verdicts.get(m, {}).get(n)
             return ("–" if v is None else f"{v:.3f}") + (f" ({verdict.kind})" if verdict else "")
         return Column(ACCURACY_METRICS[m].display, value)
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("run", lambda it: it[0].run_id),
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision),
+            Column("run", lambda it: it[0].run_id),
             Column("GPUs", lambda it: it[1]), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
             Column("train s", lambda it: f"{it[0].train_s[it[1]]:.0f}"),
             Column("time to accuracy", lambda it: (it[0].tta_target or "") + (": " if it[0].tta_target else "") + tta(it)),
@@ -122,8 +124,8 @@ def step_columns() -> list[Column]:
             s, share = r.step_s[n][p], r.step_shares[n][p]
             return "–" if s is None else f"{s:.3f}" + ("" if share is None else f" ({100 * share:.0f}%)")
         return Column(p.replace("_", " "), value)
-    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision), Column("GPUs", lambda it: it[1]),
-            *[part(p) for p in STEP_PARTS]]
+    return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision),
+            Column("GPUs", lambda it: it[1]), *[part(p) for p in STEP_PARTS]]
 
 
 def markdown(rep: Report) -> str:

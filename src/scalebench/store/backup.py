@@ -36,7 +36,7 @@ def _pg_command(url: str, tool: list[str], container: str | None) -> tuple[list[
     u = make_url(url)
     if container:  # inside the server's container: its local socket, as the store's user
         return ["docker", "exec", "-i", container, *tool, "--username", u.username or "postgres",
-                "--dbname", u.database], dict(os.environ)
+                "--dbname", u.database or "postgres"], dict(os.environ)
     env = {**os.environ, "PGHOST": u.host or "localhost", "PGPORT": str(u.port or 5432),
            "PGUSER": u.username or "postgres", "PGDATABASE": u.database or "postgres"}
     if u.password:

@@ -29,7 +29,7 @@ def make_engine(url: str, *, immediate: bool = False, deadline_s: float | None =
     so a call the client gave up on does not keep running or holding a lock. A paused server
     enforces none of these: a caller that must not hang bounds its calls itself (leases.bounded)."""
     if not url.startswith("sqlite"):
-        args = {}
+        args: dict[str, int | str] = {}
         if url.startswith("postgresql"):
             args = {"connect_timeout": CONNECT_TIMEOUT_S, "keepalives": 1, "keepalives_idle": 30,
                     "keepalives_interval": 10, "keepalives_count": 3}
@@ -138,7 +138,7 @@ def _migration_lock(url: str, engine):
         yield
 
 
-def upgrade(url: str | None = None) -> tuple[str | None, str]:
+def upgrade(url: str | None = None) -> tuple[str | None, str | None]:
     """Bring the database to the newest schema (Alembic upgrade head), idempotent and locked, so
     several processes starting at once are safe. Returns (revision before, revision after)."""
     import logging

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
@@ -68,7 +68,8 @@ def bounded(fn: Callable, seconds: float, what: str, on_late: Callable | None = 
     """fn(), waited for at most `seconds` (it runs in a daemon thread). DatabaseDeadline when it has
     not returned by then: the call is abandoned, its thread ends when its connection does, and what
     it returns late goes to `on_late` (a decision that leased devices after all releases them)."""
-    lock, done, box = threading.Lock(), threading.Event(), {}
+    lock, done = threading.Lock(), threading.Event()
+    box: dict[str, Any] = {}
 
     def run():
         try:
@@ -160,7 +161,7 @@ class Lease:
         """Renew the lease every TTL/4 in a thread, and check its deadline in another. A failed renewal
         is logged with the time the lease still holds; when the lease is lost, `on_lost(reason)` is
         called once (stop the container)."""
-        interval_s = interval_s or max(self.manager.ttl_s / 4, 0.5)
+        interval_s = interval_s or max(self._mgr.ttl_s / 4, 0.5)
         self._on_lost = on_lost
 
         def beat():
@@ -171,7 +172,7 @@ class Lease:
                     return
 
         def deadline():  # a renewal can hang for its whole call deadline; the TTL is kept to the second
-            ttl = self.manager.ttl_s
+            ttl = self._mgr.ttl_s
             while not self._stop.wait(min(1.0, ttl / 20)) and not self.lost:
                 silent = time.monotonic() - self._renewed
                 if silent >= ttl:
@@ -184,6 +185,12 @@ class Lease:
         self._thread.start()
         threading.Thread(target=deadline, name=f"lease-deadline-{self.lease_id[:8]}", daemon=True).start()
 
+    @property
+    def _mgr(self) -> "LeaseManager":
+        if self.manager is None:
+            raise RuntimeError(f"lease {self.lease_id[:8]} has no manager (leases come from LeaseManager.acquire)")
+        return self.manager
+
     def _silence(self, silent: float, ttl: float) -> str:
         return (f"no heartbeat reached the results database for {silent:.0f} s (ttl {ttl:.0f} s; last error "
                 f"{self._last_error or 'none: the call did not return'}): the lease may have been reclaimed")
@@ -195,9 +202,9 @@ class Lease:
             raise LeaseLost(self.lost)
         if self._stop.is_set():
             return  # released by its holder (a cancel): nothing to renew, nothing lost
-        ttl = self.manager.ttl_s
+        ttl = self._mgr.ttl_s
         try:
-            self.co_tenants |= self.manager.heartbeat(self)
+            self.co_tenants |= self._mgr.heartbeat(self)
         except LeaseLost as exc:
             self._lose(str(exc))
         except Exception as exc:
@@ -237,10 +244,10 @@ class Lease:
         if self._thread and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         try:
-            self.manager.release(self)
+            self._mgr.release(self)
         except DATABASE_ERRORS as exc:
             log.warning("lease %s: could not release (%s); a decider reclaims it once its heartbeat is %.0f s old",
-                        self.lease_id[:8], str(exc).splitlines()[0][:160], self.manager.ttl_s)
+                        self.lease_id[:8], str(exc).splitlines()[0][:160], self._mgr.ttl_s)
 
 
 class LeaseManager:
@@ -377,6 +384,7 @@ class LeaseManager:
         if n > len(host.device_ids):
             raise LeaseTimeout(f"host {host.name} has {len(host.device_ids)} devices; cell {cell_key} asked for {n}")
         start = said = time.monotonic()
+        unreachable: str | None = None
         while True:
             try:
                 lease = self._try_acquire(host, n, cell_key, exclusive, avoid)

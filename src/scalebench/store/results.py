@@ -55,7 +55,8 @@ class CellRow(Base):
     global_batch: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(String(100))
     night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
-    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")  # or "rerun", "ab_previous", "probe"
+    # or "rerun", "ab_previous", "probe"
+    role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")
     rerun_of: Mapped[str | None] = mapped_column(String(64), nullable=True)  # a rerun's flagged cell key
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     attempts: Mapped[list["AttemptRow"]] = relationship(back_populates="cell", order_by="AttemptRow.attempt")
@@ -202,7 +203,7 @@ class Store:
         now = dt.datetime.now(dt.timezone.utc)
         timing = (contract or {}).get("timing", {})
         for key in ("evaluations", "epoch"):  # per-epoch scores and what an epoch was travel with the times
-            if (contract or {}).get(key):
+            if contract and contract.get(key):
                 timing = {**timing, key: contract[key]}
         values: dict[str, Any] = {
             "status": status, "reason": reason, "exit_code": exit_code, "message": message,

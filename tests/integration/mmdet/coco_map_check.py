@@ -1,7 +1,9 @@
 """Run inside the mmdetection image (the one with pycocotools): the kit's mAP@[.5:.95] of boxes and
 masks beside pycocotools' COCOeval on random scenes (misses, duplicates, wrong labels, a class
 without truth, an image with more than 100 detections). Prints one JSON list."""
-import contextlib, io, json
+import contextlib
+import io
+import json
 import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval

@@ -6,14 +6,14 @@ import math
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from scalebench_kit.epochs import epoch_plan, timed_steps
 from scalebench_kit.names import AccuracyMetricName
 
-from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, PROFILES, STACKS_FILE, ConfigError,
+from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, PROFILES, STACKS_FILE, ConfigError, Profile,
                                            PosFloat, PosInt, PrecisionList, Strict, _check_bounds, _load_model,
                                            _plain_images, _precision_list)
 from scalebench.core.config.fleet import Fleet
@@ -191,7 +191,7 @@ class Benchmark(Strict):
         base["synthetic_data"] = False
         base["eval_each_epoch"] = False
         base["min_timed_steps"] = MIN_TIMED_STEPS[profile]
-        over = self.profiles.get(profile)
+        over = self.profiles.get(cast(Profile, profile))
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
         base["precision"] = base["precision"] or DEFAULT_PRECISION[profile]
@@ -240,6 +240,16 @@ class Resolved(Sizes):
     benchmark: Benchmark
     profile: str
     _splits: SplitSizes | None = PrivateAttr(default=None)
+    # what resolving sets on every profile (Sizes leaves them open for a profile to override)
+    per_gpu_batch: PosInt
+    epochs: Annotated[list[PosInt], Field(min_length=1)]
+    warmup_steps: Annotated[int, Field(ge=0)]
+    min_timed_steps: Annotated[int, Field(ge=0)]
+    synthetic_data: bool
+    eval_each_epoch: bool
+    cell_timeout_minutes: PosFloat
+    bounds: dict[str, tuple[float, float]]
+    precision: PrecisionList
 
     def train_images_used(self) -> int | None:
         """Images one pass trains on: the profile's limit, the split's size, the smaller of both."""
@@ -260,11 +270,16 @@ class Resolved(Sizes):
                         steps_per_epoch=plan["steps_per_epoch"], capped="capped_by_max_steps_per_epoch" in plan,
                         epochs=e, warmup_steps=self.warmup_steps, timed_steps=timed_steps(plan, e, self.warmup_steps))
 
+    def step_plans(self, gpu_counts: list[int]) -> list[StepPlan] | None:
+        """The step plan at each GPU count; None when the split's size is unknown."""
+        plans = [self.steps(n) for n in gpu_counts]
+        return [p for p in plans if p is not None] if all(p is not None for p in plans) else None
+
     def timing_basis(self, gpu_counts: list[int]) -> str | None:
         """'throughput' when every GPU count's epoch is capped, 'train time' when none is, None
         (unknown) without split sizes. A mix is refused when the config loads."""
-        plans = [self.steps(n) for n in gpu_counts]
-        if None in plans:
+        plans = self.step_plans(gpu_counts)
+        if plans is None:
             return None
         return TIMING_BASES[1] if all(p.capped for p in plans) else TIMING_BASES[0]
 
@@ -273,6 +288,8 @@ class Resolved(Sizes):
         if self.benchmark.scaling_mode == "weak":
             return self.per_gpu_batch, self.per_gpu_batch * gpus
         glob = self.global_batch
+        if glob is None:
+            raise ConfigError(f"{self.benchmark.id} ({self.profile}): strong scaling needs global_batch")
         if glob % gpus:
             raise ConfigError(f"{self.benchmark.id} ({self.profile}): strong scaling with global_batch {glob} "
                               f"does not divide over {gpus} GPUs; choose a global batch divisible by every GPU count")
@@ -353,9 +370,9 @@ def _check_steps(path: Path, res: "Resolved") -> None:
     """A profile must time enough steps at every GPU count, and cap its epochs at every GPU count or
     at none: a row's ratios then use one timing basis."""
     bench, profile, counts = res.benchmark, res.profile, sorted(res.benchmark.gpu_counts)
-    plans = [res.steps(n) for n in counts]
+    plans = res.step_plans(counts)
     where = f"{path}: profile {profile!r}"
-    if None in plans:
+    if plans is None:
         if res.min_timed_steps > MIN_TIMED_STEPS["smoke"]:
             raise ConfigError(f"{where}: the train split's size of dataset {bench.dataset.name!r} "
                               f"({bench.dataset.format}) is unknown, so its timed steps cannot be checked; add "

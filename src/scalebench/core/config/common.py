@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -16,10 +16,12 @@ ALERTS_FILE = "alerts.yaml"
 SHIFTS_FILE = "acknowledged_shifts.yaml"
 STACKS_FILE = "stacks.yaml"
 
-PROFILES = ("smoke", "nightly", "full")
+Profile = Literal["smoke", "nightly", "full"]
+PROFILES: tuple[str, ...] = get_args(Profile)
 # Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
 MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
-IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")  # docker reference, no templates
+# a docker image reference, no templates
+IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
 # What runs when neither the benchmark nor its profile names a precision: smoke runs on CPU hosts
 # (fp32); the timed profiles run on GPU hosts, where tuned users train in bf16
 DEFAULT_PRECISION = {"smoke": ["fp32"], "nightly": ["bf16"], "full": ["bf16"]}

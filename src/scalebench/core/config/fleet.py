@@ -69,7 +69,8 @@ class HostProbe(Strict):
 
 class Fleet(Strict):
     night_budget_minutes: PosFloat = 480
-    retention_days: Annotated[float, Field(ge=1)] = 30  # `scalebench prune` and the maintenance DAG: bulky files older than this go
+    # `scalebench prune` and the maintenance DAG: bulky files older than this go
+    retention_days: Annotated[float, Field(ge=1)] = 30
     # the weekly accuracy run (the `full` profile) of every benchmark on its GPU host: its cron (UTC;
     # None: never scheduled) and the window it reserves there, during which nightly runs are skipped
     accuracy_schedule: str | None = "0 18 * * 6"

@@ -89,8 +89,9 @@ class Stacks(Strict):
         order: list[str] = []
         def visit(name: str) -> None:
             if name not in order:
-                if self.stacks[name].base:
-                    visit(self.stacks[name].base)
+                base = self.stacks[name].base
+                if base:
+                    visit(base)
                 order.append(name)
         for name in self.stacks:
             visit(name)
