@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any, Mapping, Sequence
 
 from scalebench.core.cells import ACCURACY
 
@@ -20,7 +21,7 @@ def night_of(dag_run) -> str:
     return night_at(dag_run.logical_date or dag_run.run_after)
 
 
-def choose_runs(cells: list[dict], night: str) -> tuple[dict[str, str], str]:
+def choose_runs(cells: Sequence[Mapping[str, Any]], night: str) -> tuple[dict[str, str], str]:
     """(per benchmark, the run that feeds the table; where they come from). When the night has
     scheduled runs, only those (the last per benchmark); a night with only manual runs (a demo, a
     trial) is reported from the last manual run per benchmark, marked 'manual'."""

@@ -101,7 +101,7 @@ def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[
     seen: dict[tuple, dict[str, list]] = {}
     for c in figures:
         f = c["figure"]
-        t = (f or {}).get("timing") or {}
+        t = (f["timing"] if f else None) or {}
         b = t.get("breakdown") or {}
         if not f or not b.get("timed_steps") or c["role"] in ("rerun", "ab_previous"):
             continue
@@ -239,8 +239,11 @@ def plan_row(name: str, res: Resolved, host: str, n: int, precision: str, epochs
 def probe_row(bench: Benchmark, fleet: Fleet, host: str, stored: dict[tuple, Cost]) -> PlanRow:
     """The host probe's cells on one GPU host: its benchmark's nightly cell at the probe's GPU count,
     in the profile's first precision (the one the probe runs)."""
-    res, n = bench.resolved("nightly"), fleet.probe.gpus
-    row = plan_row(f"{PROBE} ({bench.id})", res, host, n, res.precision[0], min(res.epochs), fleet.probe.cells,
+    probe = fleet.probe
+    if probe is None:
+        raise ValueError("probe_row: the fleet has no probe")
+    res, n = bench.resolved("nightly"), probe.gpus
+    row = plan_row(f"{PROBE} ({bench.id})", res, host, n, res.precision[0], min(res.epochs), probe.cells,
                    res.timing_basis([n]) or "unknown", stored)
     if row is None:
         raise ConfigError(f"fleet: field 'probe.benchmark': {bench.id}'s train split size is unknown; "

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 
 from scalebench.analysis.bisect import Bisection
@@ -22,7 +22,7 @@ from scalebench.core.cells import BISECT
 from scalebench.core.config import IMAGE_TAG, Benchmark, ConfigError, image_repository
 
 
-def image_list(bench: Benchmark, kind: str, good: str, bad: str, candidates: list[str]) -> list[str]:
+def image_list(bench: Benchmark, kind: Literal["cpu", "gpu"], good: str, bad: str, candidates: list[str]) -> list[str]:
     """good, candidates..., bad as references of the benchmark's image repository; a bare tag is
     taken in that repository, anything else must name it."""
     repo = image_repository(bench.images[kind])

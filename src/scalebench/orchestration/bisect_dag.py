@@ -5,6 +5,8 @@ step's images, interleaved) and waits for it, then judges it from the store
 steps are unrolled up to MAX_STEPS; a finished bisection skips the rest."""
 from __future__ import annotations
 
+from typing import Literal
+
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
@@ -33,7 +35,7 @@ def start(**context) -> dict:
     configs = Configs()
     try:
         bench = configs.benchmark(p["benchmark"])
-        kind = "cpu" if p["profile"] == "smoke" else "gpu"
+        kind: Literal["cpu", "gpu"] = "cpu" if p["profile"] == "smoke" else "gpu"
         b = Bisection(bench.id, p["gpus"], image_list(bench, kind, p["good"], p["bad"], p["candidates"] or []))
     except (ConfigError, ValueError) as exc:
         raise AirflowFailException(str(exc)) from None

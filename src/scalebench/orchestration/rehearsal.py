@@ -342,7 +342,8 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         shutil.rmtree(home)
     env = {**os.environ, "SCALEBENCH_HOME": str(home), "SCALEBENCH_CONFIG_DIR": str(work / "configs"),
            "SCALEBENCH_FLEET": str(work / "configs" / "fleet.yaml"), "AIRFLOW_HOME": str(home / "airflow"),
-           "AIRFLOW__CORE__DAGS_FOLDER": str(paths.project_root() / "dags"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str((paths.project_root() or Path.cwd()) / "dags"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "GX_ANALYTICS_ENABLED": "false"}
     for own in ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "SCALEBENCH_STORE_URL"):  # never the deployment's own
         env.pop(own, None)

@@ -120,7 +120,10 @@ def run(folder: Path) -> tuple[int, Path]:
                                    exclusive=lease_policy(folder) == "exclusive")
     name = f"scalebench-repro-{lease.lease_id[:12]}"
     # a lost lease may hand the devices on: the container goes at once, as a cell's would
-    lease.start_heartbeat(on_lost=lambda why: subprocess.run(["docker", "rm", "-f", name], capture_output=True))
+    def remove(why: str) -> None:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+    lease.start_heartbeat(on_lost=remove)
     try:
         cores = host.cores_for(lease.device_ids)
         rec = {**rec, "cpuset_cpus": ",".join(map(str, cores)) if cores else None,

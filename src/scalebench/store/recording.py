@@ -25,7 +25,7 @@ def attempt_record(folder: Path, cell: dict | None = None, number: int | None = 
         contract = load_result(folder / RESULT_FILE)
     except ContractError as exc:
         return "invalid", {"reason": "contract_missing_or_invalid", "message": str(exc)}
-    mismatch = cell is not None and contract_mismatch(cell, number, contract)
+    mismatch = cell is not None and number is not None and contract_mismatch(cell, number, contract)
     if mismatch:  # never filed under a cell it is not: the contract stays in its folder, not in the store
         return "invalid", {"reason": "contract_missing_or_invalid", "message": f"{folder}: {mismatch}"}
     if not validation.exists():

@@ -195,7 +195,7 @@ class Benchmark(Strict):
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
         base["precision"] = base["precision"] or DEFAULT_PRECISION[profile]
-        res = Resolved(benchmark=self, profile=profile, **base)
+        res = Resolved.model_validate({"benchmark": self, "profile": profile, **base})
         res._splits = self._splits
         return res
 
