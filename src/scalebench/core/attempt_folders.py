@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any, Mapping
 
 from scalebench_kit.names import CELL_SPEC_FILE
 
@@ -56,7 +57,7 @@ def run_dir(dag_id: str, run_id: str) -> Path:
     return paths.results_dir() / segment(dag_id, "DAG id") / segment(run_id)
 
 
-def attempt_dir(cell: dict, attempt: int) -> Path:
+def attempt_dir(cell: Mapping[str, Any], attempt: int) -> Path:
     return run_dir(cell["dag_id"], cell["run_id"]) / segment(cell["cell_id"], "cell id") / f"attempt-{attempt}"
 
 
@@ -71,7 +72,7 @@ def _names_run(folder: Path, run_id: str) -> bool:
         return False
 
 
-def cell_attempts(cell: dict) -> list[tuple[int, Path]]:
+def cell_attempts(cell: Mapping[str, Any]) -> list[tuple[int, Path]]:
     """The cell's attempt folders, (number, folder), by number (attempt-10 after attempt-9); with
     those written under the run's folder name from before one-to-one names, where their cell.json
     names this run (that name was shared by other run ids)."""
@@ -82,7 +83,7 @@ def cell_attempts(cell: dict) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def claim(cell: dict, try_number: int) -> tuple[int, Path]:
+def claim(cell: Mapping[str, Any], try_number: int) -> tuple[int, Path]:
     """A new attempt folder for this try, created here (mkdir is atomic: two claimants never share
     one); its number is the try number when free, else past every folder the cell has."""
     taken = {n for n, _ in cell_attempts(cell)}
@@ -97,7 +98,7 @@ def claim(cell: dict, try_number: int) -> tuple[int, Path]:
             number = max([number] + [n for n, _ in cell_attempts(cell)]) + 1
 
 
-def contract_mismatch(cell: dict, attempt: int, contract: dict) -> str | None:
+def contract_mismatch(cell: Mapping[str, Any], attempt: int, contract: dict) -> str | None:
     """Why a result contract is not this folder's (another cell, benchmark, run or attempt), naming
     both sides; None when it is."""
     says = contract.get("cell") or {}

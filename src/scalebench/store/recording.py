@@ -7,11 +7,12 @@ from scalebench_kit.contract import ContractError, load_result, read_json
 from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, TASK_FILE, VALIDATION_FILE
 
 from scalebench.core.attempt_folders import cell_attempts, contract_mismatch
+from scalebench.core.records import PlannedCell
 from scalebench.store.db import OUTAGE_WAIT_S, outlasting_outages
 from scalebench.store.results import Store
 
 
-def attempt_record(folder: Path, cell: dict | None = None, number: int | None = None) -> tuple[str, dict]:
+def attempt_record(folder: Path, cell: PlannedCell | None = None, number: int | None = None) -> tuple[str, dict]:
     """(status, fields) for one attempt folder, from what it holds on disk. With the cell and the
     attempt number, a contract that names another cell, benchmark, run or attempt is refused."""
     failure = folder / FAILURE_FILE
@@ -36,7 +37,7 @@ def attempt_record(folder: Path, cell: dict | None = None, number: int | None = 
     return "valid", {"contract": contract}
 
 
-def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict], run_row: bool = True) -> dict:
+def record_run(store: Store, dag_id: str, run_id: str, cells: list[PlannedCell], run_row: bool = True) -> dict:
     """Record every attempt of the planned cells; counts by status, and the cells with no valid
     attempt. `run_row`: also note the run as recorded (not for its reruns, which come later)."""
     counts = {"valid": 0, "invalid": 0, "failed": 0, "missing": 0}
@@ -70,7 +71,7 @@ def record_run(store: Store, dag_id: str, run_id: str, cells: list[dict], run_ro
     return {**counts, "not_valid": not_valid}
 
 
-def record_run_when_reachable(dag_id: str, run_id: str, cells: list[dict], *, url: str | None = None,
+def record_run_when_reachable(dag_id: str, run_id: str, cells: list[PlannedCell], *, url: str | None = None,
                               within_s: float = OUTAGE_WAIT_S, run_row: bool = True) -> dict:
     """The record step as the DAG runs it: a results database that is down or locked for a while
     (a restart, a long writer) delays the step instead of failing the night."""

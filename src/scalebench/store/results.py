@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from typing import Any, Mapping, cast
 
 from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, delete,
                         select)
@@ -18,7 +18,8 @@ from scalebench.core import nights
 from scalebench.core import paths
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.core.provenance import system_of
-from scalebench.core.records import CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell, StoredCell
+from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell, Status,
+                                     StoredCell)
 
 STATUSES = ("valid", "invalid", "failed")
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class AttemptRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cell_id: Mapped[int] = mapped_column(ForeignKey("cells.id"), index=True)
     attempt: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[Status] = mapped_column(String(16))  # STATUSES
     reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -228,7 +229,7 @@ class Store:
         return "conflict"
 
     @staticmethod
-    def _cell_row(s: Session, cell: dict, now: dt.datetime) -> CellRow:
+    def _cell_row(s: Session, cell: Mapping[str, Any], now: dt.datetime) -> CellRow:
         row = s.scalar(select(CellRow).where(CellRow.key == cell["key"]))
         if row is None:
             row = CellRow(**{f: cell[f] for f in CELL_FIELDS}, night=cell.get("night") or nights.today(),
@@ -338,7 +339,7 @@ class Store:
         with Session(self.engine) as s, s.begin():
             where = (t.c.benchmark == benchmark) & (t.c.night == night)
             marks = {(r.gpus, r.precision): r.marks for r in s.execute(select(t.c.gpus, t.c.precision, t.c.marks).where(where))}
-            s.execute(delete(t).where(where))
+            s.execute(delete(NightSummaryRow).where(where))
             for r in rows:
                 s.add(NightSummaryRow(**{**{f: r.get(f) for f in SUMMARY_FIELDS}, "benchmark": benchmark, "night": night,
                                          "marks": marks.get((r["gpus"], r["precision"])), "updated_at": now}))
@@ -404,25 +405,29 @@ class Store:
         if benchmark:
             q = q.where(c.c.benchmark == benchmark)
         rows: dict[str, FigureRow] = {}
+        tried: dict[str, list[tuple[int, str, str | None]]] = {}  # each cell's attempts: (number, status, reason)
         with self.engine.connect() as conn:
             for r in conn.execute(q).mappings():
-                cur = rows.get(r["key"])
+                key = r["key"]
+                cur = rows.get(key)
                 if cur is None:
-                    cur = rows[r["key"]] = {f: r[f] for f in CELL_FIELDS}
-                    cur.update(night=r["night"], role=r["role"], rerun_of=r["rerun_of"], status="missing", reason=None,
-                               figure=None, others=[])
+                    cur = rows[key] = cast(FigureRow, {
+                        **{f: r[f] for f in CELL_FIELDS}, "night": r["night"], "role": r["role"],
+                        "rerun_of": r["rerun_of"], "status": "missing", "reason": None, "figure": None, "others": []})
+                    tried[key] = []
                 if r["status"] is None:
                     continue
-                cur["others"].append((r["attempt"], r["status"], r["reason"]))
+                tried[key].append((r["attempt"], r["status"], r["reason"]))
                 if r["status"] == "valid":  # ordered by attempt: the newest valid attempt is the figure
-                    cur["figure"] = Figure(**{k: r[k] for k in Figure.__annotations__})
+                    cur["figure"] = cast(Figure, {k: r[k] for k in Figure.__annotations__})
                     cur["status"], cur["reason"] = "valid", None
                 elif cur["figure"] is None:
                     cur["status"], cur["reason"] = r["status"], r["reason"]
-        for cur in rows.values():
-            shown = cur["figure"]["attempt"] if cur["figure"] else (cur["others"][-1][0] if cur["others"] else None)
+        for key, cur in rows.items():
+            figure = cur["figure"]
+            shown = figure["attempt"] if figure else (tried[key][-1][0] if tried[key] else None)
             cur["others"] = [f"attempt {n} {status}" + (f" ({reason})" if reason else "")
-                             for n, status, reason in cur["others"] if n != shown]
+                             for n, status, reason in tried[key] if n != shown]
         return list(rows.values())
 
     def cells(self, benchmark: str | None = None, run_id: str | None = None, night: str | None = None,
@@ -451,13 +456,13 @@ class Store:
                     try_number=a.try_number, recorded_at=a.recorded_at.isoformat(),
                 ) for a in row.attempts]
                 valid = [a for a in attempts if a["status"] == "valid"]
-                cell = {f: getattr(row, f) for f in CELL_FIELDS}
+                cell: dict[str, Any] = {f: getattr(row, f) for f in CELL_FIELDS}
                 cell["created_at"] = row.created_at.isoformat()
                 cell["night"], cell["role"], cell["rerun_of"] = row.night, row.role, row.rerun_of
                 cell["attempts"] = attempts
                 cell["figure"] = valid[-1] if valid else None
                 cell["status"] = "valid" if valid else (attempts[-1]["status"] if attempts else "missing")
-                out.append(cell)
+                out.append(cast(StoredCell, cell))
         return out
 
     def contract(self, key: str) -> dict | None:
