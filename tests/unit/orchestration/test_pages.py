@@ -152,10 +152,12 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
                 if got.status_code == 200:
                     assert value not in got.text or not set(value) & set("<>\"'"), (route["path"], param, what)
                     got.headers.get("content-disposition", "").encode("ascii")  # never a raw non-ASCII name
-                answers.setdefault(got.status_code, []).append(f"{param}={what}")
+                answers.setdefault(param, {}).setdefault(got.status_code, []).append(what)
         table.append((route["path"], plain.status_code, answers))
-    for path, plain, answers in table:
-        print(f"{path}: valid {plain}; " + "; ".join(f"{code}: {len(v)}" for code, v in sorted(answers.items())))
+    for path, plain, answers in table:  # one Markdown row per route: its answer to each hostile value
+        print(f"| `{path}` | {plain} | " + "; ".join(
+            f"`{param}`: " + ", ".join(f"{code} ({', '.join(whats)})" for code, whats in sorted(codes.items()))
+            for param, codes in answers.items()) + " |")
 
 
 def test_stored_text_from_a_container_or_a_config_is_shown_as_text(nights, isolated_state):
