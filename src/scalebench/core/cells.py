@@ -65,7 +65,6 @@ MEASURE = "measure"    # a scheduled or manual cell: a figure
 RERUN = "rerun"        # a same-night rerun of a flagged figure (on tonight's image: the A/B's B arm)
 AB_PREVIOUS = "ab_previous"  # the A/B's A arm: the flagged cell on the image its baseline was measured on
 BISECT = "bisect"      # a bisect step's cell: one of the images it compares, never a figure of the night
-PROBE_DAG_ID = "scalebench_host_probe"
 
 
 def repeats_for(bench: Benchmark, run_type: str, requested: int) -> int:

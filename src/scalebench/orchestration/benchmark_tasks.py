@@ -11,6 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core import cells as cellmod
+from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core import nights
 from scalebench.core.config import ConfigError, Configs
 from scalebench.orchestration.notes import fail_with_note, note
@@ -78,7 +79,7 @@ def _plan_probe(b, configs: Configs, p: dict, run, run_type: str, context) -> li
             planned += [dict(c, role=cellmod.PROBE) for c in cellmod.plan(
                 b, configs.fleet, profile=p["profile"], run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
                 repeats=probe.cells if run_type == "scheduled" else p["repeats"], seed=p["seed"], run_type=run_type,
-                night=nights.night_of(run), dag_id=cellmod.PROBE_DAG_ID,
+                night=nights.night_of(run), dag_id=PROBE_DAG_ID,
                 # one workload a night: the profile's first precision (what the plan counts)
                 precisions=(p.get("precisions") or b.resolved(p["profile"]).precision)[:1])]
     except ConfigError as exc:

@@ -14,7 +14,7 @@ from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core.config import Configs
 
-BISECT_DAG_ID = "scalebench_bisect"
+from scalebench.core.dag_ids import BISECT_DAG_ID
 MAX_STEPS = 6  # 2**6 - 1 images between good and bad with one culprit
 TAG = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 

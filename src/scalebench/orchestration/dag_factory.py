@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from scalebench.core import cells as cellmod
+from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
@@ -104,7 +105,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         doc = (f"**Host probe**: {fleet.probe.cells} cells of {bench.id} at {fleet.probe.gpus} GPU(s) on every GPU "
                f"host, every `{fleet.probe.schedule}` (UTC), before the benchmarks. Their median throughput against "
                "the host's recent nights is its night factor; they never make a row of the report.\n\n" + doc)
-    dag_id = bench.accuracy_dag_id if weekly else cellmod.PROBE_DAG_ID if probe else bench.dag_id
+    dag_id = bench.accuracy_dag_id if weekly else PROBE_DAG_ID if probe else bench.dag_id
     with DAG(
         dag_id=dag_id,
         description=(f"{bench.title}: weekly accuracy run" if weekly else "host probe: the GPU hosts' night factor"
@@ -194,10 +195,10 @@ def build_all(configs: Configs | None = None) -> dict[str, DAG]:
         probe = configs.probe()
     except ConfigError as exc:  # a bad probe setting harms only the probe: its placeholder says why
         logging.getLogger(__name__).error("host probe: %s", exc)
-        dags[cellmod.PROBE_DAG_ID] = build_config_error_dag("host_probe", exc)
+        dags[PROBE_DAG_ID] = build_config_error_dag("host_probe", exc)
     else:
         if probe is not None:
-            dags[cellmod.PROBE_DAG_ID] = build_benchmark_dag(probe, configs.fleet, cellmod.PROBE)
+            dags[PROBE_DAG_ID] = build_benchmark_dag(probe, configs.fleet, cellmod.PROBE)
     for stem, error in broken.items():
         logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
         dags[f"scalebench_{safe(stem)}"] = build_config_error_dag(stem, error)

@@ -6,7 +6,7 @@ from airflow.sdk import DAG, Param, task
 
 from scalebench.orchestration.dag_factory import nightly
 
-MAINTENANCE_DAG_ID = "scalebench_maintenance"
+from scalebench.core.dag_ids import MAINTENANCE_DAG_ID
 MAINTENANCE_CRON = "0 5 * * 0"  # Sundays 05:00 UTC, after the night's cells and before the report
 
 

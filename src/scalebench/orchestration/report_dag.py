@@ -18,7 +18,7 @@ from scalebench.core.config import Configs
 from scalebench.orchestration.benchmark_tasks import results_asset
 from scalebench.orchestration.dag_factory import nightly
 
-REPORT_DAG_ID = "scalebench_nightly_report"
+from scalebench.core.dag_ids import REPORT_DAG_ID
 REPORT_CRON = "0 7 * * *"
 
 

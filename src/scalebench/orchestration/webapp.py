@@ -233,7 +233,7 @@ def add_browsing_routes(app: FastAPI) -> None:
     @app.get("/dags")
     def dag(request: Request, dag_id: DAG_ID):
         """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
-        from scalebench.orchestration.report_dag import REPORT_DAG_ID
+        from scalebench.core.dag_ids import REPORT_DAG_ID, benchmark_of
 
         base, _ = _bases(request)
         if dag_id == REPORT_DAG_ID:  # its history is the nights' reports
@@ -241,7 +241,7 @@ def add_browsing_routes(app: FastAPI) -> None:
         other = _no_figures(dag_id, base)
         if other:
             return HTMLResponse(pages.explain_page(base, dag_id, other))
-        bench = dag_id.removeprefix("scalebench_").removesuffix("_accuracy")
+        bench = benchmark_of(dag_id) or dag_id
         if bench not in store().summary_nights():
             return HTMLResponse(pages.explain_page(base, dag_id, [
                 pages.text("No night of "), pages.code(bench),
@@ -274,9 +274,8 @@ def add_browsing_routes(app: FastAPI) -> None:
 def _no_figures(dag_id: str, base: str) -> list[dict] | None:
     """What a DAG of ours that records no figure does instead, as the parts of a line of prose
     (None for a benchmark's DAG)."""
+    from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID
     from scalebench.orchestration import pages
-    from scalebench.orchestration.maintenance_dag import MAINTENANCE_DAG_ID
-    from scalebench.orchestration.report_dag import REPORT_DAG_ID
 
     return {REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
                             pages.link(f"{base}/", "the nights"), pages.text(" and "),

@@ -17,7 +17,7 @@ from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
 from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
-from scalebench.core.cells import PROBE_DAG_ID
+from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks

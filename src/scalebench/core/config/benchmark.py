@@ -18,6 +18,7 @@ from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, P
                                            _plain_images, _precision_list)
 from scalebench.core.config.fleet import Fleet
 from scalebench.core.config.stacks import SplitSizes, Stack, Stacks
+from scalebench.core.dag_ids import accuracy_dag_id, benchmark_dag_id
 from scalebench.core.records import TIMING_BASES
 
 
@@ -173,11 +174,11 @@ class Benchmark(Strict):
 
     @property
     def dag_id(self) -> str:
-        return f"scalebench_{self.id}"
+        return benchmark_dag_id(self.id)
 
     @property
     def accuracy_dag_id(self) -> str:
-        return f"scalebench_{self.id}_accuracy"
+        return accuracy_dag_id(self.id)
 
     def accuracy_cut(self) -> tuple[list[int], int]:
         """(epochs, repeats) of the weekly accuracy run."""
