@@ -21,13 +21,16 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
 from scalebench.core import paths
+from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
+from scalebench.orchestration import pages
+from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
 
 NIGHT = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # ASCII digits: \d takes any script's
 # What each parameter may be (ASCII only): a benchmark id as include/configs allows it, a DAG id and
@@ -127,156 +130,152 @@ def _auth():
 
 
 def create_app() -> FastAPI:
-    from scalebench.orchestration import pages
-
+    """The app the plugin mounts: every route behind the Airflow login, the pages' headers, and
+    422s that name the parameter. The browsing routes come first, so their paths are never read
+    as a night by the report files' `/{night}/{name}`."""
     app = FastAPI(title="scalebench reports", dependencies=[_auth()], docs_url=None, redoc_url=None, openapi_url=None)
     app.middleware("http")(_headers)
     app.add_exception_handler(RequestValidationError, _invalid)
-    root = paths.reports_dir
-    add_browsing_routes(app)
-
-    @app.get("/", response_class=HTMLResponse)
-    def index(request: Request):
-        page = root() / REPORTS_INDEX_HTML
-        if not page.exists():
-            return pages.explain_page(_bases(request)[0], "scalebench reports", [
-                pages.text("No report yet: run the scalebench_nightly_report DAG or "), pages.code("scalebench report"),
-                pages.text(".")])
-        return FileResponse(page, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
-
-    @app.get("/api/nights")
-    def nights():
-        page = root() / REPORTS_INDEX_JSON
-        return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
-
-    @app.get("/latest")
-    def latest():
-        found = sorted(p.name for p in root().glob("*") if NIGHT.match(p.name)) if root().exists() else []
-        if not found:
-            raise HTTPException(404, "no report yet")
-        return RedirectResponse(f"{found[-1]}/report.html")
-
-    @app.get("/{night}/")
-    def night_page(night: NIGHT_VALUE):
-        return RedirectResponse(REPORT_HTML)
-
-    @app.get("/{night}/{name}")
-    def night_file(night: NIGHT_VALUE, name: Annotated[str, PathParam(pattern=FILES.pattern, max_length=40)]):
-        path = root() / night / name
-        if not path.is_file():
-            raise HTTPException(404, f"no {name} for night {night}")
-        return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers={"Content-Security-Policy": REPORT_CSP})
-
+    app.include_router(browsing)
+    app.include_router(reports)
     return app
 
 
-def add_browsing_routes(app: FastAPI) -> None:
-    """History, night, run and compare pages with their exports; declared before the report
-    files' `/{night}/{name}` so their paths are never read as a night."""
-    from scalebench.orchestration import pages
-    from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
+# The history, night, run and compare pages, their CSV/JSON, and the pages' static files.
+browsing = APIRouter()
 
-    @app.get("/static/{name}")
-    def static(name: Annotated[str, PathParam(max_length=40)]):
-        path = STATIC_FILES.get(name)
-        if path is None or not path.is_file():
-            raise HTTPException(404, f"no static file {name}" + (" (make ui-vendor restores uPlot)" if path else ""))
-        return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
+@browsing.get("/static/{name}")
+def static(name: Annotated[str, PathParam(max_length=40)]):
+    path = STATIC_FILES.get(name)
+    if path is None or not path.is_file():
+        raise HTTPException(404, f"no static file {name}" + (" (make ui-vendor restores uPlot)" if path else ""))
+    return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
 
-    @app.get("/benchmarks", response_class=HTMLResponse)
-    def benchmarks(request: Request):
-        base, _ = _bases(request)
-        return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
+@browsing.get("/benchmarks", response_class=HTMLResponse)
+def benchmarks(request: Request):
+    base, _ = _bases(request)
+    return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
 
-    @app.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
-    def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
-                nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
-        import datetime as dt
+@browsing.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
+def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
+            nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
+    import datetime as dt
 
-        base, _ = _bases(request)
-        known = store().summary_nights().get(benchmark, [])
-        since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
-        charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
-        rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
-        return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
+    base, _ = _bases(request)
+    known = store().summary_nights().get(benchmark, [])
+    since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
+    charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
+    rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
+    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
 
-    @app.get("/api/benchmarks/{benchmark}/history.{fmt}")
-    def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
-        rows = store().summaries(benchmark=benchmark)
-        return _export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
+@browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
+def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
+    rows = store().summaries(benchmark=benchmark)
+    return _export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
 
-    @app.get("/nights/{night}", response_class=HTMLResponse)
-    def night(request: Request, night: NIGHT_VALUE):
-        base, ui = _bases(request)
-        earlier = [n for n in _summarized_nights() if n < night]
-        return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
-                                (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
+@browsing.get("/nights/{night}", response_class=HTMLResponse)
+def night(request: Request, night: NIGHT_VALUE):
+    base, ui = _bases(request)
+    earlier = [n for n in _summarized_nights() if n < night]
+    return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
+                            (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
 
-    @app.get("/api/nights/{night}/cells.{fmt}")
-    def night_export(night: NIGHT_VALUE, fmt: FORMAT):
-        cells = _ordered(store().cells(night=night))
-        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{night}", cells)
+@browsing.get("/api/nights/{night}/cells.{fmt}")
+def night_export(night: NIGHT_VALUE, fmt: FORMAT):
+    cells = _ordered(store().cells(night=night))
+    return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{night}", cells)
 
-    @app.get("/runs", response_class=HTMLResponse)
-    def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
-        base, ui = _bases(request)
-        other = _no_figures(dag_id, base)
-        if other:
-            return pages.explain_page(base, f"Run {run_id}", other)
-        return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
+@browsing.get("/runs", response_class=HTMLResponse)
+def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
+    base, ui = _bases(request)
+    other = _no_figures(dag_id, base)
+    if other:
+        return pages.explain_page(base, f"Run {run_id}", other)
+    return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
 
-    @app.get("/api/runs/cells.{fmt}")
-    def run_export(fmt: FORMAT, dag_id: DAG_ID, run_id: RUN_ID):
-        cells = _run_cells(dag_id, run_id)
-        return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{run_id}", cells)
+@browsing.get("/api/runs/cells.{fmt}")
+def run_export(fmt: FORMAT, dag_id: DAG_ID, run_id: RUN_ID):
+    cells = _run_cells(dag_id, run_id)
+    return _export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{run_id}", cells)
 
-    @app.get("/dags")
-    def dag(request: Request, dag_id: DAG_ID):
-        """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
-        from scalebench.core.dag_ids import REPORT_DAG_ID, benchmark_of
+@browsing.get("/dags")
+def dag(request: Request, dag_id: DAG_ID):
+    """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
+    base, _ = _bases(request)
+    if dag_id == REPORT_DAG_ID:  # its history is the nights' reports
+        return RedirectResponse(f"{base}/")
+    other = _no_figures(dag_id, base)
+    if other:
+        return HTMLResponse(pages.explain_page(base, dag_id, other))
+    bench = benchmark_of(dag_id) or dag_id
+    if bench not in store().summary_nights():
+        return HTMLResponse(pages.explain_page(base, dag_id, [
+            pages.text("No night of "), pages.code(bench),
+            pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))
+    return RedirectResponse(f"{base}/benchmarks/{bench}")
 
-        base, _ = _bases(request)
-        if dag_id == REPORT_DAG_ID:  # its history is the nights' reports
-            return RedirectResponse(f"{base}/")
-        other = _no_figures(dag_id, base)
-        if other:
-            return HTMLResponse(pages.explain_page(base, dag_id, other))
-        bench = benchmark_of(dag_id) or dag_id
-        if bench not in store().summary_nights():
-            return HTMLResponse(pages.explain_page(base, dag_id, [
-                pages.text("No night of "), pages.code(bench),
-                pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))
-        return RedirectResponse(f"{base}/benchmarks/{bench}")
+@browsing.get("/compare", response_class=HTMLResponse)
+def compare(request: Request, a: NIGHT_QUERY = None, b: NIGHT_QUERY = None, benchmark: BENCHMARK_QUERY = None):
+    base, _ = _bases(request)
+    nights = _summarized_nights()
+    if not (a and b) and len(nights) >= 2:
+        a, b = nights[-2], nights[-1]
+    cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
+    return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
 
-    @app.get("/compare", response_class=HTMLResponse)
-    def compare(request: Request, a: NIGHT_QUERY = None, b: NIGHT_QUERY = None, benchmark: BENCHMARK_QUERY = None):
-        base, _ = _bases(request)
-        nights = _summarized_nights()
-        if not (a and b) and len(nights) >= 2:
-            a, b = nights[-2], nights[-1]
-        cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
-        return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
+@browsing.get("/api/compare.{fmt}")
+def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)],
+                   b: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)], benchmark: BENCHMARK_QUERY = None):
+    from dataclasses import asdict
 
-    @app.get("/api/compare.{fmt}")
-    def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)],
-                       b: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)], benchmark: BENCHMARK_QUERY = None):
-        from dataclasses import asdict
+    from scalebench.analysis.compare import COMPARISON_COLUMNS, comparison_rows
 
-        from scalebench.analysis.compare import COMPARISON_COLUMNS, comparison_rows
+    cmp, error = _compare(a, b, benchmark)
+    if cmp is None:
+        raise HTTPException(404, error)
+    return _export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
+                   f"compare-{a}-{b}", asdict(cmp))
 
-        cmp, error = _compare(a, b, benchmark)
-        if cmp is None:
-            raise HTTPException(404, error)
-        return _export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
-                       f"compare-{a}-{b}", asdict(cmp))
+
+# The nightly report files written by the report DAG, and the index of nights.
+reports = APIRouter()
+
+@reports.get("/", response_class=HTMLResponse)
+def index(request: Request):
+    page = paths.reports_dir() / REPORTS_INDEX_HTML
+    if not page.exists():
+        return pages.explain_page(_bases(request)[0], "scalebench reports", [
+            pages.text("No report yet: run the scalebench_nightly_report DAG or "), pages.code("scalebench report"),
+            pages.text(".")])
+    return FileResponse(page, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
+
+@reports.get("/api/nights")
+def nights():
+    page = paths.reports_dir() / REPORTS_INDEX_JSON
+    return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
+
+@reports.get("/latest")
+def latest():
+    found = sorted(p.name for p in paths.reports_dir().glob("*") if NIGHT.match(p.name)) if paths.reports_dir().exists() else []
+    if not found:
+        raise HTTPException(404, "no report yet")
+    return RedirectResponse(f"{found[-1]}/report.html")
+
+@reports.get("/{night}/")
+def night_page(night: NIGHT_VALUE):
+    return RedirectResponse(REPORT_HTML)
+
+@reports.get("/{night}/{name}")
+def night_file(night: NIGHT_VALUE, name: Annotated[str, PathParam(pattern=FILES.pattern, max_length=40)]):
+    path = paths.reports_dir() / night / name
+    if not path.is_file():
+        raise HTTPException(404, f"no {name} for night {night}")
+    return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers={"Content-Security-Policy": REPORT_CSP})
 
 
 def _no_figures(dag_id: str, base: str) -> list[dict] | None:
     """What a DAG of ours that records no figure does instead, as the parts of a line of prose
     (None for a benchmark's DAG)."""
-    from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID
-    from scalebench.orchestration import pages
-
     return {REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
                             pages.link(f"{base}/", "the nights"), pages.text(" and "),
                             pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
