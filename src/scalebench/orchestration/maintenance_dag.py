@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, task
 
+from scalebench.core.dag_ids import MAINTENANCE_DAG_ID
 from scalebench.orchestration.dag_factory import nightly
 
-from scalebench.core.dag_ids import MAINTENANCE_DAG_ID
 MAINTENANCE_CRON = "0 5 * * 0"  # Sundays 05:00 UTC, after the night's cells and before the report
+
+
+@task
+def prune(**context) -> dict:
+    """Remove the bulky files older than the param (or the fleet's retention_days); a dry run only lists them."""
+    from scalebench.core import paths
+    from scalebench.core.config import Configs
+    from scalebench.store.prune import held_cells, prune as prune_files
+
+    p = context["params"]
+    days = p["older_than_days"] or Configs().fleet.retention_days
+    found = prune_files(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=p["dry_run"],
+                        held=held_cells())
+    summary = found.summary(days, p["dry_run"])
+    print(f"prune: {summary}")
+    return summary
 
 
 def build_maintenance_dag() -> DAG:
@@ -25,20 +41,5 @@ def build_maintenance_dag() -> DAG:
             "dry_run": Param(False, type="boolean", title="Dry run", description="List, remove nothing."),
         },
     ) as dag:
-
-        @task
-        def prune(**context) -> dict:
-            from scalebench.core import paths
-            from scalebench.core.config import Configs
-            from scalebench.store.prune import held_cells, prune as prune_files
-
-            p = context["params"]
-            days = p["older_than_days"] or Configs().fleet.retention_days
-            found = prune_files(paths.results_dir(), paths.airflow_logs_dir(), days, dry_run=p["dry_run"],
-                                held=held_cells())
-            summary = found.summary(days, p["dry_run"])
-            print(f"prune: {summary}")
-            return summary
-
         prune()
     return dag

@@ -15,10 +15,10 @@ from airflow.timetables.assets import AssetOrTimeSchedule
 
 from scalebench.core import nights
 from scalebench.core.config import Configs
+from scalebench.core.dag_ids import REPORT_DAG_ID
 from scalebench.orchestration.benchmark_tasks import results_asset
 from scalebench.orchestration.dag_factory import nightly
 
-from scalebench.core.dag_ids import REPORT_DAG_ID
 REPORT_CRON = "0 7 * * *"
 
 
@@ -28,6 +28,66 @@ def nights_to_report(triggering_asset_events, night_param: str | None, run_after
     found = {str(e.extra["night"]) for events in (triggering_asset_events or {}).values() for e in events
              if (e.extra or {}).get("night")}
     return sorted(found) or [night_param or nights.night_at(run_after)]
+
+
+@task
+def write_report(**context) -> dict:
+    """The report of each night this DAG run is for: the nights of the benchmark runs that
+    triggered it (a late run regenerates its own night), else the `night` param, else today."""
+    from scalebench.report.build import publish
+    from scalebench.store.results import Store
+
+    store = Store()
+    summaries = []
+    for night in nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
+                                  context["dag_run"].run_after):
+        rep, path = publish(store, night)
+        print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
+        failed = [{"benchmark": r.benchmark, **x} for r in rep.rows for x in r.not_valid
+                  if rep.source == "scheduled"]  # a manual trial's failures break no night
+        summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
+                          "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details})
+    deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
+                or bool(context["params"].get("deadline")))
+    return {"nights": summaries, "deadline": deadline}
+
+@task
+def send_alerts(summary: dict, **context) -> dict:
+    """Each night's confirmed regressions and, at its deadline, what broke, through the
+    configured Airflow notifier."""
+    from scalebench.orchestration.alerts import broken_payload, deliver, send, to_send
+
+    cfg = Configs().alerts()
+    sent = {}
+    for night in summary["nights"]:
+        regressions, broken = to_send(night, summary["deadline"])
+        if regressions:
+            doc = send(cfg, night["night"], regressions, context)
+            sent[night["night"]] = len(regressions) if doc else 0
+            print(f"night {night['night']}: {len(regressions)} alert(s) "
+                  + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
+        if broken:
+            doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)
+            print(f"night {night['night']} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
+                  + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
+            night["broken"] = broken["lines"]
+    return {**summary, "sent": sent}
+
+@task
+def check_regressions(summary: dict) -> None:
+    alerts, broken = [], []
+    for night in summary["nights"]:
+        broken += [f"{night['night']}: {x}" for x in night.get("broken", [])]
+        if not night["complete"] and not summary["deadline"]:
+            print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
+                  f"complete report or the deadline; {len(night['alerts'])} pending")
+            continue
+        alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
+        print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
+    if alerts or broken:
+        raise AirflowFailException("; ".join(
+            ([f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts)] if alerts else [])
+            + ([f"broken night: {len(broken)} problem(s): " + "; ".join(broken)] if broken else [])))
 
 
 def build_report_dag(configs: Configs | None = None) -> DAG:
@@ -49,65 +109,5 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
                                   description="Judge the night now, as the cron run does: send what recorded and "
                                               "one alert for benchmarks not recorded or cells that failed.")},
     ) as dag:
-
-        @task
-        def write_report(**context) -> dict:
-            """The report of each night this DAG run is for: the nights of the benchmark runs that
-            triggered it (a late run regenerates its own night), else the `night` param, else today."""
-            from scalebench.report.build import publish
-            from scalebench.store.results import Store
-
-            store = Store()
-            summaries = []
-            for night in nights_to_report(context["triggering_asset_events"], context["params"].get("night"),
-                                          context["dag_run"].run_after):
-                rep, path = publish(store, night)
-                print(f"report for night {night} ({'complete' if rep.complete else 'partial'}): {path}")
-                failed = [{"benchmark": r.benchmark, **x} for r in rep.rows for x in r.not_valid
-                          if rep.source == "scheduled"]  # a manual trial's failures break no night
-                summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
-                                  "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details})
-            deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
-                        or bool(context["params"].get("deadline")))
-            return {"nights": summaries, "deadline": deadline}
-
-        @task
-        def send_alerts(summary: dict, **context) -> dict:
-            """Each night's confirmed regressions and, at its deadline, what broke, through the
-            configured Airflow notifier."""
-            from scalebench.orchestration.alerts import broken_payload, deliver, send, to_send
-
-            cfg = Configs().alerts()
-            sent = {}
-            for night in summary["nights"]:
-                regressions, broken = to_send(night, summary["deadline"])
-                if regressions:
-                    doc = send(cfg, night["night"], regressions, context)
-                    sent[night["night"]] = len(regressions) if doc else 0
-                    print(f"night {night['night']}: {len(regressions)} alert(s) "
-                          + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
-                if broken:
-                    doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)
-                    print(f"night {night['night']} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
-                          + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
-                    night["broken"] = broken["lines"]
-            return {**summary, "sent": sent}
-
-        @task
-        def check_regressions(summary: dict) -> None:
-            alerts, broken = [], []
-            for night in summary["nights"]:
-                broken += [f"{night['night']}: {x}" for x in night.get("broken", [])]
-                if not night["complete"] and not summary["deadline"]:
-                    print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
-                          f"complete report or the deadline; {len(night['alerts'])} pending")
-                    continue
-                alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
-                print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
-            if alerts or broken:
-                raise AirflowFailException("; ".join(
-                    ([f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts)] if alerts else [])
-                    + ([f"broken night: {len(broken)} problem(s): " + "; ".join(broken)] if broken else [])))
-
         check_regressions(send_alerts(write_report()))
     return dag
