@@ -15,6 +15,7 @@ from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core import nights
 from scalebench.core.config import ConfigError, Configs
 from scalebench.orchestration.notes import fail_with_note, note
+from scalebench.orchestration.run_params import RunParams
 
 
 def results_asset(bench_id: str) -> Asset:
@@ -30,7 +31,7 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     plans nothing and records the run as skipped, with the window, for the report."""
     from scalebench.core.attempt_folders import UnsafeName, segment
 
-    p, run = context["params"], context["dag_run"]
+    p, run = RunParams.of(context["params"]), context["dag_run"]
     try:  # refused here, before anything is written under it
         segment(run.run_id)
     except UnsafeName as exc:
@@ -47,12 +48,11 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
         note(context["ti"], f"nightly run skipped: {skipped}")
         return []
     try:
-        planned = cellmod.plan(b, configs.fleet, profile=p["profile"], run_id=run.run_id,
-                               host=_assigned_host(configs, b, p["profile"]),
-                               gpu_counts=p["gpu_counts"], epochs=p["epochs"] or None,
-                               repeats=cellmod.repeats_for(b, run_type, p["repeats"]), seed=p["seed"],
-                               run_type=run_type, night=nights.night_of(run), image_tag=p.get("image_tag") or None,
-                               precisions=p.get("precisions") or None, ab_images=p.get("ab_images") or None)
+        planned = cellmod.plan(b, configs.fleet, profile=p.profile, run_id=run.run_id,
+                               host=_assigned_host(configs, b, p.profile), gpu_counts=p.gpu_counts, epochs=p.epochs,
+                               repeats=cellmod.repeats_for(b, run_type, p.repeats), seed=p.seed, run_type=run_type,
+                               night=nights.night_of(run), image_tag=p.image_tag, precisions=p.precisions,
+                               ab_images=p.ab_images)
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     unknown = set(cellmod.group_by_task(planned)) - set(group_ids)
@@ -63,7 +63,7 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     return planned
 
 
-def _plan_probe(b, configs: Configs, p: dict, run, run_type: str, context) -> list[dict]:
+def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[dict]:
     """The host probe: its cells on every GPU host (role `probe`), the fleet's count of cells a
     scheduled night; none on a night inside the weekly accuracy window (the hosts are busy)."""
     from scalebench.core.accuracy_window import window_at
@@ -77,11 +77,11 @@ def _plan_probe(b, configs: Configs, p: dict, run, run_type: str, context) -> li
                 print(f"no probe on {host.name}: {window.line(host.name)}")
                 continue
             planned += [dict(c, role=cellmod.PROBE) for c in cellmod.plan(
-                b, configs.fleet, profile=p["profile"], run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
-                repeats=probe.cells if run_type == "scheduled" else p["repeats"], seed=p["seed"], run_type=run_type,
+                b, configs.fleet, profile=p.profile, run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
+                repeats=probe.cells if run_type == "scheduled" else p.repeats, seed=p.seed, run_type=run_type,
                 night=nights.night_of(run), dag_id=PROBE_DAG_ID,
                 # one workload a night: the profile's first precision (what the plan counts)
-                precisions=(p.get("precisions") or b.resolved(p["profile"]).precision)[:1])]
+                precisions=(p.precisions or b.resolved(p.profile).precision)[:1])]
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     print(f"planned {len(planned)} probe cells on {len(configs.fleet.hosts_of('gpu'))} GPU host(s)")
@@ -99,7 +99,7 @@ def _assigned_host(configs: Configs, bench, profile: str):
     return configs.fleet.host(settle(configs, Store()).hosts[bench.id])
 
 
-def _in_accuracy_window(bench, configs: Configs, params: dict, run) -> str | None:
+def _in_accuracy_window(bench, configs: Configs, params: RunParams, run) -> str | None:
     """Why this scheduled nightly run is skipped (its host's accuracy window is open), recorded as
     the run's row; None when it runs."""
     from scalebench.core.accuracy_window import window_at
@@ -107,8 +107,8 @@ def _in_accuracy_window(bench, configs: Configs, params: dict, run) -> str | Non
     from scalebench.store.results import Store
 
     try:  # the host the run would plan on: its assigned one on a GPU fleet
-        host = (_assigned_host(configs, bench, params["profile"])
-                or cellmod.host_for(bench, params["profile"], configs.fleet, params["gpu_counts"]))
+        host = (_assigned_host(configs, bench, params.profile)
+                or cellmod.host_for(bench, params.profile, configs.fleet, params.gpu_counts))
     except ConfigError:
         return None  # plan() below refuses it with its own message
     window = window_at(configs.fleet, host, run.logical_date or run.run_after)
@@ -139,11 +139,11 @@ def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context)
     mine = [c for c in planned if c["host"] == host_name]
     if not mine:  # the benchmark runs on another host (or nothing was planned: an accuracy window)
         raise AirflowSkipException(f"no cell of this run on {host_name}")
-    p = context["params"]
+    p = RunParams.of(context["params"])
     configs = Configs()
     b = configs.benchmark(bench_id)
     try:
-        checked = prepare(b, p["profile"], configs.fleet.host(host_name))
+        checked = prepare(b, p.profile, configs.fleet.host(host_name))
     except Exception as exc:
         reason = "dataset_missing" if isinstance(exc, DatasetError) else "unknown"
         detail = str(exc) if isinstance(exc, DatasetError) else f"{type(exc).__name__}: {exc}"

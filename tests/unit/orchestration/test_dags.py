@@ -104,6 +104,18 @@ def test_params_reject_bad_trigger_input(dagbag, bad, why):
     assert why in str(err.value)
 
 
+def test_the_tasks_read_the_trigger_form_as_one_typed_object(dagbag):
+    from scalebench.orchestration.run_params import PARAM_NAMES, RunParams
+
+    for dag_id in ("scalebench_resnet50_keras_cifar10", "scalebench_resnet50_keras_cifar10_accuracy"):
+        params = dagbag.dags[dag_id].params
+        assert set(params.keys()) == set(PARAM_NAMES), dag_id  # every field of the form, and no other
+    form = dict(dagbag.dags["scalebench_resnet50_keras_cifar10"].params.dump()) | {"epochs": [], "image_tag": ""}
+    p = RunParams.of(form)
+    assert (p.profile, p.epochs, p.image_tag, p.precisions, p.ab_images) == ("smoke", None, None, None, None)
+    assert p.gpu_counts == form["gpu_counts"] and p.repeats == form["repeats"] and p.seed == 0
+
+
 def test_default_profile_follows_the_fleet(dagbag):
     params = dagbag.dags["scalebench_unet_torch_voc2007"].params
     assert params["profile"] == "smoke" and params["gpu_counts"] == [1, 2, 3, 4]
