@@ -26,7 +26,7 @@ from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
-from scalebench_kit.contract import CONTRACT_VERSION, ContractError, load_result, write_json_atomic
+from scalebench_kit.contract import ContractError, load_result, write_json_atomic
 from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, PROGRESS_PREFIX,
                                   RESULT_FILE, TASK_FILE, VALIDATION_FILE)
 
@@ -39,8 +39,8 @@ from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved
 from scalebench.cell.container import CELL_LABEL, settings
 from scalebench.cell.images import keep_reference, read_packages
 from scalebench.cell.container import record as container_record
+from scalebench.cell.spec import cell_document
 from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
-from scalebench.core.provenance import git_revision
 
 
 class CellFailedMixin(Exception):
@@ -277,28 +277,8 @@ class CellDockerOperator(DockerOperator):
         a.stage = "spec"
         digest, image_ref = self.identify_image(a)
         bench, host, cell = a.bench, a.host, a.cell
-        topo = {x: {y: k for y, k in (host.topology or {}).get(x, {}).items() if y in lease.device_ids}
-                for x in lease.device_ids} if host.topology else None
-        doc = {
-            "contract_version": CONTRACT_VERSION,
-            "cell": {k: cell[k] for k in ("key", "benchmark", "dag_id", "run_id", "run_type", "host", "gpus", "epochs",
-                                          "repeat", "profile", "seed", "label")}
-                    | {"attempt": a.number, "role": cell.get("role", "measure"), "rerun_of": cell.get("rerun_of")},
-            "devices": {"kind": host.kind, "ids": lease.device_ids, "count": len(lease.device_ids), "topology": topo,
-                        "lease_id": lease.lease_id, "timing_policy": a.policy, "preflight": checked},
-            "training": {"per_device_batch": cell["per_device_batch"], "global_batch": cell["global_batch"],
-                         "scaling_mode": cell["scaling_mode"], "lr_policy": bench.lr_policy.model_dump(),
-                         "lr": cell["lr"], "warmup_steps": a.resolved.warmup_steps, "epochs": cell["epochs"],
-                         "max_steps_per_epoch": a.resolved.max_steps_per_epoch,
-                         "eval_each_epoch": a.resolved.eval_each_epoch, "precision": cell["precision"]},
-            "data": {"name": self.dataset["name"], "format": self.dataset["format"], "path": "/data",
-                     "fingerprint": self.dataset["fingerprint"], "train_limit": a.resolved.train_images,
-                     "test_limit": a.resolved.test_images, "image_size": a.resolved.image_size},
-            "model": {"name": bench.id, **bench.model},
-            "provenance": {"image": self.image, "image_digest": digest, "image_ref": image_ref,
-                           "git_revision": git_revision(), "dataset_fingerprint": self.dataset["fingerprint"],
-                           "resolved_config": a.resolved.summary(cell["precision"])},
-        }
+        doc = cell_document(cell, a.number, bench, a.resolved, host, lease.device_ids, lease.lease_id, a.policy,
+                            checked, self.dataset, self.image, digest, image_ref)
         write_json_atomic(a.out / CELL_SPEC_FILE, doc)
         cache = paths.cache_dir()
         cache.mkdir(parents=True, exist_ok=True)
