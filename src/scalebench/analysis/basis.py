@@ -15,7 +15,8 @@ TRAIN_TIME, THROUGHPUT = TIMING_BASES
 
 def capped(cell: FigureRow) -> bool:
     """Whether the cell's epochs were capped (its contract's epoch plan says; none recorded: full passes)."""
-    epoch = ((cell["figure"] or {}).get("timing") or {}).get("epoch") or {}
+    figure = cell["figure"]
+    epoch = ((figure["timing"] if figure else None) or {}).get("epoch") or {}
     return bool(epoch.get("capped_by_max_steps_per_epoch"))
 
 
@@ -33,9 +34,11 @@ def basis_of(cells: list[FigureRow]) -> tuple[str | None, str | None]:
 def time_value(cell: FigureRow, basis: str) -> float:
     """What the row's ratios divide: training seconds, or seconds per sample of the slowest rank."""
     f = cell["figure"]
+    if f is None:
+        raise ValueError(f"cell {cell['key']} has no figure to time")
     if basis == TRAIN_TIME:
         return f["train_s"]
-    b = (f.get("timing") or {}).get("breakdown") or {}
+    b = (f["timing"] or {}).get("breakdown") or {}
     if b.get("timed_steps") and b.get("step_s"):
         return b["step_s"] / (b["timed_steps"] * cell["global_batch"])
     return 1.0 / f["images_per_s"]

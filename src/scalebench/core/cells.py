@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, cast
 
 from scalebench.core.config import Benchmark, ConfigError, Fleet, Host, with_tag
 from scalebench.core.records import PlannedCell
@@ -112,19 +113,20 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                 steps = res.steps(n, e)
                 capped_at = steps.steps_per_epoch if steps and steps.capped else None
                 for r in range(1, repeats + 1):
-                    for arm in (arms if r % 2 else arms[::-1]) or [image]:
-                        ident = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id,
+                    order: list[str | None] = list(arms if r % 2 else arms[::-1]) or [image]
+                    for arm in order:
+                        ident: dict[str, Any] = {"dag_id": dag_id or bench.dag_id, "run_id": run_id, "benchmark": bench.id,
                                  "host": host.name, "gpus": n, "epochs": e, "repeat": r, "profile": profile,
                                  "precision": p}
-                        tag = arm.rsplit(":", 1)[1] if arms else None
-                        cell = PlannedCell(
-                            **ident, key=cell_key({**ident, "image": arm if arms else None}),
+                        tag = arm.rsplit(":", 1)[1] if arms and arm else None
+                        cell = cast(PlannedCell, dict(
+                            ident, key=cell_key({**ident, "image": arm if arms else None}),
                             cell_id=cell_id(n, p, e, r) + (f"-{tag}" if tag else ""),
                             label=cell_label(n, e, r, capped_at, p) + (f" · image {tag}" if tag else ""),
                             run_type=run_type, night=night,
                             seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
                             per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,
-                            lr=bench.lr_policy.lr_for(global_batch))
+                            lr=bench.lr_policy.lr_for(global_batch)))
                         if arm:
                             cell["image"] = arm
                         if arms:
