@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Mapping, Sequence
 
 from scalebench.analysis.compare import CompareError
 from scalebench.core.config import PROFILES, ConfigError, Configs
@@ -34,7 +34,7 @@ OUTPUTS = ("table", "json", "csv")
 class Listing:
     """What a listing command found: flat rows (table and CSV), the JSON document, notes under the table."""
     columns: list[str]
-    rows: list[dict[str, Any]]
+    rows: Sequence[Mapping[str, Any]]
     doc: Any = None                  # -o json prints this (default: the rows)
     notes: list[str] = field(default_factory=list)
     text: str | None = None          # a table rendered by its own module (compare), instead of the rows
@@ -52,7 +52,7 @@ class Listing:
         return "\n".join([body, *self.notes])
 
 
-def table(columns: list[str], rows: list[dict[str, Any]]) -> str:
+def table(columns: list[str], rows: Sequence[Mapping[str, Any]]) -> str:
     """Aligned columns, one header line; numbers right-aligned."""
     cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
     width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
@@ -271,8 +271,8 @@ def cmd_compare(args, configs: Configs) -> Listing:
         return Listing(COMPARISON_COLUMNS, rows, asdict(cmp), text=render_nights(cmp))
     if not (args.run_a and args.run_b):
         raise CompareError("give two run ids (RUN_A RUN_B) or --nights A B")
-    cmp = compare(store, args.run_a, args.run_b, args.benchmark, args.margin)
-    return Listing(COMPARISON_COLUMNS, comparison_rows(cmp), asdict(cmp), text=render(cmp))
+    runs = compare(store, args.run_a, args.run_b, args.benchmark, args.margin)
+    return Listing(COMPARISON_COLUMNS, comparison_rows(runs), asdict(runs), text=render(runs))
 
 
 def _packages_of(store, ref: str) -> dict | None:
@@ -315,7 +315,7 @@ def cmd_bisect(args, configs: Configs) -> Listing:
     from scalebench.store.results import Store
 
     bench = configs.benchmark(args.benchmark)
-    kind = "gpu" if args.profile != "smoke" else "cpu"
+    kind: Literal["cpu", "gpu"] = "gpu" if args.profile != "smoke" else "cpu"
     images = image_list(bench, kind, args.good, args.bad, args.candidates)
     store = Store()
     b = Bisection(bench.id, args.gpus, images)

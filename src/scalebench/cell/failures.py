@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, TRAINER_FAILED, VALIDATION_FILE
 from scalebench_kit.names import FAILURE_REASONS as REASONS  # reason -> transient (retried) or not
@@ -30,7 +31,7 @@ class Failure:
     def transient(self) -> bool:
         return REASONS[self.reason]
 
-    def line(self, cell: dict, attempt: int, stage: str | None = None) -> str:
+    def line(self, cell: Mapping[str, Any], attempt: int, stage: str | None = None) -> str:
         """The one line a user sees: task failure message, log, XCom, task note, store, report."""
         code = "none" if self.exit_code is None else str(self.exit_code)
         where = f" at {stage}" if stage else ""
@@ -124,7 +125,7 @@ def account_for_lost_attempts(cell: dict, current: int) -> list[str]:
     return lines
 
 
-def fail_planned_cells(cells: list[dict], stage: str, failure: Failure) -> list[str]:
+def fail_planned_cells(cells: Sequence[Mapping[str, Any]], stage: str, failure: Failure) -> list[str]:
     """A task before the cells failed: each planned cell that has not started gets a failed
     attempt 1 naming that task (a retry of the task rewrites it), so nothing is reported as
     merely missing. Returns the lines."""

@@ -12,6 +12,7 @@ from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core import cells as cellmod
 from scalebench.core.dag_ids import PROBE_DAG_ID
+from scalebench.core.records import PlannedCell
 from scalebench.core import nights
 from scalebench.core.config import ConfigError, Configs
 from scalebench.orchestration.notes import fail_with_note, note
@@ -24,7 +25,7 @@ def results_asset(bench_id: str) -> Asset:
 
 
 @task
-def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **context) -> list[dict]:
+def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **context) -> list[PlannedCell]:
     """The cell matrix of this run from its Params; refused now (never queued forever) when it
     cannot run, e.g. more GPUs than any host has. `kind` "accuracy": the weekly accuracy DAG, whose
     runs are of run type "accuracy". A scheduled nightly run inside its host's accuracy window
@@ -63,20 +64,20 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     return planned
 
 
-def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[dict]:
+def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[PlannedCell]:
     """The host probe: its cells on every GPU host (role `probe`), the fleet's count of cells a
     scheduled night; none on a night inside the weekly accuracy window (the hosts are busy)."""
     from scalebench.core.accuracy_window import window_at
 
-    probe = configs.fleet.probe
-    planned = []
+    probe = configs.fleet.host_probe()
+    planned: list[PlannedCell] = []
     try:
         for host in configs.fleet.hosts_of("gpu"):
             window = window_at(configs.fleet, host, run.logical_date or run.run_after)
             if run_type == "scheduled" and window is not None:
                 print(f"no probe on {host.name}: {window.line(host.name)}")
                 continue
-            planned += [dict(c, role=cellmod.PROBE) for c in cellmod.plan(
+            planned += [PlannedCell({**c, "role": cellmod.PROBE}) for c in cellmod.plan(
                 b, configs.fleet, profile=p.profile, run_id=run.run_id, host=host, gpu_counts=[probe.gpus],
                 repeats=probe.cells if run_type == "scheduled" else p.repeats, seed=p.seed, run_type=run_type,
                 night=nights.night_of(run), dag_id=PROBE_DAG_ID,
@@ -123,13 +124,13 @@ def _in_accuracy_window(bench, configs: Configs, params: RunParams, run) -> str 
 
 
 @task
-def select_cells(planned: list[dict], group: str) -> list[dict]:
+def select_cells(planned: list[PlannedCell], group: str) -> list[PlannedCell]:
     """This group's slice of the plan (mapping needs a plain list of the task's own XCom)."""
     return cellmod.group_by_task(planned).get(group, [])
 
 
 @task
-def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context) -> dict:
+def check_dataset(bench_id: str, host_name: str, planned: list[PlannedCell], **context) -> dict:
     """The dataset of this host's planned cells, checked once on the host itself (the task runs on
     its queue: the data is on its disk); skipped when the run has no cell there. If it fails,
     every planned cell is recorded as failed with this task's reason, which becomes its note."""
@@ -155,7 +156,7 @@ def check_dataset(bench_id: str, host_name: str, planned: list[dict], **context)
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
-def record(dag_id: str, planned: list[dict], **context) -> dict:
+def record(dag_id: str, planned: list[PlannedCell], **context) -> dict:
     """Every planned cell's attempts into the store, whatever their tasks' states."""
     from scalebench.store.recording import record_run_when_reachable
 
@@ -166,7 +167,7 @@ def record(dag_id: str, planned: list[dict], **context) -> dict:
     return counts
 
 
-def summarize(planned: list[dict]) -> None:
+def summarize(planned: list[PlannedCell]) -> None:
     """The history pages' summaries of the nights these cells belong to (the host probe has none)."""
     from scalebench.report.summary import summarize_night
     from scalebench.store.db import outlasting_outages
@@ -180,7 +181,7 @@ def summarize(planned: list[dict]) -> None:
 
 # a short circuit: with nothing flagged the rerun tasks are skipped without starting
 @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
-def plan_reruns(bench_id: str, planned: list[dict], counts: dict, **context) -> list[dict]:
+def plan_reruns(bench_id: str, planned: list[PlannedCell], counts: dict, **context) -> list[PlannedCell]:
     """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns), or, when
     it came with a new image, run as an A/B with the previous image (ab_pairs pairs); the host
     probe's cells are never rerun (they are judged only as the host's night factor)."""
@@ -239,7 +240,7 @@ def image_available(ref: str) -> bool:
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
-def record_reruns(bench_id: str, dag_id: str, planned: list[dict], **context) -> dict:
+def record_reruns(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) -> dict:
     """The reruns into the store, each flag confirmed or cleared (an A/B may stay unknown)."""
     from scalebench.analysis.reruns import verdicts
     from scalebench.store.recording import record_run_when_reachable
@@ -266,7 +267,7 @@ def _say_verdicts(context, verdict: dict, what: str) -> dict:
 
 
 @task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
-def plan_more_pairs(bench_id: str, planned: list[dict], verdict: dict, **context) -> list[dict]:
+def plan_more_pairs(bench_id: str, planned: list[PlannedCell], verdict: dict, **context) -> list[PlannedCell]:
     """An A/B that stayed "unknown" adds pairs, up to the benchmark's ab_max_pairs."""
     from scalebench.analysis.reruns import more_pairs
     from scalebench.store.results import Store
@@ -283,7 +284,7 @@ def plan_more_pairs(bench_id: str, planned: list[dict], verdict: dict, **context
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
-def record_more_pairs(bench_id: str, dag_id: str, planned: list[dict], **context) -> dict:
+def record_more_pairs(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) -> dict:
     """The added A/B pairs into the store and the final verdicts; emits the results Asset with the
     run's night (the builder gives this task the asset as its outlet)."""
     from scalebench.analysis.reruns import verdicts

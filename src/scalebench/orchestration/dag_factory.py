@@ -55,7 +55,7 @@ def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[st
         profile = "full"
         epochs, repeats = bench.accuracy_cut()
     if kind == cellmod.PROBE:
-        defaults, repeats = [fleet.probe.gpus], fleet.probe.cells
+        defaults, repeats = [fleet.host_probe().gpus], fleet.host_probe().cells
     return {
         "gpu_counts": Param(defaults, type="array", items={"type": "integer", "enum": servable}, minItems=1,
                             uniqueItems=True, examples=servable, title="GPU counts",
@@ -102,8 +102,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
                f"repeat(s), every `{fleet.accuracy_schedule}` (UTC); nightly runs on its host are skipped for "
                f"{fleet.accuracy_window_hours:g} h from then.\n\n" + doc)
     if probe:
-        doc = (f"**Host probe**: {fleet.probe.cells} cells of {bench.id} at {fleet.probe.gpus} GPU(s) on every GPU "
-               f"host, every `{fleet.probe.schedule}` (UTC), before the benchmarks. Their median throughput against "
+        doc = (f"**Host probe**: {fleet.host_probe().cells} cells of {bench.id} at {fleet.host_probe().gpus} GPU(s) on every GPU "
+               f"host, every `{fleet.host_probe().schedule}` (UTC), before the benchmarks. Their median throughput against "
                "the host's recent nights is its night factor; they never make a row of the report.\n\n" + doc)
     dag_id = bench.accuracy_dag_id if weekly else PROBE_DAG_ID if probe else bench.dag_id
     with DAG(
@@ -111,14 +111,14 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         description=(f"{bench.title}: weekly accuracy run" if weekly else "host probe: the GPU hosts' night factor"
                      if probe else bench.title),
         schedule=nightly(fleet.accuracy_schedule if fleet.hosts_of("gpu") else None) if weekly
-        else nightly(fleet.probe.schedule) if probe else nightly(bench.schedule),
+        else nightly(fleet.host_probe().schedule) if probe else nightly(bench.schedule),
         catchup=False,
         max_active_runs=1,
         params=params_for(bench, fleet, kind),
         tags=["scalebench", bench.stack, bench.task] + (["accuracy"] if weekly else []) + (["probe"] if probe else []),
         doc_md=doc,
     ) as dag:
-        groups = ([(h, fleet.probe.gpus) for h in fleet.hosts_of("gpu")] if probe else
+        groups = ([(h, fleet.host_probe().gpus) for h in fleet.hosts_of("gpu")] if probe else
                   [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)])  # one place
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
         checked = {h.name: check_dataset.override(task_id=f"check_dataset_{h.name.replace('-', '_')}", queue=h.queue)(
@@ -141,7 +141,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
                     benchmark_id=bench.id,
                     host_name=host.name,
                     dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
-                    image=(fleet.probe.image if probe and fleet.probe.image else bench.images[host.kind]),
+                    image=((probe and fleet.host_probe().image) or bench.images[host.kind]),
                     queue=host.queue,
                     pool=host.pool,
                     pool_slots=n,

@@ -20,7 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.operators.docker import DockerOperator
@@ -41,6 +41,9 @@ from scalebench.cell.images import keep_reference, read_packages
 from scalebench.cell.container import record as container_record
 from scalebench.cell.spec import cell_document
 from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
+
+if TYPE_CHECKING:  # the store's ORM is not imported at DAG parse time
+    from scalebench.store.leases import Lease
 
 
 class CellFailedMixin(Exception):
@@ -154,7 +157,7 @@ class CellDockerOperator(DockerOperator):
         self.benchmark_id = benchmark_id
         self.host_name = host_name
         self._ti = None
-        self._lease = None
+        self._lease: Lease | None = None
         self._cpuset: str | None = None
         self._timed_out = threading.Event()
         self._cancelled = threading.Event()
@@ -380,7 +383,7 @@ class CellDockerOperator(DockerOperator):
         from scalebench.cell.validation import validate_result
 
         a.stage = "validate"
-        verdict = validate_result(a.cell, a.result, a.bench.metrics, a.resolved.bounds)
+        verdict = validate_result(a.cell, a.result or {}, list(a.bench.metrics), a.resolved.bounds)
         message = verdict.message(a.cell)
         write_json_atomic(a.out / VALIDATION_FILE, {"success": verdict.success, "failures": verdict.failures,
                                                     "message": message})

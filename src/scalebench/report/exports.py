@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
 HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
@@ -12,7 +12,7 @@ HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_typ
                    "relative_time_ci_high", "image_digest", "marks"]
 
 
-def result_row(c: dict) -> dict:
+def result_row(c: Mapping[str, Any]) -> dict:
     """One cell: its figure when valid; else the last attempt's class, exit code and message."""
     row = {"night": c["night"], "benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
            "train_s": None, "attempt": None, "detail": ""}
@@ -37,7 +37,7 @@ def history_row(s: dict) -> dict:
     return row | {f"share_{k}": v for k, v in (s.get("step_shares") or {}).items()}
 
 
-def to_csv(columns: list[str], rows: list[dict[str, Any]], extra: bool = True) -> str:
+def to_csv(columns: list[str], rows: Sequence[Mapping[str, Any]], extra: bool = True) -> str:
     """CSV with `columns` first, then (`extra`) any other key the rows carry (metrics, shares), in
     first-seen order; a list becomes its items joined by spaces."""
     more = [k for r in rows for k in r if k not in columns] if extra else []

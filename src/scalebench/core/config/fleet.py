@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scalebench.core import paths
-from scalebench.core.config.common import PosFloat, PosInt, Strict, _load_model, _plain_images
+from scalebench.core.config.common import ConfigError, PosFloat, PosInt, Strict, _load_model, _plain_images
 
 
 class Host(Strict):
@@ -100,6 +100,12 @@ class Fleet(Strict):
     @property
     def max_devices(self) -> int:
         return max(len(h.device_ids) for h in self.hosts)
+
+    def host_probe(self) -> HostProbe:
+        """The host probe's settings; a ConfigError naming the field when the fleet has none."""
+        if self.probe is None:
+            raise ConfigError("fleet: field 'probe': not set, and a host probe DAG was asked for")
+        return self.probe
 
     def hosts_of(self, kind: str) -> list[Host]:
         return [h for h in self.hosts if h.kind == kind]
