@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from dataclasses import replace
+from typing import Any, Mapping
 
 from scalebench_kit.names import ACCURACY_METRICS, THROUGHPUT
 
@@ -30,7 +31,7 @@ def _key(c: FigureRow, lineage: dict[str, str], metric: str, gpus: int | None = 
                      image_lineage=lineage.get(c["benchmark"], ""), precision=c["precision"])
 
 
-def _measured_on(f: dict) -> dict:
+def _measured_on(f: Mapping[str, Any]) -> dict:
     """The figure's system fingerprint with its resolved config's identity: either changing restarts a baseline."""
     fp = dict(f.get("fingerprint") or {})
     if fp and f.get("config_sha"):
@@ -54,14 +55,14 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
         if c["run_type"] != "scheduled" or f is None or c.get("role", "measure") == BISECT:
             continue
         if c.get("role", "measure") == PROBE:
-            probes.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
+            probes.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], []).append(f["images_per_s"])
             probe_prints.setdefault((c["host"], c["profile"]), {}).setdefault(c["night"], _measured_on(f))
             continue
         if c.get("role", "measure") in (RERUN, AB_PREVIOUS):
             arm = reruns if c.get("role", "measure") == RERUN else previous
-            arm.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f[THROUGHPUT.name])
+            arm.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f["images_per_s"])
             continue
-        vals = {THROUGHPUT.name: f[THROUGHPUT.name], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
+        vals = {THROUGHPUT.name: f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
         for metric, v in vals.items():
             if v is None:
                 continue
@@ -73,7 +74,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
         basis, _ = basis_of(mine)  # the report's basis; a night that mixes bases has no efficiency
         per: dict[tuple[int, int], list[float]] = {}
         for c in mine if basis else []:
-            per.setdefault((c["epochs"], c["gpus"]), []).append(time_value(c, basis))
+            per.setdefault((c["epochs"], c["gpus"]), []).append(time_value(c, basis or ""))
         for n in sorted({g for _, g in per if g > 1}):
             pairs = [(per[(e, 1)], per[(e, n)]) for e, g in per if g == n and (e, 1) in per]
             if not pairs:
@@ -145,13 +146,13 @@ def diagnose(tonight: list[Judgement]) -> list[str]:
         if eff and one is not None and not one.flagged:
             falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
             out.append(f"{bench}: scaling regression (communication or topology): the 1-GPU throughput is unchanged "
-                       f"({one.value:.4g} vs {one.baseline:.4g}, {-one.change * 100:+.1f}%), {falls}.")
+                       f"({one.value:.4g} vs {one.baseline:.4g}, {-(one.change or 0.0) * 100:+.1f}%), {falls}.")
         elif eff:
             falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
             out.append(f"{bench}: scaling regression: {falls}.")
         slow = [j for j in tput.values() if j.alert]
         if slow and len(slow) == len(tput) and not eff:
-            mean = statistics.fmean(j.change for j in slow)
+            mean = statistics.fmean(j.change or 0.0 for j in slow)
             out.append(f"{bench}: compute regression: every GPU count is slower (by {100 * mean:.0f}% on average, "
                        f"{', '.join(_gpus(n) for n in sorted(tput))}) and the scaling efficiency is unchanged.")
     return out

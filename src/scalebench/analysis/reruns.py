@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from scalebench_kit.contract import read_json
 from scalebench_kit.names import PLACEMENT_FILE, THROUGHPUT
@@ -42,10 +42,10 @@ def _history(store, planned: list[PlannedCell], extra: Sequence[PlannedCell] = (
     first, night = planned[0], _night(planned)
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
     mine = {c["key"] for c in [*planned, *extra]}
-    out = []
+    out: list[FigureRow] = []
     for c in store.figures(up_to_night=night, since_night=since):
         if c["key"] in mine:
-            out.append({**c, "run_type": "scheduled", "night": night})
+            out.append(cast(FigureRow, {**c, "run_type": "scheduled", "night": night}))
         elif c["benchmark"] == first["benchmark"] and c["run_id"] != first["run_id"] and c["night"] < night:
             out.append(c)
     return out
@@ -72,9 +72,9 @@ def rerun_cell(source: PlannedCell, i: int, role: str = RERUN, image: str | None
     """The i-th rerun of `source` (role "rerun", tonight's image), or the i-th cell of its A/B on
     the previous image (role "ab_previous", `image`)."""
     name = "rerun" if role == RERUN else "previous"
-    cell = {**source, "key": rerun_key(source["key"], i, role), "cell_id": f"{source['cell_id']}-{name}{i}",
-            "label": f"{source['label']} · {'rerun' if role == RERUN else 'previous image'} {i}", "role": role,
-            "rerun_of": source["key"], "avoid_devices": devices}
+    cell = PlannedCell({**source, "key": rerun_key(source["key"], i, role), "cell_id": f"{source['cell_id']}-{name}{i}",
+                        "label": f"{source['label']} · {'rerun' if role == RERUN else 'previous image'} {i}",
+                        "role": role, "rerun_of": source["key"], "avoid_devices": devices})
     if image:
         cell["image"] = image
     return cell
@@ -108,14 +108,16 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
         if source is None:
             continue
         devices = _devices_of(source)
-        previous = j.suspect.previous_image if wants_ab(j, gates) else None
-        tonight_image = j.suspect.after.get("image") if previous else None
+        suspect = j.suspect
+        previous = suspect.previous_image if suspect is not None and wants_ab(j, gates) else None
+        tonight_image = suspect.after.get("image") if suspect is not None and previous else None
         if previous and tonight_image and image_repository(previous) != image_repository(tonight_image):
             flagged.append(f"{j.line()}; the previous image {previous} is of another repository than "
                            f"{tonight_image}: no A/B (a new image line), plain reruns")
             previous = None
         elif previous and image_available(previous):
-            flagged.append(f"{j.line()}; A/B with the previous image {j.suspect.name('previous')} (run as {previous}): "
+            flagged.append(f"{j.line()}; A/B with the previous image {suspect.name('previous') if suspect else previous} "
+                           f"(run as {previous}): "
                            f"{ab_pairs} + {ab_pairs} cells")
             out += ab_cells(source, previous, 1, ab_pairs, devices)
             continue
@@ -144,7 +146,7 @@ def more_pairs(store, planned: list[PlannedCell], reruns: list[PlannedCell], gat
     return out, why
 
 
-def _devices_of(cell: dict) -> list[str] | None:
+def _devices_of(cell: Mapping[str, Any]) -> list[str] | None:
     """The device set of the cell's valid attempt (its placement), to rerun elsewhere."""
     for _, folder in reversed(cell_attempts(cell)):
         if (folder / PLACEMENT_FILE).exists():

@@ -43,6 +43,7 @@ class PlannedCell(StoredCellFields):
     image: NotRequired[str]          # a candidate image (trigger param image_tag) instead of the configured one
     role: NotRequired[str]           # measure (default) | rerun | ab_previous (an A/B on the previous image) | probe
     rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
+    avoid_devices: NotRequired[list[str] | None]  # a rerun: the flagged cell's devices, taken only if no other set is free
 
 
 class Figure(TypedDict):
