@@ -69,6 +69,15 @@ class FigureRow(StoredCellFields):
     others: list[str]                # its attempts but the one shown, e.g. "attempt 1 failed (lease_lost)"
 
 
+def figure_of(row: FigureRow) -> Figure:
+    """The row's figure, where the caller kept only rows that have one; a row without one is a
+    defect of that caller, said with the row's key."""
+    figure = row["figure"]
+    if figure is None:
+        raise ValueError(f"cell {row['key']} has no valid figure")
+    return figure
+
+
 class AttemptRecord(TypedDict):
     """One attempt of a stored cell (`Store.cells`), valid or not."""
     attempt: int

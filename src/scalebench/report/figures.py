@@ -9,7 +9,7 @@ from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
 from scalebench.analysis.regress import INCONCLUSIVE, IMPROVEMENT, NO_EFFECT, REGRESSION, Change, Judgement
 from scalebench.core.cells import ACCURACY
-from scalebench.core.records import FigureRow, RowKey
+from scalebench.core.records import FigureRow, RowKey, figure_of
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
 
 
@@ -48,8 +48,8 @@ def manual_runs(cells: list[FigureRow], night: str) -> list[dict]:
 
 
 def _baseline_ok(cell: FigureRow, ones: list[FigureRow]) -> bool:
-    f = cell["figure"]
-    return any(o["figure"]["image_digest"] == f["image_digest"] and o["figure"]["config_sha"] == f["config_sha"]
+    f = figure_of(cell)
+    return any(figure_of(o)["image_digest"] == f["image_digest"] and figure_of(o)["config_sha"] == f["config_sha"]
                and o["profile"] == cell["profile"] for o in ones)
 
 
@@ -65,7 +65,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     times: dict[tuple[int, int], list[float]] = {}
     seconds: dict[tuple[int, int], list[float]] = {}
     for c in usable:
-        seconds.setdefault((c["epochs"], c["gpus"]), []).append(c["figure"]["train_s"])
+        seconds.setdefault((c["epochs"], c["gpus"]), []).append(figure_of(c)["train_s"])
         if basis:
             times.setdefault((c["epochs"], c["gpus"]), []).append(time_value(c, basis))
     gpus = sorted({g for _, g in seconds})
@@ -82,16 +82,16 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
     train_epochs = {n: max(e for e, g in seconds if g == n) for n in gpus}
     last = max(epochs) if epochs else None
     names = opts.metric_names(bench) or [m for m in ACCURACY_METRICS
-                                        if any(m in (c["figure"]["metrics"] or {}) for c in usable)]
-    timings = {n: [c["figure"]["timing"] or {} for c in usable if c["gpus"] == n] for n in gpus}
+                                        if any(m in (figure_of(c)["metrics"] or {}) for c in usable)]
+    timings = {n: [figure_of(c)["timing"] or {} for c in usable if c["gpus"] == n] for n in gpus}
     target = opts.target(bench)
     steps = {n: step_figures(ts) for n, ts in timings.items()}  # each decided once
     epochs_seen, samples_seen, epoch_mismatch = epoch_check(timings)
     firsts = ({n: [first_reaching(t, *target) for t in ts if t.get("evaluations")] for n, ts in timings.items()}
               if target else {})  # per GPU count, each evaluated cell's first evaluation at the target
-    reached = {n: [ev and ev["epoch"] for ev in evs] for n, evs in firsts.items()}
-    values = {m: {n: [c["figure"]["metrics"][m] for c in usable if c["gpus"] == n and c["epochs"] == last
-                      and m in (c["figure"]["metrics"] or {})] for n in gpus} for m in names}
+    reached: dict[int, list[int | None]] = {n: [ev["epoch"] if ev else None for ev in evs] for n, evs in firsts.items()}
+    values = {m: {n: [(figure_of(c)["metrics"] or {})[m] for c in usable if c["gpus"] == n and c["epochs"] == last
+                      and m in (figure_of(c)["metrics"] or {})] for n in gpus} for m in names}
     return Row(
         key=RowKey(bench, mine[0]["profile"], mine[0]["host"], mine[0]["precision"], timing_basis=basis or "mixed"),
         benchmark=bench, run_id=mine[0]["run_id"], run_type=mine[0]["run_type"], profile=mine[0]["profile"],
@@ -99,7 +99,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         global_batch={c["gpus"]: c["global_batch"] for c in mine}, train_epochs=train_epochs,
         train_s={n: statistics.median(seconds[(e, n)]) for n, e in train_epochs.items()},
         iqr_s={n: iqr(seconds[(e, n)]) for n, e in train_epochs.items()},
-        images_per_s={n: statistics.median(c["figure"]["images_per_s"] for c in usable if c["gpus"] == n)
+        images_per_s={n: statistics.median(figure_of(c)["images_per_s"] for c in usable if c["gpus"] == n)
                       for n in gpus},
         basis_refusal=mixed,
         relative_time=rel, relative_time_ci=ci,
@@ -120,7 +120,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         not_valid=[{"label": c["label"], "status": c["status"], "reason": c["reason"] or "never started"}
                    for c in mine if c["figure"] is None],
         refused=[c["label"] for c in refused],
-        retried=[{"label": c["label"], "figure": c["figure"]["attempt"] if c["figure"] else None,
+        retried=[{"label": c["label"], "figure": figure_of(c)["attempt"] if c["figure"] else None,
                   "others": c["others"]} for c in mine if c.get("others")],
     )
 
@@ -207,9 +207,11 @@ def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], s
     for (bench, text), js in sorted(by_change.items()):
         verdict = min((j.verdict for j in js), key=SEVERITY.index)
         moved = sorted((j for j in js if j.verdict == verdict), key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
-        numbers = [f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-j.change * 100:+.1f}%)"
+        numbers = [f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.change or 0.0) * 100:+.1f}%)"
                    + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") for j in moved]
-        out.append({"benchmark": bench, "kind": js[0].suspect.kind, "change": text, "verdict": verdict,
+        suspect = js[0].suspect
+        assert suspect is not None  # grouped above by their suspect
+        out.append({"benchmark": bench, "kind": suspect.kind, "change": text, "verdict": verdict,
                     "alerted": any(j.alert for j in js), "figures": len(js), "numbers": numbers,
-                    "what_changed": what_changed(js[0].suspect)})
+                    "what_changed": what_changed(suspect)})
     return out

@@ -12,11 +12,13 @@ def step_sentence(row: Row) -> str | None:
     if len(counts) < 2:
         return None
     lo, hi = counts[0], counts[-1]
-    a, b = row.step_shares[lo], row.step_shares[hi]
+    shares_lo, shares_hi = row.step_shares[lo], row.step_shares[hi]
     names = {"data_wait": "data wait", "compute": "compute", "sync": "sync", "other": "unattributed time"}
-    known = [p for p in STEP_PARTS if a.get(p) is not None and b.get(p) is not None]
+    known = [p for p in STEP_PARTS if shares_lo.get(p) is not None and shares_hi.get(p) is not None]
     if not known:
         return None
+    a = {p: float(shares_lo[p] or 0.0) for p in known}  # (each measured at both counts: known)
+    b = {p: float(shares_hi[p] or 0.0) for p in known}
     lead = max(known, key=lambda p: b[p] - a[p])
     unit = lambda n: f"{n} device{'s' if n != 1 else ''}"  # noqa: E731
     if b[lead] - a[lead] < FLAT:

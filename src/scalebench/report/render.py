@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Column, Report
+from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Column, Report, Row
 
 
 def _pct(v):
@@ -57,10 +58,15 @@ def _lines(rows: list, average: dict) -> list[StudyLine]:
 
 def study_columns(rep: Report, metrics: list[str] | None = None, gpu_counts: list[int] | None = None) -> list[Column]:
     """The scaling table's columns: benchmark, dtype, basis, a verdict per metric, a relative time per GPU count."""
-    verdicts = [Column(f"{ACCURACY_METRICS[m].display} verdict", lambda s, m=m: _verdict_cell(
-        None if s.verdicts is None else s.verdicts.get(m, {}))) for m in (rep.metrics if metrics is None else metrics)]
-    times = [Column(f"{n} GPU", lambda s, n=n: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else ""))
-             for n in (rep.gpu_counts if gpu_counts is None else gpu_counts)]
+    def verdict(m: str) -> Callable[[StudyLine], str]:
+        return lambda s: _verdict_cell(None if s.verdicts is None else s.verdicts.get(m, {}))
+
+    def time(n: int) -> Callable[[StudyLine], str]:
+        return lambda s: _pct(s.relative_time.get(n)) + (" (suspect)" if n in s.suspect else "")
+
+    verdicts = [Column(f"{ACCURACY_METRICS[m].display} verdict", verdict(m))
+                for m in (rep.metrics if metrics is None else metrics)]
+    times = [Column(f"{n} GPU", time(n)) for n in (rep.gpu_counts if gpu_counts is None else gpu_counts)]
     return [Column("benchmark", lambda s: s.label), Column("dtype", lambda s: s.precision),
             Column("timed by", lambda s: s.basis), *verdicts, *times]
 
@@ -77,8 +83,11 @@ def detail_columns(rep: Report) -> list[Column]:
         return _pct(ef) + (" (super-linear)" if ef and ef > 1 else "")
 
     sp = lambda item: item[0].speedup.get(item[1])  # noqa: E731
-    metric = [Column(ACCURACY_METRICS[m].display, lambda it, m=m: it[0].metrics.get(m, {}).get(it[1]),
-                     lambda v: "–" if v is None else f"{v:.3f}") for m in rep.metrics]
+    def metric_of(m: str) -> Callable[[tuple[Row, int]], float | None]:
+        return lambda it: it[0].metrics.get(m, {}).get(it[1])
+
+    metric = [Column(ACCURACY_METRICS[m].display, metric_of(m), lambda v: "–" if v is None else f"{v:.3f}")
+              for m in rep.metrics]
     return [Column("benchmark", lambda it: it[0].benchmark), Column("dtype", lambda it: it[0].key.precision),
             Column("GPUs", lambda it: it[1]), Column("scaling", lambda it: it[0].scaling_mode),
             Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
