@@ -41,7 +41,7 @@ $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.tom
 	$(BIN)/pip install -q --no-deps -e containers/kit -e .
 	touch $@
 
-UI_VENDOR := src/scalebench/orchestration/static/vendor
+UI_VENDOR := src/scalebench/orchestration/ui/static/vendor
 # the history pages' charts (uPlot) are committed in $(UI_VENDOR) with their license and SHA256SUMS
 # (a test checks them), so a Python install needs no npm; after changing web/package.json, refresh
 # them from the npm registry as pinned by web/package-lock.json (integrity-checked by npm ci)

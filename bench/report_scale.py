@@ -103,7 +103,7 @@ def page_seconds(reports: Path, night: str) -> dict[str, float]:
     """The UI pages a user opens, timed through the plugin's FastAPI app (what the api-server mounts)."""
     from fastapi.testclient import TestClient
 
-    from scalebench.orchestration.webapp import create_app
+    from scalebench.orchestration.ui.webapp import create_app
 
     app = create_app()
     for route in app.routes:  # the login is Airflow's JWT check, not what is measured here

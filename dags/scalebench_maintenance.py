@@ -1,4 +1,4 @@
 """Airflow DAG scalebench_maintenance: weekly `scalebench prune` (see scalebench.store.prune)."""
-from scalebench.orchestration.maintenance_dag import build_maintenance_dag
+from scalebench.orchestration.dags.maintenance_dag import build_maintenance_dag
 
 dag = build_maintenance_dag()

@@ -3,11 +3,11 @@ history; a "Scaling history" tab on every DAG (a benchmark's opens its history, 
 maintenance DAGs say what they are) and a "Scaling figures" tab on every DAG run (its cells, failed
 first, each linked to its task log).
 
-Thin entry file only; the app lives in the installed scalebench package (scalebench.orchestration.webapp).
+Thin entry file only; the app lives in the installed scalebench package (scalebench.orchestration.ui.webapp).
 """
 from airflow.plugins_manager import AirflowPlugin
 
-from scalebench.orchestration.webapp import create_app
+from scalebench.orchestration.ui.webapp import create_app
 
 
 class ScalebenchReportsPlugin(AirflowPlugin):

@@ -144,7 +144,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
 
 def cmd_rehearse(args, configs: Configs) -> Listing:
     """The nightly plan through the real DAGs on stand-in CPU hosts with the hold trainer."""
-    from scalebench.orchestration.rehearsal import AccuracyDrop, Regression, rehearse
+    from scalebench.tools.rehearsal import AccuracyDrop, Regression, rehearse
 
     from scalebench.core import paths
 
@@ -311,7 +311,7 @@ def cmd_diff(args, configs: Configs) -> str:
 def cmd_bisect(args, configs: Configs) -> Listing:
     """Which image between --good and --bad first made the cell slower: A/B steps through the real DAG."""
     from scalebench.analysis.bisect import Bisection
-    from scalebench.orchestration.bisect import bisect, dags_test_runner, image_list
+    from scalebench.orchestration.dags.bisect import bisect, dags_test_runner, image_list
     from scalebench.store.results import Store
 
     bench = configs.benchmark(args.benchmark)
@@ -405,7 +405,7 @@ def cmd_prune(args, configs: Configs) -> dict:
 
 
 def cmd_repro(args, configs: Configs) -> str:
-    from scalebench.orchestration import repro
+    from scalebench.tools import repro
 
     try:
         folder = repro.find_attempt(args.target)

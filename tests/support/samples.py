@@ -114,7 +114,7 @@ def make_probe(tmp_path, script: str, timeout_minutes: float = 2.0, host_update:
     """A benchmark 'probe' whose entrypoint is a shell snippet, written to a copy of the configs
     (point SCALEBENCH_CONFIG_DIR at the returned tree), its CellDockerOperator, a context with a
     fake task instance, and its cell."""
-    from scalebench.orchestration.operators import CellDockerOperator
+    from scalebench.orchestration.cell_operator import CellDockerOperator
 
     tree = tmp_path / "configs"
     fleet = yaml.safe_load((CONFIGS / "fleet.yaml").read_text())
@@ -160,7 +160,7 @@ def contract_probe(tmp_path, timeout_minutes: float = 2.0):
     """Probe configs whose cells write the contract the test leaves in the data folder
     (contract-<cell key>-<attempt>.json; a file slow-<key>-<attempt> makes that attempt run 10
     minutes first), and make(gpus, repeat, run_id) -> (cell, its CellDockerOperator)."""
-    from scalebench.orchestration.operators import CellDockerOperator
+    from scalebench.orchestration.cell_operator import CellDockerOperator
 
     _, _, _, tree = make_probe(tmp_path, "python /data/probe_cell.py", timeout_minutes=timeout_minutes)
     data = tmp_path / "data"

@@ -111,7 +111,7 @@ def test_bad_metrics_in_a_contract_never_replace_a_valid_result(tmp_path, monkey
     with the contract's schema and the GX suite, the record step stores what it left."""
     import json
 
-    from scalebench.orchestration.operators import CellFailedPermanently
+    from scalebench.orchestration.cell_operator import CellFailedPermanently
     from scalebench.store.recording import record_run
     from tests.support.samples import FakeTI, contract_probe
 
@@ -212,7 +212,7 @@ def test_results_database_outage_longer_than_the_lease_ttl(tmp_path, monkeypatch
 
     import docker
 
-    from scalebench.orchestration.operators import CellFailed
+    from scalebench.orchestration.cell_operator import CellFailed
     from scalebench.store.db import upgrade
     from scalebench.store.leases import LeaseManager
     from tests.support.fixtures import DRILL_ROWS

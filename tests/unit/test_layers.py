@@ -7,10 +7,14 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "src" / "scalebench"
 
 # lowest first; a module may import its own package and any package of a lower rank
-LAYERS = [("core",), ("cell", "store"), ("analysis",), ("report",), ("orchestration",), ("cli",)]
+LAYERS = [("core",), ("cell", "store"), ("analysis",), ("report",), ("orchestration", "tools"), ("cli",)]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 AIRFLOW_BOUND = {"orchestration", "cli"}  # the only places that may import Airflow
 NEVER = {"analysis": {"store"}}  # analysis is handed a store or its rows; it never opens one
+# orchestration's rooms, lowest first: a room may import its own modules and lower rooms'
+ROOMS = [("notes",), ("cell_operator",), ("dags",), ("ui",)]
+ROOM_RANK = {name: rank for rank, names in enumerate(ROOMS) for name in names}
+ROOM_NEVER = {"ui": {"dags", "cell_operator", "notes"}}  # the pages name DAGs by core.dag_ids, never import them
 
 
 def package_of(path: Path) -> str:
@@ -63,6 +67,36 @@ def test_imports_follow_the_layers(path):
             wrong.append(f"line {line}: imports {name}, which is in no layer")
         elif other != mine and (RANK[other] >= RANK[mine] or other in NEVER.get(mine, ())):
             wrong.append(f"line {line}: {mine} (layer {RANK[mine]}) imports {name} (layer {RANK[other]})")
+    assert not wrong, f"{path.relative_to(PKG)}:\n" + "\n".join(wrong)
+
+
+def room_of(path: Path) -> str | None:
+    rel = path.relative_to(PKG)
+    if rel.parts[0] != "orchestration" or rel.name == "__init__.py" and len(rel.parts) == 2:
+        return None
+    return rel.parts[1] if len(rel.parts) > 2 else rel.stem
+
+
+ORCHESTRATION = sorted(p for p in modules() if room_of(p))
+
+
+def test_the_room_list_names_every_room_of_orchestration():
+    assert {room_of(p) for p in ORCHESTRATION} == set(ROOM_RANK)
+
+
+@pytest.mark.parametrize("path", ORCHESTRATION, ids=lambda p: str(p.relative_to(PKG)))
+def test_orchestrations_rooms_import_only_lower_rooms(path):
+    mine = room_of(path)
+    wrong = []
+    for line, name in imports(path):
+        parts = name.split(".")
+        if parts[:2] != ["scalebench", "orchestration"] or len(parts) < 3:
+            continue
+        other = parts[2]
+        if other not in ROOM_RANK:
+            wrong.append(f"line {line}: imports {name}, which is in no room")
+        elif other != mine and (ROOM_RANK[other] > ROOM_RANK[mine] or other in ROOM_NEVER.get(mine, ())):
+            wrong.append(f"line {line}: room {mine} imports {name} (room {other})")
     assert not wrong, f"{path.relative_to(PKG)}:\n" + "\n".join(wrong)
 
 

@@ -115,7 +115,7 @@ def test_the_rerun_step_runs_an_ab_of_the_previous_and_the_new_image(night_on_ne
 def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff_and_the_alert_goes_out(
         night_on_new_image, monkeypatch):
     from scalebench.core.config import AlertConfig
-    from scalebench.orchestration.alerts import send
+    from scalebench.orchestration.dags.alerts import send
     from scalebench.report.build import build_report, options_from_configs
     from scalebench.report.render import markdown
     from tests.support.receiver import Receiver

@@ -6,7 +6,7 @@ import docker
 import pytest
 
 from scalebench.cell.failures import classify
-from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
+from scalebench.orchestration.cell_operator import CellFailed, CellFailedPermanently
 from tests.support.engine import requires_docker
 
 IMAGE = "scalebench/tensorflow:cpu"

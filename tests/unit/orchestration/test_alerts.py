@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from scalebench.core.config import AlertConfig, load_alerts
-from scalebench.orchestration.alerts import send
+from scalebench.orchestration.dags.alerts import send
 from scalebench.core.config import ConfigError
 from tests.support import ROOT, new_config_tree
 from tests.support.receiver import Receiver
@@ -57,7 +57,7 @@ def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch):
     (True, True, [], False, False),     # the deadline of a complete, healthy night: sent when it completed
 ])
 def test_what_a_report_run_sends(complete, deadline, missing, regressions_sent, broken_sent):
-    from scalebench.orchestration.alerts import to_send
+    from scalebench.orchestration.dags.alerts import to_send
 
     night = {"complete": complete, "missing": missing, "failed": [], "alert_details": [DETAIL]}
     regressions, broken = to_send(night, deadline)

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from scalebench.orchestration import benchmark_tasks as tasks
+from scalebench.orchestration.dags import benchmark_tasks as tasks
 from scalebench.orchestration import notes
 
 

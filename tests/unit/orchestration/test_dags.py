@@ -105,7 +105,7 @@ def test_params_reject_bad_trigger_input(dagbag, bad, why):
 
 
 def test_the_tasks_read_the_trigger_form_as_one_typed_object(dagbag):
-    from scalebench.orchestration.run_params import PARAM_NAMES, RunParams
+    from scalebench.orchestration.dags.run_params import PARAM_NAMES, RunParams
 
     for dag_id in ("scalebench_resnet50_keras_cifar10", "scalebench_resnet50_keras_cifar10_accuracy"):
         params = dagbag.dags[dag_id].params
@@ -127,7 +127,7 @@ def test_default_profile_follows_the_fleet(dagbag):
 def test_every_task_that_touches_a_hosts_disk_or_engine_runs_on_its_queue(tmp_path):
     import yaml
 
-    from scalebench.orchestration.dag_factory import build_benchmark_dag
+    from scalebench.orchestration.dags.dag_factory import build_benchmark_dag
 
     hosts = [{"name": f"gpu-node-{i}", "kind": "gpu", "queue": f"q{i}", "device_ids": ["0", "1", "2", "3"]}
              for i in (1, 2)]
@@ -145,7 +145,7 @@ def test_every_task_that_touches_a_hosts_disk_or_engine_runs_on_its_queue(tmp_pa
 
 
 def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
-    from scalebench.orchestration.dag_factory import build_benchmark_dag
+    from scalebench.orchestration.dags.dag_factory import build_benchmark_dag
 
     gpu = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
     bench = gpu.benchmark("resnet50_keras_cifar10")
@@ -158,7 +158,7 @@ def test_the_weekly_accuracy_dag_runs_the_full_profile_cut_on_a_gpu_fleet():
 
 
 def test_the_host_probe_dag_runs_its_cells_on_every_gpu_host_on_its_queue():
-    from scalebench.orchestration.dag_factory import build_all
+    from scalebench.orchestration.dags.dag_factory import build_all
 
     gpu = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
     dags = build_all(gpu)
@@ -215,7 +215,7 @@ def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
     import datetime as dt
     from types import SimpleNamespace as Event
 
-    from scalebench.orchestration.report_dag import nights_to_report
+    from scalebench.orchestration.dags.report_dag import nights_to_report
 
     late = {"asset_a": [Event(extra={"night": "2026-11-28"}), Event(extra={"night": "2026-11-29"})],
             "asset_b": [Event(extra={"night": "2026-11-28"}), Event(extra={})]}
@@ -226,7 +226,7 @@ def test_the_report_is_written_for_the_nights_of_the_runs_that_triggered_it():
 
 
 def test_the_bisect_dag_triggers_each_step_on_the_benchmarks_own_dag_and_waits(dagbag):
-    from scalebench.orchestration.bisect_dag import MAX_STEPS, step_run_id
+    from scalebench.orchestration.dags.bisect_dag import MAX_STEPS, step_run_id
 
     dag = dagbag.dags["scalebench_bisect"]
     assert type(dag.timetable).__name__ == "NullTimetable"  # triggered only (from an alert's link)

@@ -15,7 +15,7 @@ from scalebench.cell import preflight
 from scalebench.core.attempt_folders import attempt_dir, cell_attempts
 from scalebench.core.config import Configs
 from scalebench.store.leases import LeaseManager
-from scalebench.orchestration.operators import CellFailed, CellFailedPermanently
+from scalebench.orchestration.cell_operator import CellFailed, CellFailedPermanently
 from scalebench.store.recording import record_run
 from scalebench.store.results import Store
 from tests.support.samples import make_probe, sample_contract
@@ -25,7 +25,7 @@ from tests.support.samples import make_probe, sample_contract
 def cell_op(tmp_path, monkeypatch):
     """make(...) -> (operator, context, cell, client mock, notes set); the container exits as told."""
     notes_set = []
-    monkeypatch.setattr("scalebench.orchestration.operators.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
+    monkeypatch.setattr("scalebench.orchestration.cell_operator.notes.set_note", lambda ti, line: notes_set.append(line) or "set")
 
     def make(exit_code=0, lines=(), oom=False, writes_result=False, writes_for=None, packages_kept=True, **probe_kw):
         op, ctx, cell, tree = make_probe(tmp_path, "unused: the engine is a mock", **probe_kw)
@@ -201,7 +201,7 @@ def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypat
     def throttled(ids, precision=None):
         raise preflight.PreflightFailed(f"GPU {ids[0]}: active throttle reason: power cap", {"devices": ids})
 
-    monkeypatch.setattr("scalebench.orchestration.operators.preflight.check", throttled)
+    monkeypatch.setattr("scalebench.orchestration.cell_operator.preflight.check", throttled)
     exc = _fails(op, ctx)
     assert isinstance(exc, CellFailed) and exc.failure.reason == "preflight_failed"
     assert "failed at preflight: preflight_failed" in str(exc) and "power cap" in str(exc)
@@ -287,7 +287,7 @@ def test_pinned_cores_go_into_the_host_config(cell_op):
 
 def test_an_unforeseen_error_still_leaves_a_record(cell_op, monkeypatch):
     op, ctx, cell, client, _ = cell_op(0)
-    monkeypatch.setattr("scalebench.orchestration.operators.settings", mock.Mock(side_effect=KeyError("threads")))
+    monkeypatch.setattr("scalebench.orchestration.cell_operator.settings", mock.Mock(side_effect=KeyError("threads")))
     exc = _fails(op, ctx)
     assert exc.failure.reason == "unknown" and "failed at spec: unknown" in str(exc) and "KeyError" in str(exc)
     assert _no_leases_held()
@@ -440,7 +440,7 @@ def test_a_lost_lease_stops_the_container_at_once(cell_op):
 def test_a_replayed_try_number_gets_its_own_folder_and_both_attempts_are_kept(cell_op, tmp_path):
     """A deleted and re-created run (or a second `dags test` of one date) starts its tries at 1
     again: the second try 1 becomes attempt 2, and attempt 1's files are untouched."""
-    from scalebench.orchestration.operators import CellDockerOperator
+    from scalebench.orchestration.cell_operator import CellDockerOperator
 
     op, ctx, cell, client, _ = cell_op(0, ["step 1"], writes_result=True)
     first = op.execute(ctx)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from scalebench.orchestration.webapp import create_app
+from scalebench.orchestration.ui.webapp import create_app
 from scalebench.store.results import Store
 from tests.support.routes import HOSTILE, routes, url
 from tests.support.samples import seed_nights
@@ -163,7 +163,7 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
 def test_stored_text_from_a_container_or_a_config_is_shown_as_text(nights, isolated_state):
     """A failure reason comes from a container's log and a shift's reason from include/configs:
     both reach the pages as text, never as markup."""
-    from scalebench.orchestration import pages
+    from scalebench.orchestration.ui import pages
 
     cells = Store().cells(night=nights["last"])
     bad = next(c for c in cells if c["figure"] is None)
@@ -180,7 +180,7 @@ def test_stored_text_from_a_container_or_a_config_is_shown_as_text(nights, isola
 
 
 def test_download_names_follow_rfc_6266():
-    from scalebench.orchestration.webapp import _attachment
+    from scalebench.orchestration.ui.webapp import _attachment
 
     assert _attachment('cells-a"b\u0661\u00e9.csv') == ("attachment; filename=\"cells-a_b__.csv\"; "
                                                       "filename*=UTF-8''cells-a%22b%D9%A1%C3%A9.csv")

@@ -40,7 +40,7 @@ def server(tmp_path_factory):
 
 def _routes() -> list[str]:
     """Every route the plugin's app declares (read from the app), with valid values filled in."""
-    from scalebench.orchestration.webapp import create_app
+    from scalebench.orchestration.ui.webapp import create_app
     from tests.support.routes import routes, url
 
     valid = {"night": NIGHT, "fmt": "csv", "benchmark": "resnet50_keras_cifar10", "dag_id": "a", "run_id": "b",

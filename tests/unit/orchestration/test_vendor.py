@@ -3,9 +3,9 @@ import hashlib
 import json
 from pathlib import Path
 
-import scalebench.orchestration as orchestration
+import scalebench.orchestration.ui as ui
 
-VENDOR = Path(orchestration.__file__).parent / "static" / "vendor"
+VENDOR = Path(ui.__file__).parent / "static" / "vendor"
 ROOT = Path(__file__).resolve().parents[3]
 
 

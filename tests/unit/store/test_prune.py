@@ -99,7 +99,7 @@ def test_prune_refuses_what_a_form_might_send_as_text(tmp_path):
 def test_the_maintenance_dags_params_have_a_schema():
     from airflow.sdk.exceptions import ParamValidationError
 
-    from scalebench.orchestration.maintenance_dag import build_maintenance_dag
+    from scalebench.orchestration.dags.maintenance_dag import build_maintenance_dag
 
     import copy
 

@@ -16,7 +16,7 @@ from scalebench.core.records import PlannedCell
 from scalebench.core import nights
 from scalebench.core.config import ConfigError, Configs
 from scalebench.orchestration.notes import fail_with_note, note
-from scalebench.orchestration.run_params import RunParams
+from scalebench.orchestration.dags.run_params import RunParams
 
 
 def results_asset(bench_id: str) -> Asset:

@@ -1,7 +1,7 @@
 """The `scalebench_bisect` DAG: `scalebench bisect` on the scheduler. A regression alert links to
 its trigger form; each step triggers one run of the benchmark's own DAG with `ab_images` (the
 step's images, interleaved) and waits for it, then judges it from the store
-(scalebench.orchestration.bisect); the last task names the culprit and its package diff. The
+(scalebench.orchestration.dags.bisect); the last task names the culprit and its package diff. The
 steps are unrolled up to MAX_STEPS; a finished bisection skips the rest."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def start(**context) -> dict:
     """The bisection from the trigger's params (images of the benchmark's repository, in order)."""
     from scalebench.analysis.bisect import Bisection
     from scalebench.core.config import ConfigError
-    from scalebench.orchestration.bisect import bisect_id_for, image_list
+    from scalebench.orchestration.dags.bisect import bisect_id_for, image_list
 
     p = context["params"]
     configs = Configs()
@@ -47,7 +47,7 @@ def start(**context) -> dict:
 def plan_step(state: dict, **context) -> dict | None:
     """The next step's trigger conf; nothing (the step is skipped) once the bisection is done."""
     from scalebench.analysis.bisect import from_json
-    from scalebench.orchestration.bisect import step_conf
+    from scalebench.orchestration.dags.bisect import step_conf
 
     b = from_json(state["state"])
     if b.done:
@@ -60,7 +60,7 @@ def plan_step(state: dict, **context) -> dict | None:
 def judge_step(state: dict, k: int, **context) -> dict:
     """The step's run from the store: which halves stay open (nothing to do once done)."""
     from scalebench.analysis.bisect import from_json
-    from scalebench.orchestration.bisect import record_step
+    from scalebench.orchestration.dags.bisect import record_step
     from scalebench.store.results import Store
 
     b = from_json(state["state"])
@@ -75,7 +75,7 @@ def judge_step(state: dict, k: int, **context) -> dict:
 def result(state: dict) -> list[str]:
     """The culprits with their package diffs, or what stayed unresolved (then the run fails)."""
     from scalebench.analysis.bisect import from_json
-    from scalebench.orchestration.bisect import culprit_lines
+    from scalebench.orchestration.dags.bisect import culprit_lines
     from scalebench.store.results import Store
 
     store = Store()

@@ -16,8 +16,8 @@ from airflow.timetables.assets import AssetOrTimeSchedule
 from scalebench.core import nights
 from scalebench.core.config import Configs
 from scalebench.core.dag_ids import REPORT_DAG_ID
-from scalebench.orchestration.benchmark_tasks import results_asset
-from scalebench.orchestration.dag_factory import nightly
+from scalebench.orchestration.dags.benchmark_tasks import results_asset
+from scalebench.orchestration.dags.dag_factory import nightly
 
 REPORT_CRON = "0 7 * * *"
 
@@ -55,7 +55,7 @@ def write_report(**context) -> dict:
 def send_alerts(summary: dict, **context) -> dict:
     """Each night's confirmed regressions and, at its deadline, what broke, through the
     configured Airflow notifier."""
-    from scalebench.orchestration.alerts import broken_payload, deliver, send, to_send
+    from scalebench.orchestration.dags.alerts import broken_payload, deliver, send, to_send
 
     cfg = Configs().alerts()
     sent = {}

@@ -29,7 +29,7 @@ from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_
 
 from scalebench.core import paths
 from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
-from scalebench.orchestration import pages
+from scalebench.orchestration.ui import pages
 from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
 
 NIGHT = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # ASCII digits: \d takes any script's

@@ -26,10 +26,10 @@ from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
 from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet
-from scalebench.orchestration.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_more_pairs,
+from scalebench.orchestration.dags.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_more_pairs,
                                                       plan_reruns, record, record_more_pairs, record_reruns,
                                                       results_asset, select_cells)
-from scalebench.orchestration.operators import CellDockerOperator
+from scalebench.orchestration.cell_operator import CellDockerOperator
 
 
 def nightly(cron: str | None) -> CronTriggerTimetable | None:

@@ -3,7 +3,7 @@ week's verdicts are held against the planted levels."""
 import pytest
 
 from scalebench.core.config import ConfigError
-from scalebench.orchestration.rehearsal import AccuracyDrop, Rehearsal, planted_levels
+from scalebench.tools.rehearsal import AccuracyDrop, Rehearsal, planted_levels
 
 
 @pytest.mark.parametrize("text, why", [("unet:4", "expected BENCHMARK:GPUS:POINTS"), ("unet:x:3", "expected"),

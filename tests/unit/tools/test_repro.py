@@ -49,7 +49,7 @@ def test_repro_prints_the_attempts_docker_run_by_folder_or_cell_key(tmp_path, mo
 
 
 def test_a_gpu_attempt_names_its_devices_in_the_docker_run():
-    from scalebench.orchestration.repro import docker_run
+    from scalebench.tools.repro import docker_run
 
     rec = {"environment": {"NVIDIA_VISIBLE_DEVICES": "2,3"}, "mounts": [], "gpus": ["2", "3"], "shm_size": 1,
            "image_digest": "sha256:x", "command": ["torchrun"], "labels": {}}
@@ -68,7 +68,7 @@ def test_repro_refuses_what_it_cannot_start_again(capsys, tmp_path):
 
 @requires_docker
 def test_repro_run_starts_the_attempts_container_again_outside_the_store(tmp_path, monkeypatch):
-    from scalebench.orchestration.repro import run
+    from scalebench.tools.repro import run
 
     tree, data, probe_cell = contract_probe(tmp_path)
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, task
 
 from scalebench.core.dag_ids import MAINTENANCE_DAG_ID
-from scalebench.orchestration.dag_factory import nightly
+from scalebench.orchestration.dags.dag_factory import nightly
 
 MAINTENANCE_CRON = "0 5 * * 0"  # Sundays 05:00 UTC, after the night's cells and before the report
 
