@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from scalebench.analysis.compare import CompareError
+from scalebench.core import tables
 from scalebench.core.config import PROFILES, ConfigError, Configs
 from scalebench.cell.datasets import DatasetError
 from scalebench.cell.fetch import FetchError
@@ -53,24 +54,13 @@ class Listing:
 
 
 def table(columns: list[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    """Aligned columns, one header line; numbers right-aligned."""
-    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
-    width = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
-                   for r in rows) for c in columns]
-    def line(vals):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, width, numeric)).rstrip()
-    return "\n".join([line(columns), *(line(row) for row in cells)])
+    """Aligned columns, one header line; a column of numbers right-aligned."""
+    def number(v: Any) -> bool:
+        return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.1f}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
+    def column(name: str) -> tables.Column:
+        return tables.Column(name, lambda r: r.get(name), numeric=all(number(r.get(name)) for r in rows))
+    return tables.text(tables.build([column(c) for c in columns], rows))
 
 
 def cmd_configs(args, configs: Configs) -> Listing:
@@ -420,7 +410,7 @@ def cmd_repro(args, configs: Configs) -> str:
 def cmd_db(args, configs: Configs) -> str:
     from scalebench.core import paths
     from scalebench.store import backup
-    from scalebench.store.db import upgrade
+    from scalebench.store.db import summaries_outdated, upgrade
 
     url = paths.store_url()
     if args.action in ("backup", "restore"):
@@ -439,7 +429,7 @@ def cmd_db(args, configs: Configs) -> str:
     if before == after:
         return f"results store {where}: already at schema revision {after}"
     done = f"results store {where}: upgraded from {before or 'an empty database'} to schema revision {after}"
-    if before is not None and before < "0009":  # the history pages' summaries start with the nights stored so far
+    if before is not None and after is not None and summaries_outdated(before, after):  # a new table or figure column
         done += "; " + _summarize_all(url)
     return done
 

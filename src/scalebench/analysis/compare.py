@@ -13,7 +13,9 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis.regress import fingerprint_change
 from scalebench.analysis.stats import Verdict, bootstrap_ratio_ci, equivalence
+from scalebench.core import tables
 from scalebench.core.nights import choose_runs
+from scalebench.core.tables import Column
 from scalebench.core.records import StoredCell
 
 
@@ -159,19 +161,31 @@ def render_nights(cmp: NightComparison) -> str:
     return "\n".join(out)
 
 
+def _ci(d: CellDiff) -> str:
+    return f"{d.ratio_ci[0]:.3f}–{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"
+
+
+# The table of a comparison, one line per compared cell: the terminal's and the compare page's
+COLUMNS: list[Column[CellDiff]] = [
+    Column("GPUs", lambda d: d.gpus, numeric=True), Column("dtype", lambda d: d.precision),
+    Column("epochs", lambda d: d.epochs, numeric=True),
+    Column("repeats", lambda d: f"{d.repeats[0]}/{d.repeats[1]}", numeric=True),
+    Column("train s A", lambda d: f"{d.train_s[0]:.2f}", numeric=True),
+    Column("train s B", lambda d: f"{d.train_s[1]:.2f}", numeric=True),
+    Column("B/A", lambda d: f"{d.ratio:.3f}", numeric=True), Column("95% CI", _ci, numeric=True),
+    Column("images/s A", lambda d: f"{d.images_per_s[0]:.1f}", numeric=True),
+    Column("images/s B", lambda d: f"{d.images_per_s[1]:.1f}", numeric=True),
+    Column("verdict", lambda d: d.verdict),
+    Column("accuracy", lambda d: "; ".join(f"{ACCURACY_METRICS[m].display}: {v.text()}" for m, v in d.accuracy.items())),
+]
+
+
 def render(cmp: Comparison) -> str:
     out = [f"{cmp.benchmark}: A = {cmp.run_a}, B = {cmp.run_b}",
-           f"systems differ in: {cmp.changed}" if cmp.changed else "systems: same fingerprint (or not recorded)", "",
-           f"{'GPUs':>4} {'dtype':>17} {'epochs':>6} {'repeats':>7} {'train s A':>9} {'train s B':>9} {'B/A':>6} {'95% CI':>13} "
-           f"{'img/s A':>8} {'img/s B':>8}  verdict"]
-    for d in cmp.cells:
-        ci = f"{d.ratio_ci[0]:.3f}-{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"
-        out.append(f"{d.gpus:>4} {d.precision:>17} {d.epochs:>6} {d.repeats[0]:>3}/{d.repeats[1]:<3} {d.train_s[0]:>9.2f} "
-                   f"{d.train_s[1]:>9.2f} {d.ratio:>6.3f} {ci:>13} {d.images_per_s[0]:>8.1f} {d.images_per_s[1]:>8.1f}"
-                   f"  {d.verdict}")
-        for m, v in d.accuracy.items():
-            out.append(f"{'':>48}{ACCURACY_METRICS[m].display}: {v.text()}")
-    if not cmp.cells:
+           f"systems differ in: {cmp.changed}" if cmp.changed else "systems: same fingerprint (or not recorded)", ""]
+    if cmp.cells:
+        out.append(tables.text(tables.build(COLUMNS, cmp.cells)))
+    else:
         out.append("no (GPU count, precision, epochs) cell has a valid result in both runs")
     for name, only in (("A", cmp.only_a), ("B", cmp.only_b)):
         if only:

@@ -108,6 +108,39 @@ class StoredCell(StoredCellFields):
     status: Status
 
 
+class Mark(TypedDict):
+    """A night's judgement shown on its summary: alert, flagged, cleared, restart, change or move."""
+    kind: str
+    text: str
+
+
+class NightSummary(TypedDict):
+    """One benchmark's night at one GPU count and precision, as the history shows it
+    (`report.summary` writes it, `Store.summaries` reads it; a page may read only some fields)."""
+    benchmark: str
+    night: str
+    gpus: int
+    precision: str
+    dag_id: str
+    run_id: str
+    run_type: str
+    profile: str
+    host: str
+    cells: int
+    valid: int
+    retried: int                     # cells with more than one attempt
+    reruns: int                      # same-night reruns of a flagged figure
+    basis: str | None                # the timing basis (None: the row mixes bases)
+    figures: dict[str, float | None]  # every figure of core.figures.HISTORY_FIGURES, by name
+    relative_time_ci: list[float] | None
+    metrics: dict[str, float] | None
+    step_shares: dict[str, float] | None
+    image_digest: str | None
+    fingerprint: dict[str, Any] | None
+    marks: NotRequired[list[Mark] | None]   # set by the night's report
+    updated_at: NotRequired[str]
+
+
 CELL_FIELDS = tuple(StoredCellFields.__annotations__)  # the columns of the store's cells table
 
 DEFAULT_PRECISION = "framework default"   # what cells recorded before precision presets ran

@@ -6,10 +6,13 @@ import csv
 import io
 from typing import Any, Mapping, Sequence
 
+from scalebench.core.figures import FIGURE_NAMES
+from scalebench.core.records import NightSummary
+
 RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
 HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
-                   "retried", "reruns", "basis", "train_s", "images_per_s", "relative_time", "relative_time_ci_low",
-                   "relative_time_ci_high", "image_digest", "marks"]
+                   "retried", "reruns", "basis", *FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high",
+                   "image_digest", "marks"]
 
 
 def result_row(c: Mapping[str, Any]) -> dict:
@@ -27,10 +30,12 @@ def result_row(c: Mapping[str, Any]) -> dict:
                   "detail": f"{last['reason']}, exit code {code}: {last['message']}"}
 
 
-def history_row(s: dict) -> dict:
-    """One night summary, flat: each metric and step share its own column (metric_<name>, share_<part>)."""
+def history_row(s: NightSummary) -> dict:
+    """One night summary, flat: each figure, metric and step share its own column (<figure>,
+    metric_<name>, share_<part>)."""
     ci = s.get("relative_time_ci") or (None, None)
-    row = {k: s.get(k) for k in HISTORY_COLUMNS if k not in ("relative_time_ci_low", "relative_time_ci_high", "marks")}
+    plain = [k for k in HISTORY_COLUMNS if k not in (*FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high", "marks")]
+    row: dict[str, Any] = {k: s.get(k) for k in plain} | dict(s["figures"])
     row |= {"relative_time_ci_low": ci[0], "relative_time_ci_high": ci[1],
             "marks": "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])}
     row |= {f"metric_{k}": v for k, v in (s.get("metrics") or {}).items()}

@@ -1,15 +1,15 @@
-"""What the nightly report is made of: its options, one row per run compared like with like, the
-report itself, and the column a table is made of. Computed by `figures`, `prose` and `checks`,
-assembled by `build`, written by `render`: nothing here computes a figure.
+"""What the nightly report is made of: its options, one row per run compared like with like, and
+the report itself. Computed by `figures`, `prose` and `checks`, assembled by `build`, written by
+`render`: nothing here computes a figure.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
 
 from scalebench.analysis.regress import Gates, Judgement, Shift
 from scalebench.analysis.stats import ConvergenceVerdict, Verdict
 from scalebench.core.config import Benchmark, ReferenceAccuracy
+from scalebench.core.figures import FigureField
 from scalebench.core.records import RowKey
 
 STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
@@ -113,6 +113,16 @@ class Row:
         """How prose names the row: its benchmark and precision ("unet_torch_voc2007 (bf16)")."""
         return f"{self.benchmark} ({self.key.precision})"
 
+    def figure(self, f: FigureField, n: int) -> float | None:
+        """A history figure (core.figures) at n GPUs, read where its source says: row.attr[n] or row.attr[n][key]."""
+        attr, _, key = f.source.partition(".")
+        per_n = getattr(self, attr).get(n)
+        return per_n.get(key) if key and per_n is not None else per_n
+
+    def spread(self, f: FigureField, n: int) -> float | tuple[float, float] | None:
+        """The figure's interval at n GPUs where it declares one: an IQR, or a (low, high) CI."""
+        return getattr(self, f.spread[0]).get(n) if f.spread else None
+
 
 @dataclass
 class Report:
@@ -166,11 +176,3 @@ def _row_json(r: Row) -> dict:
     row["convergence"] = {n: {"kind": v.kind, "text": v.text(), "extra_epochs": v.extra, "p": v.p}
                           for n, v in r.convergence.items()}
     return row
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a rendered table: its header, the value it shows of an item, and how."""
-    header: str
-    value: Callable[[Any], Any]
-    fmt: Callable[[Any], str] = str

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPORT_TABLE, REPORTS_INDEX_HTML,
                                   REPORTS_INDEX_JSON)
 
-from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Column, Report, Row
+from scalebench.core.figures import HISTORY_FIGURES, FigureField
+from scalebench.core import tables
+from scalebench.core.tables import Column
+from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Report, Row
 
 
 def _pct(v):
@@ -29,10 +32,8 @@ def _verdict_cell(per: dict | None) -> str:
     return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
 
 
-def table(columns: list[Column], items: list) -> list[str]:
-    """A Markdown table: a header of the columns, then one line per item."""
-    return ["| " + " | ".join(c.header for c in columns) + " |", "|" + "---|" * len(columns),
-            *("| " + " | ".join(c.fmt(c.value(it)) for c in columns) + " |" for it in items)]
+def table(columns: Sequence[Column], items: Sequence) -> list[str]:
+    return tables.markdown(tables.build(columns, items))
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,19 @@ def study_columns(rep: Report, metrics: list[str] | None = None, gpu_counts: lis
             Column("timed by", lambda s: s.basis), *verdicts, *times]
 
 
-def detail_columns(rep: Report) -> list[Column]:
-    """Per (row, GPU count): times, ratios and accuracy at the longest epoch count."""
-    def rel(item):
+def figure_column(f: FigureField) -> Column:
+    """A history figure (core.figures) per (row, GPU count), with its interval where it declares one."""
+    def value(item: tuple[Row, int]) -> str:
         r, n = item
-        ci = r.relative_time_ci.get(n)
-        return _pct(r.relative_time.get(n)) + (f" ({100 * ci[0]:.0f}-{100 * ci[1]:.0f}%)" if ci else "")
+        spread = r.spread(f, n)
+        if isinstance(spread, tuple):
+            return f"{f.text(r.figure(f, n))} ({f.text(spread[0])}–{f.text(spread[1])})"
+        return f.text(r.figure(f, n)) + ("" if spread is None else f" ({f.text(spread)})")
+    return Column(f.label + (f" ({f.spread[1]})" if f.spread else ""), value, numeric=True)
 
+
+def detail_columns(rep: Report) -> list[Column]:
+    """Per (row, GPU count): the run's setup, every history figure, ratios and accuracy at the longest epoch count."""
     def eff(item):
         ef = item[0].efficiency.get(item[1])
         return _pct(ef) + (" (super-linear)" if ef and ef > 1 else "")
@@ -92,11 +99,8 @@ def detail_columns(rep: Report) -> list[Column]:
             Column("GPUs", lambda it: it[1]), Column("scaling", lambda it: it[0].scaling_mode),
             Column("global batch", lambda it: it[0].global_batch.get(it[1], "–")),
             Column("LR policy", lambda it: it[0].lr_policy), Column("epochs", lambda it: it[0].train_epochs[it[1]]),
-            Column("train s, median (IQR)", lambda it: f"{it[0].train_s[it[1]]:.2f} ({it[0].iqr_s[it[1]]:.2f})"),
-            Column("images/s", lambda it: it[0].images_per_s.get(it[1]), lambda v: "–" if v is None else f"{v:.1f}"),
-            Column("timed by", lambda it: it[0].key.timing_basis),
-            Column("relative time (95% CI)", rel), Column("speedup", sp, lambda v: "–" if v is None else f"{v:.2f}x"),
-            Column("efficiency", eff), *metric]
+            Column("timed by", lambda it: it[0].key.timing_basis), *map(figure_column, HISTORY_FIGURES),
+            Column("speedup", sp, lambda v: "–" if v is None else f"{v:.2f}x"), Column("efficiency", eff), *metric]
 
 
 def accuracy_columns(rep: Report) -> list[Column]:

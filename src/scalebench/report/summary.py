@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from scalebench.core.records import FigureRow
+from scalebench.core.figures import HISTORY_FIGURES
+from scalebench.core.records import FigureRow, Mark, NightSummary
 from scalebench.core.nights import choose_runs
 from scalebench.report.figures import bench_row, precision_order
 from scalebench.report.model import Options, Report
@@ -16,12 +17,12 @@ from scalebench.report.model import Options, Report
 MARK_KINDS = ("alert", "flagged", "cleared", "restart", "change", "move")  # what a history point can be marked with
 
 
-def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -> list[dict]:
+def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -> list[NightSummary]:
     """The summaries of one benchmark's night from its cells (every run of that night)."""
     opts = opts or Options()
     measured = [c for c in cells if c["night"] == night and c.get("role", "measure") == "measure"]
     reruns = [c for c in cells if c["night"] == night and c.get("role") in ("rerun", "ab_previous")]
-    out = []
+    out: list[NightSummary] = []
     for bench, run in sorted(choose_runs(measured, night)[0].items()):
         mine = [c for c in measured if c["benchmark"] == bench and c["run_id"] == run]
         for precision in sorted({c["precision"] for c in mine}, key=precision_order):
@@ -39,8 +40,8 @@ def summarize(cells: list[FigureRow], night: str, opts: Options | None = None) -
                     "reruns": sum(c["gpus"] == n and c["precision"] == precision and c["benchmark"] == bench
                                   for c in reruns),
                     "basis": row.key.timing_basis if row.key.timing_basis != "mixed" else None,
-                    "train_s": row.train_s.get(n), "images_per_s": row.images_per_s.get(n),
-                    "relative_time": row.relative_time.get(n), "relative_time_ci": list(ci) if ci else None,
+                    "figures": {f.name: row.figure(f, n) for f in HISTORY_FIGURES},
+                    "relative_time_ci": list(ci) if ci else None,
                     "metrics": {m: per[n] for m, per in row.metrics.items() if n in per} or None,
                     "step_shares": {k: v for k, v in (row.step_shares.get(n) or {}).items() if v is not None} or None,
                     "image_digest": shown["image_digest"] if shown else None,
@@ -56,10 +57,10 @@ def summarize_night(store, benchmark: str, night: str) -> int:
     return len(rows)
 
 
-def marks_of(rep: Report) -> dict[tuple[str, int, str], list[dict]]:
+def marks_of(rep: Report) -> dict[tuple[str, int, str], list[Mark]]:
     """The night's judgements as marks on its summaries: (benchmark, gpus, precision) -> [{kind, text}]."""
     night = dt.date.fromisoformat(rep.night)
-    out: dict[tuple[str, int, str], list[dict]] = {}
+    out: dict[tuple[str, int, str], list[Mark]] = {}
     for j in rep.judged:
         if j.night != night:
             continue

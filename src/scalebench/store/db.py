@@ -81,7 +81,9 @@ def outlasting_outages(fn, *, what: str, within_s: float = OUTAGE_WAIT_S, pause_
             time.sleep(pause_s)
 
 
-HEAD_REVISION = "0011"  # the newest migration in scalebench/migrations/versions (a test keeps them equal)
+MIGRATIONS = Path(__file__).parent / "migrations"
+# the newest migration: versions/NNNN_*.py, numbered in order (a test keeps it equal to Alembic's head)
+HEAD_REVISION = max(p.name[:4] for p in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
 
 
 class StoreNotReady(RuntimeError):
@@ -138,6 +140,15 @@ def _migration_lock(url: str, engine):
         yield
 
 
+def summaries_outdated(before: str, after: str) -> bool:
+    """Whether a migration after `before` up to `after` says the night summaries need rebuilding
+    (`rebuilds_summaries = True`: the table is new, or a figure column was added)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory(str(MIGRATIONS))
+    return any(getattr(s.module, "rebuilds_summaries", False) for s in scripts.iterate_revisions(after, before))
+
+
 def upgrade(url: str | None = None) -> tuple[str | None, str | None]:
     """Bring the database to the newest schema (Alembic upgrade head), idempotent and locked, so
     several processes starting at once are safe. Returns (revision before, revision after)."""
@@ -155,7 +166,7 @@ def upgrade(url: str | None = None) -> tuple[str | None, str | None]:
             before = schema_revision(engine)
             if before != HEAD_REVISION:
                 cfg = Config()
-                cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+                cfg.set_main_option("script_location", str(MIGRATIONS))
                 cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
                 logging.getLogger("alembic").setLevel(logging.WARNING)  # no "Context impl ..." chatter
                 command.upgrade(cfg, "head")

@@ -16,10 +16,11 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from scalebench.core import nights
 from scalebench.core import paths
+from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.core.provenance import system_of
-from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell, Status,
-                                     StoredCell)
+from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, Mark, NightSummary,
+                                     PlannedCell, Status, StoredCell)
 
 STATUSES = ("valid", "invalid", "failed")
 log = logging.getLogger(__name__)
@@ -128,9 +129,6 @@ class NightSummaryRow(Base):
     retried: Mapped[int] = mapped_column(Integer)        # cells with more than one attempt
     reruns: Mapped[int] = mapped_column(Integer)         # same-night reruns of a flagged figure
     basis: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    train_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    images_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    relative_time: Mapped[float | None] = mapped_column(Float, nullable=True)
     relative_time_ci: Mapped[list | None] = mapped_column(JSON, nullable=True)
     metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     step_shares: Mapped[dict | None] = mapped_column(JSON, nullable=True)
@@ -140,7 +138,10 @@ class NightSummaryRow(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
 
-SUMMARY_FIELDS = tuple(c.name for c in NightSummaryRow.__table__.columns if c.name not in ("id", "updated_at"))
+for _figure in HISTORY_FIGURES:  # a column per figure of core.figures (each added by a migration)
+    setattr(NightSummaryRow, _figure.name, mapped_column(Float, nullable=True))
+SUMMARY_FIELDS = tuple(c.name for c in NightSummaryRow.__table__.columns  # a summary's other fields
+                       if c.name not in ("id", "updated_at", *FIGURE_NAMES))
 
 
 class HostAssignmentRow(Base):
@@ -331,7 +332,7 @@ class Store:
             return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
                      "night": r.night, "counts": r.counts} for r in s.scalars(q)]
 
-    def save_summaries(self, benchmark: str, night: str, rows: list[dict]) -> None:
+    def save_summaries(self, benchmark: str, night: str, rows: list[NightSummary]) -> None:
         """Replace one benchmark's summaries of one night (they are derived: recomputed whole),
         keeping the marks its report already wrote."""
         now = dt.datetime.now(dt.timezone.utc)
@@ -341,10 +342,11 @@ class Store:
             marks = {(r.gpus, r.precision): r.marks for r in s.execute(select(t.c.gpus, t.c.precision, t.c.marks).where(where))}
             s.execute(delete(NightSummaryRow).where(where))
             for r in rows:
-                s.add(NightSummaryRow(**{**{f: r.get(f) for f in SUMMARY_FIELDS}, "benchmark": benchmark, "night": night,
-                                         "marks": marks.get((r["gpus"], r["precision"])), "updated_at": now}))
+                fields = {f: r.get(f) for f in SUMMARY_FIELDS} | {f: r["figures"].get(f) for f in FIGURE_NAMES}
+                s.add(NightSummaryRow(**fields | {"benchmark": benchmark, "night": night, "updated_at": now,
+                                                  "marks": marks.get((r["gpus"], r["precision"]))}))
 
-    def save_marks(self, night: str, marks: dict[tuple[str, int, str], list[dict]]) -> int:
+    def save_marks(self, night: str, marks: dict[tuple[str, int, str], list[Mark]]) -> int:
         """Set the night's report marks ((benchmark, gpus, precision) -> [{kind, text}]) on its
         summaries; a summary the report did not mark has none. Returns the rows marked."""
         t = NightSummaryRow.__table__
@@ -356,11 +358,13 @@ class Store:
         return n
 
     def summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
-                  columns: tuple[str, ...] | None = None) -> list[dict]:
-        """Stored summaries, oldest night first (then GPU count, precision); `columns`: only those."""
+                  columns: tuple[str, ...] | None = None) -> list[NightSummary]:
+        """Stored summaries, oldest night first (then GPU count, precision); `columns`: only those
+        ("figures": every figure). Each summary's figures are one mapping, by figure name."""
         t = NightSummaryRow.__table__
-        q = (select(*[t.c[c] for c in columns]) if columns else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
-                                                                                    t.c.precision)
+        names = [n for c in columns for n in (FIGURE_NAMES if c == "figures" else (c,))] if columns else None
+        q = (select(*[t.c[c] for c in names]) if names else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
+                                                                                t.c.precision)
         if benchmark:
             q = q.where(t.c.benchmark == benchmark)
         if night:
@@ -368,11 +372,16 @@ class Store:
         if since:
             q = q.where(t.c.night >= since)
         with self.engine.connect() as conn:
-            rows = [{k: v for k, v in r.items() if k != "id"} for r in conn.execute(q).mappings()]
-        for r in rows:
-            if "updated_at" in r:
-                r["updated_at"] = r["updated_at"].isoformat()
-        return rows
+            found = list(conn.execute(q).mappings())
+        out = []
+        for r in found:
+            row: dict[str, Any] = {k: v for k, v in r.items() if k != "id" and k not in FIGURE_NAMES}
+            if names is None or "figures" in (columns or ()):
+                row["figures"] = {f: r[f] for f in FIGURE_NAMES}
+            if "updated_at" in row:
+                row["updated_at"] = row["updated_at"].isoformat()
+            out.append(cast(NightSummary, row))
+        return out
 
     def summary_nights(self) -> dict[str, list[str]]:
         """benchmark -> its summarized nights, oldest first (the pages' menus)."""

@@ -124,21 +124,21 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         # the style sheet applies under the pages' policy (nothing inline is allowed)
         assert driver.execute_script("return getComputedStyle(document.querySelector('nav a')).marginRight") == "14px"
 
-        over = driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over")
+        over = driver.find_element(By.CSS_SELECTOR, "#chart-relative_time .u-over")
         width = over.size["width"]
         ActionChains(driver).move_to_element_with_offset(over, width // 2 - 2, 0).perform()  # the newest night
-        tip = wait.until(lambda d: d.find_element(By.ID, "tip-relative").text or None)
+        tip = wait.until(lambda d: d.find_element(By.ID, "tip-relative_time").text or None)
         assert f"night {NIGHT} · run scheduled__{NIGHT}T01:00:00+00:00 (scheduled)" in tip
         assert "image sha256:new" in tip and "2 GPUs fp32: 2/3 valid" in tip and "change:" in tip
         assert "timed by train time" in tip  # the basis of the hovered figures
 
-        chart = "window.scalebenchCharts.throughput"
+        chart = "window.scalebenchCharts.images_per_s"
         span = driver.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min")
-        over = driver.find_element(By.CSS_SELECTOR, "#chart-throughput .u-over")
+        over = driver.find_element(By.CSS_SELECTOR, "#chart-images_per_s .u-over")
         ActionChains(driver).move_to_element_with_offset(over, -width // 4, 0).click_and_hold() \
             .move_by_offset(width // 4, 0).release().perform()  # drag: zoom into the middle nights
         wait.until(lambda d: d.execute_script(f"return {chart}.scales.x.max - {chart}.scales.x.min") < span / 1.5)
-        legend = driver.find_elements(By.CSS_SELECTOR, "#chart-throughput .u-legend .u-series")[1]
+        legend = driver.find_elements(By.CSS_SELECTOR, "#chart-images_per_s .u-legend .u-series")[1]
         legend.click()  # hide the 1-GPU series
         assert driver.execute_script(f"return {chart}.series[1].show") is False
 
@@ -146,8 +146,8 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         wait.until(lambda d: (downloads / "resnet50_keras_cifar10-history.csv").exists())
         rows = list(csv.DictReader((downloads / "resnet50_keras_cifar10-history.csv").open()))
         assert len(rows) == 12 and rows[-1]["night"] == NIGHT and "change:" in rows[-1]["marks"]
-        driver.execute_script("window.scalebenchCharts.throughput.setScale('x', {min: null, max: null}); window.scrollTo(0, 0)")
-        ActionChains(driver).move_to_element_with_offset(driver.find_element(By.CSS_SELECTOR, "#chart-relative .u-over"),
+        driver.execute_script("window.scalebenchCharts.images_per_s.setScale('x', {min: null, max: null}); window.scrollTo(0, 0)")
+        ActionChains(driver).move_to_element_with_offset(driver.find_element(By.CSS_SELECTOR, "#chart-relative_time .u-over"),
                                                          width // 2 - 2, 0).perform()  # the picture shows a hover
         driver.switch_to.default_content()
         save_screenshot(driver, home, "history-view.png")

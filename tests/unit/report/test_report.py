@@ -430,7 +430,7 @@ def test_the_old_dropped_remainder_is_flagged_and_the_whole_split_plan_is_not(be
 
 def test_each_table_is_its_list_of_columns():
     """A new column is one entry: the rendered header and every line follow the column list."""
-    from scalebench.report.model import Column
+    from scalebench.core.tables import Column
     from scalebench.report.render import detail_columns, markdown, step_columns, study_columns, table
 
     store = Store()

@@ -34,16 +34,16 @@ def test_a_summary_is_the_reports_row_at_each_gpu_count_and_counts_what_failed()
     record(store, 2, 4, 0, status="failed")
     assert summarize_night(store, "resnet50_keras_cifar10", NIGHT) == 2
     one, two = store.summaries(benchmark="resnet50_keras_cifar10")
-    assert (one["gpus"], one["cells"], one["valid"], one["relative_time"]) == (1, 3, 3, 1.0)
+    assert (one["gpus"], one["cells"], one["valid"], one["figures"]["relative_time"]) == (1, 3, 3, 1.0)
     assert (two["gpus"], two["cells"], two["valid"]) == (2, 4, 3)
-    assert two["train_s"] == pytest.approx(62) and two["relative_time"] == pytest.approx(62 / 102)
+    assert two["figures"]["train_s"] == pytest.approx(62) and two["figures"]["relative_time"] == pytest.approx(62 / 102)
     lo, hi = two["relative_time_ci"]
-    assert lo <= two["relative_time"] <= hi
+    assert lo <= two["figures"]["relative_time"] <= hi
     assert two["metrics"]["precision"] == pytest.approx(0.5) and two["image_digest"] == "sha256:def"
     assert set(two["step_shares"]) >= {"compute", "sync"} and two["run_id"] == f"scheduled__{NIGHT}"
     # the report of the night says the same, from the same code
     rep, _ = publish(store, NIGHT, Options(expected=["resnet50_keras_cifar10"]))
-    assert rep.rows[0].relative_time[2] == pytest.approx(two["relative_time"])
+    assert rep.rows[0].relative_time[2] == pytest.approx(two["figures"]["relative_time"])
 
 
 def test_the_scheduled_run_is_the_nights_summary_and_each_precision_has_its_own_rows():
@@ -56,7 +56,7 @@ def test_the_scheduled_run_is_the_nights_summary_and_each_precision_has_its_own_
     rows = store.summaries(night=NIGHT)
     assert [(r["gpus"], r["precision"]) for r in rows] == [(1, "bf16"), (1, "fp32"), (2, "bf16"), (2, "fp32")]
     assert {r["run_id"] for r in rows} == {f"scheduled__{NIGHT}"}
-    assert all(r["relative_time"] == pytest.approx(0.5) for r in rows if r["gpus"] == 2)
+    assert all(r["figures"]["relative_time"] == pytest.approx(0.5) for r in rows if r["gpus"] == 2)
 
 
 def test_summarizing_again_replaces_the_rows_and_keeps_the_reports_marks():
@@ -130,7 +130,7 @@ def test_upgrading_a_store_from_before_the_summaries_summarizes_its_nights(isola
     assert main(["db", "upgrade"]) == 0
     out = capsys.readouterr().out
     assert f"upgraded from 0008 to schema revision {HEAD_REVISION}; history summaries rebuilt: 2 rows" in out
-    assert [r["relative_time"] for r in Store().summaries()] == [1.0, pytest.approx(0.6)]
+    assert [r["figures"]["relative_time"] for r in Store().summaries()] == [1.0, pytest.approx(0.6)]
 
 
 def test_a_benchmark_moved_to_a_new_host_is_marked_on_its_first_night_there():

@@ -13,6 +13,11 @@ import functools
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
+from scalebench.core import tables
+from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES, FigureField
+from scalebench.core.tables import Column, Link
+from scalebench.core.records import NightSummary
 from scalebench.report.exports import result_row
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -45,14 +50,6 @@ def code(value: str) -> dict:
     return {"code": value}
 
 
-def cell(value: str | None = "", numeric: bool = False) -> dict:
-    return {"parts": [text(value or "")], "n": numeric}
-
-
-def row(cells: list[dict], cls: str = "") -> dict:
-    return {"cells": cells, "cls": cls}
-
-
 def _num(v, fmt: str = "{:.3g}") -> str:
     return "–" if v is None else fmt.format(v)
 
@@ -62,41 +59,47 @@ def downloads(base: str, path: str, query: dict | None = None) -> dict:
     return {"csv": f"{base}{path}.csv{q}", "json": f"{base}{path}.json{q}"}
 
 
-def log_link(ui: str, cell_: dict, attempt: dict) -> dict:
-    """The attempt's task instance log in the Airflow UI (opens in the top window), or why there is none."""
+def log_link(ui: str, cell_: dict, attempt: dict) -> Link | None:
+    """The attempt's task instance log in the Airflow UI (opens in the top window); None where
+    no task was recorded for it."""
     if not attempt.get("task_id"):
-        return text("no task recorded", muted=True)
+        return None
     path = (f"{ui}/dags/{quote(cell_['dag_id'], safe='')}/runs/{quote(cell_['run_id'], safe='')}"
             f"/tasks/{quote(attempt['task_id'], safe='')}")
     if attempt.get("map_index") is not None and attempt["map_index"] >= 0:
         path += f"/mapped/{attempt['map_index']}"
     if attempt.get("try_number"):
         path += f"?try_number={attempt['try_number']}"
-    return link(path, f"attempt {attempt['attempt']} log", top=True)
+    return Link(f"attempt {attempt['attempt']} log", path, top=True)
 
 
-def _logs(ui: str, c: dict) -> dict:
-    return {"parts": [log_link(ui, c, a) for a in c["attempts"]], "n": False}
+def _log_column(ui: str) -> Column[dict]:
+    def logs(c: dict) -> list[Link]:
+        return [link for a in c["attempts"] if (link := log_link(ui, c, a))]
+    return Column("task logs", lambda c: "" if logs(c) else "no task recorded", links=logs)
+
+
+def _metrics(c: dict) -> str:
+    f = c["figure"]
+    return ", ".join(f"{k} {v:.3g}" for k, v in sorted((f["metrics"] or {}).items())) if f else ""
 
 
 def cell_sections(ui: str, cells: list[dict]) -> list[dict]:
     """The cells without a valid result first, with their reason line; then every cell with its figure."""
     failed = [c for c in cells if c["figure"] is None]
+    who: list[Column[dict]] = [Column("benchmark", lambda c: c["benchmark"]), Column("run", lambda c: c["run_id"]),
+                               Column("cell", lambda c: c["label"])]
     out = []
     if failed:
+        columns = [*who, Column("reason", lambda c: result_row(c)["detail"]), _log_column(ui)]
         out.append({"id": "failed", "title": f"Cells without a valid result ({len(failed)})",
-                    "headers": ["benchmark", "run", "cell", "reason", "task logs"],
-                    "rows": [row([cell(c["benchmark"]), cell(c["run_id"]), cell(c["label"]),
-                                  cell(result_row(c)["detail"]), _logs(ui, c)], "failed") for c in failed]})
-    rows = []
-    for c in cells:
-        f = c["figure"]
-        rows.append(row([cell(c["benchmark"]), cell(c["run_id"]), cell(c["label"]), cell(c["status"]),
-                         cell(_num(f and f["train_s"], "{:.2f}"), True), cell(_num(f and f["images_per_s"], "{:.1f}"), True),
-                         cell(", ".join(f"{k} {v:.3g}" for k, v in sorted((f["metrics"] or {}).items())) if f else ""),
-                         _logs(ui, c)], "" if f else "failed"))
-    out.append({"id": "", "title": f"Cells ({len(cells)})", "rows": rows,
-                "headers": ["benchmark", "run", "cell", "status", "train s", "images/s", "metrics", "task logs"]})
+                    "table": tables.build(columns, failed, lambda c: "failed")})
+    columns = [*who, Column("status", lambda c: c["status"]),
+               Column("train s", lambda c: _num(c["figure"] and c["figure"]["train_s"], "{:.2f}"), numeric=True),
+               Column("images/s", lambda c: _num(c["figure"] and c["figure"]["images_per_s"], "{:.1f}"), numeric=True),
+               Column("metrics", _metrics), _log_column(ui)]
+    out.append({"id": "", "title": f"Cells ({len(cells)})",
+                "table": tables.build(columns, cells, lambda c: "" if c["figure"] else "failed")})
     return out
 
 
@@ -127,33 +130,43 @@ def explain_page(base: str, title: str, parts: list[dict]) -> str:
 
 
 def benchmarks_page(base: str, latest: dict[str, str]) -> str:
-    rows = [row([{"parts": [link(f"{base}/benchmarks/{quote(b, safe='')}", b)], "n": False}, cell(n)])
-            for b, n in sorted(latest.items())]
-    return render("benchmarks.html", "Benchmarks", base, rows=rows)
+    columns: list[Column[tuple[str, str]]] = [
+        Column("benchmark", lambda bn: bn[0], links=lambda bn: [Link(bn[0], f"{base}/benchmarks/{quote(bn[0], safe='')}")]),
+        Column("latest night", lambda bn: bn[1])]
+    return render("benchmarks.html", "Benchmarks", base, table=tables.build(columns, sorted(latest.items())))
 
 
-CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "basis", "relative_time",
-                "images_per_s", "metrics", "step_shares", "marks")  # what history.js reads of each summary
+CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "basis", "figures", "metrics",
+                "step_shares", "marks")  # what history.js reads of each summary ("figures": each figure by its name)
 RUN_FIELDS = ("run_id", "run_type", "image_digest")  # sent once per night (every row of a night is one run)
 HISTORY_NIGHTS = 365  # the history page's default window; ?nights=N or ?all=1 for another
 
-HISTORY_CHARTS = [  # (id, title, what the y axis is)
-    ("relative", "Relative time per GPU count, on each night's basis (train time: T(n) / T(1) of the same epochs; "
-                 "throughput: X(1) / X(n) of steady steps; lower is better)", "relative time"),
-    ("throughput", "Throughput per GPU count (images/s)", "images/s"),
-    ("accuracy", "Accuracy per night (largest GPU count)", "metric"),
-    ("steps", "Where a step's time goes (share of the step, largest GPU count)", "% of step"),
-]
+# the charts of dicts of figures, after one chart per charted figure of core.figures (history.js draws them)
+OTHER_CHARTS = [{"id": "accuracy", "title": "Accuracy per night (largest GPU count)", "note": ""},
+                {"id": "steps", "title": "Where a step's time goes (share of the step, largest GPU count)", "note": ""}]
 
 
-def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[dict], charts: bool,
+def _history_table(base: str, summaries: list[NightSummary]) -> tables.Table:
+    """The last nights, newest first: who ran, on which basis, every history figure, the cells."""
+    def figure(f: FigureField) -> Column[NightSummary]:
+        return Column(f.label, lambda s: f.text(s["figures"][f.name]), numeric=True)
+    columns: list[Column[NightSummary]] = [
+        Column("night", lambda s: s["night"], links=lambda s: [Link(s["night"], f"{base}/nights/{s['night']}")]),
+        Column("GPUs", lambda s: s["gpus"], numeric=True), Column("precision", lambda s: s["precision"]),
+        Column("run", lambda s: s["run_id"]), Column("timed by", lambda s: s.get("basis") or "–"),
+        *map(figure, HISTORY_FIGURES), Column("valid cells", lambda s: f"{s['valid']}/{s['cells']}", numeric=True),
+        Column("image", lambda s: (s.get("image_digest") or "")[:19])]
+    return tables.build(columns, summaries)
+
+
+def history_page(base: str, benchmark: str, summaries: list[NightSummary], shifts: list[dict], charts: bool,
                  since: str | None, first: str | None) -> str:
     """A benchmark across nights since `since` (None: all; `first`: its first summarized night):
     the charts (drawn by history.js from the embedded summaries), the marked nights in words, and
     the last nights as a table."""
     title = f"{benchmark}: history"
     if not summaries:
-        return render("history.html", title, base, rows=[], charts=False)
+        return render("history.html", title, base, table=None, charts=False)
     here = f"{base}/benchmarks/{quote(benchmark, safe='')}"
     shown = (f"nights since {since} (its first: {first})" if since and first and since > first
              else f"every night since {first}")
@@ -161,19 +174,18 @@ def history_page(base: str, benchmark: str, summaries: list[dict], shifts: list[
                                                            ("all", "all=1"))]
     runs: dict[str, dict] = {}
     for s in summaries:
-        runs.setdefault(s["night"], {k: s[k] for k in RUN_FIELDS})
-    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": CHART_FIELDS,
-            "rows": [[s[k] for k in CHART_FIELDS] for s in summaries]}
+        runs.setdefault(s["night"], {k: s.get(k) for k in RUN_FIELDS})
+    plain = [k for k in CHART_FIELDS if k != "figures"]
+    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*plain, *FIGURE_NAMES],
+            "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus} for f in HISTORY_FIGURES if f.chart],
+            "rows": [[s.get(k) for k in plain] + [s["figures"][f] for f in FIGURE_NAMES] for s in summaries]}
     marks = {(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []}
     marks |= {(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts}
-    last = summaries[-60:]
-    rows = [row([{"parts": [link(f"{base}/nights/{s['night']}", s["night"])], "n": False}, cell(str(s["gpus"]), True),
-                 cell(s["precision"]), cell(s["run_id"]), cell(s.get("basis") or "–"),
-                 cell(_num(s["relative_time"], "{:.3f}"), True), cell(_num(s["images_per_s"], "{:.1f}"), True),
-                 cell(f"{s['valid']}/{s['cells']}", True), cell((s.get("image_digest") or "")[:19])]) for s in reversed(last)]
+    table = _history_table(base, list(reversed(summaries[-60:])))
+    charts_shown = [{"id": f.name, "title": f.title(), "note": f.note} for f in HISTORY_FIGURES if f.chart]
     return render("history.html", title, base, charts=charts, shown=shown, windows=windows, data=data,
                   downloads=downloads(base, f"/api/benchmarks/{quote(benchmark, safe='')}/history"),
-                  chart_list=[{"id": cid, "title": t} for cid, t, _ in HISTORY_CHARTS], rows=rows,
+                  chart_list=charts_shown + OTHER_CHARTS, table=table,
                   marks=[{"night": n, "kind": k, "text": t, "href": f"{base}/nights/{n}"}
                          for n, k, t in sorted(marks, reverse=True)])
 
@@ -182,12 +194,8 @@ def compare_page(base: str, nights: list[str], a: str | None, b: str | None, ben
                  error: str | None) -> str:
     benchmarks = []
     for c in cmp.benchmarks if cmp is not None else []:
-        rows = [row([cell(str(d.gpus), True), cell(d.precision), cell(str(d.epochs), True),
-                     cell(f"{d.repeats[0]}/{d.repeats[1]}", True), cell(f"{d.train_s[0]:.2f}", True),
-                     cell(f"{d.train_s[1]:.2f}", True), cell(f"{d.ratio:.3f}", True),
-                     cell(f"{d.ratio_ci[0]:.3f}–{d.ratio_ci[1]:.3f}" if d.ratio_ci else "–"), cell(d.verdict),
-                     cell("; ".join(f"{m}: {v.text()}" for m, v in d.accuracy.items()))]) for d in c.cells]
-        benchmarks.append({"name": c.benchmark, "run_a": c.run_a, "run_b": c.run_b, "rows": rows,
+        benchmarks.append({"name": c.benchmark, "run_a": c.run_a, "run_b": c.run_b,
+                           "table": tables.build(COMPARE_COLUMNS, c.cells) if c.cells else None,
                            "changed": f"systems differ in: {c.changed}" if c.changed else "same system fingerprint"})
     only_on = [(name, only) for name, only in (("A", cmp.only_a), ("B", cmp.only_b)) if only] if cmp is not None else []
     return render("compare.html", "Compare nights", base, nights=list(reversed(nights)), a=a, b=b, benchmark=benchmark,

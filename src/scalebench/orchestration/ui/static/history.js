@@ -107,8 +107,8 @@
     (window.scalebenchCharts = window.scalebenchCharts || {})[id] = new uPlot(opts, sd.data, el);
   }
 
-  chart("relative", "relative time", seriesData((p) => p.relative_time, (k) => !k.startsWith("1 GPU ")));
-  chart("throughput", "images/s", seriesData((p) => p.images_per_s));
+  // one chart per charted figure (core.figures, handed over by the page), from the GPU count it means something at
+  for (const f of doc.figures) chart(f.name, f.unit, seriesData((p) => p[f.name], (k) => parseInt(k) >= f.from_gpus));
   const top = points.reduce((m, p) => Math.max(m, p.gpus), 0);
   const metrics = [...new Set(points.flatMap((p) => Object.keys(p.metrics || {})))].sort();
   const acc = { labels: [], data: [xs] };

@@ -11,6 +11,7 @@ revision = "0009"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
+rebuilds_summaries = True  # `scalebench db upgrade` summarizes the nights stored so far
 
 
 def upgrade() -> None:
