@@ -47,6 +47,9 @@ HISTORY_FIGURES: tuple[FigureField, ...] = (
                 spread=("relative_time_ci", "95% CI"), note="On each night's basis: train time, T(n) / T(1) of the same epochs; "
                 "throughput, X(1) / X(n) of steady steps."),
     FigureField("images_per_s", "images/s", "images/s", ".1f", "higher", "images_per_s"),
+    FigureField("sync_share", "exposed sync share", "share of a step", ".1%", "lower", "step_shares.sync", from_gpus=2,
+                note="Gradient sync a step waits for, not hidden behind compute (slowest rank); none where the "
+                "framework does not expose it (TF's MirroredStrategy)."),
 )
 FIGURE_NAMES = tuple(f.name for f in HISTORY_FIGURES)
 
