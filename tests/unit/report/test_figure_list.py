@@ -44,7 +44,7 @@ def test_a_summary_holds_every_figure_as_the_nights_report_row_states_it(night):
         assert set(s["figures"]) == set(FIGURE_NAMES)
         for f in HISTORY_FIGURES:
             assert s["figures"][f.name] == pytest.approx(row.figure(f, s["gpus"])), f.name
-            if s["gpus"] >= f.from_gpus and f.name != "sync_share":  # the sample's 2-GPU cell has no sync part
+            if s["gpus"] >= f.from_gpus:
                 assert s["figures"][f.name] is not None, f.name
 
 

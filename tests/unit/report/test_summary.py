@@ -133,6 +133,30 @@ def test_upgrading_a_store_from_before_the_summaries_summarizes_its_nights(isola
     assert [r["figures"]["relative_time"] for r in Store().summaries()] == [1.0, pytest.approx(0.6)]
 
 
+def test_an_upgrade_that_adds_a_figure_column_fills_it_for_the_stored_nights(isolated_state, capsys):
+    """Migration 0012 adds the exposed sync share; `db upgrade` rebuilds the summaries it asks for."""
+    from pathlib import Path
+
+    from alembic import command
+    from alembic.config import Config
+
+    from scalebench.cli import main
+    from scalebench.store.db import HEAD_REVISION
+
+    store = Store()
+    record(store, 1, 1, 100)
+    record(store, 2, 1, 60)
+    summarize_night(store, "resnet50_keras_cifar10", NIGHT)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parents[3] / "src/scalebench/store/migrations"))
+    cfg.set_main_option("sqlalchemy.url", store.url)
+    command.downgrade(cfg, "0011")
+    assert main(["db", "upgrade"]) == 0
+    assert f"upgraded from 0011 to schema revision {HEAD_REVISION}; history summaries rebuilt: 2 rows" in capsys.readouterr().out
+    assert [r["figures"]["sync_share"] for r in Store().summaries()] == [0.0, pytest.approx(0.1)]
+    assert main(["db", "upgrade"]) == 0 and "already at schema revision" in capsys.readouterr().out
+
+
 def test_a_benchmark_moved_to_a_new_host_is_marked_on_its_first_night_there():
     from scalebench.core import nights
 
