@@ -76,6 +76,16 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
                              cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)
 
 
+def create(client, s: ContainerSettings) -> str:
+    """Create (not start) the cell's container as `s` says, through a docker.APIClient; its id.
+    The same settings are container.json, so `scalebench repro` starts what ran."""
+    cpuset = {"cpuset_cpus": s.cpuset_cpus} if s.cpuset_cpus else {}
+    host_config = client.create_host_config(auto_remove=False, mounts=s.mounts, shm_size=s.shm_size,
+                                            device_requests=s.device_requests, **cpuset)
+    return client.create_container(image=s.image, command=s.command, environment=s.environment, user=s.user,
+                                   labels=s.labels, host_config=host_config)["Id"]
+
+
 def record(s: ContainerSettings, image_digest: str, host: str, device_ids: list[str], lease_id: str) -> dict:
     """container.json: everything `docker run` needs to start this container again (scalebench repro)."""
     return {

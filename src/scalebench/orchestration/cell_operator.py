@@ -1,14 +1,19 @@
 """CellDockerOperator: one training cell in its framework container.
 
-Static per task (known when the DAG is built): image, command, queue, pool, pool_slots, and
-the dataset check (an XComArg). Per mapped instance: the `cell` dict from the plan. Nothing
-happens in __init__; execute() runs named phases, each testable alone:
+Static per task (known when the DAG is built): the docker provider's public parameters (image,
+docker_url, environment), queue, pool, pool_slots, and the dataset check (an XComArg). Per mapped
+instance: the `cell` dict from the plan. Nothing happens in __init__; execute() runs named
+phases, each testable alone:
 
     begin -> lease -> preflight -> spec -> run -> classify -> collect -> validate
 
 validate checks the result with the benchmark's Great Expectations suite in the same task (GX
 is imported in the background while the container runs, so a cell costs no extra task start
 and no extra import); the verdict goes to validation.json.
+
+The container is created from the settings spec() wrote as container.json (`cell.container`),
+through the provider hook's Docker client (`self.cli`): the provider has no parameter for a
+cpuset, and its run step creates and starts in one call.
 
 A failure in any phase leaves failure.json in the attempt folder (class, exit code, attempt,
 stage, message), pushes the XCom `cell_summary`, sets the task note and raises CellFailed
@@ -22,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
@@ -36,7 +40,7 @@ from scalebench.cell import preflight
 from scalebench.core.attempt_folders import claim, contract_mismatch
 from scalebench.core.cells import timing_policy
 from scalebench.core.config import IMAGE_REF, Benchmark, Configs, Host, Resolved, image_repository
-from scalebench.cell.container import CELL_LABEL, settings
+from scalebench.cell.container import CELL_LABEL, ContainerSettings, create, settings
 from scalebench.cell.images import keep_reference, read_packages
 from scalebench.cell.container import record as container_record
 from scalebench.cell.spec import cell_document
@@ -76,6 +80,7 @@ class Attempt:
     out: Path
     stage: str = "begin"
     result: dict | None = None
+    container: ContainerSettings | None = None  # set by spec(): what run() starts
 
 
 @dataclass
@@ -83,20 +88,6 @@ class Outcome:
     exit_code: int | None
     lines: list[str]
     oom_killed: bool
-
-
-class HostConfigExtras:
-    """The provider's Docker API client, adding host-config settings that DockerOperator has no
-    parameter for (cpuset_cpus); everything else goes to the client unchanged."""
-
-    def __init__(self, client, **extra):
-        self._client, self._extra = client, extra
-
-    def create_host_config(self, **kwargs):
-        return self._client.create_host_config(**kwargs, **self._extra)
-
-    def __getattr__(self, name):
-        return getattr(self._client, name)
 
 
 def _warm_validation() -> None:
@@ -115,42 +106,19 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     return (docker.errors.DockerException, requests.exceptions.RequestException, ConnectionError)
 
 
-class FoldedOutput:
-    """The task logger while a container runs: its lines go inside the folded group, except a
-    trainer's progress line, which closes the group, is logged on its own and reopens it, so
-    the task log shows how far the cell is while it runs."""
-
-    def __init__(self, log, image: str):
-        self._log, self._image = log, image
-
-    def info(self, msg, *args, **kw):
-        line = args[0] if args and msg == "%s" else None
-        if isinstance(line, str) and line.startswith(PROGRESS_PREFIX):
-            self._log.info("::endgroup::")
-            self._log.info("%s", line)
-            self._log.info("::group::Container output, continued (%s)", self._image)
-            return
-        self._log.info(msg, *args, **kw)
-
-    def __getattr__(self, name):
-        return getattr(self._log, name)
-
-
 class CellDockerOperator(DockerOperator):
     # Only the mapped cell and the dataset check are rendered: image, command and environment come
     # from the validated config, so no trigger conf can reach them through a template.
     template_fields = ("cell", "dataset")
     ui_color = "#d8e8f8"
-    image: str  # the docker provider's parameters this operator sets (declared for the type checker)
-    environment: dict
+    image: str  # the docker provider's parameters this operator reads or sets (declared for the type checker)
+    environment: dict | None
+    container: dict | None
     # phases named in a failure line; a container or contract failure speaks for itself
     QUIET_STAGES = ("begin", "run", "classify", "collect", "validate")
 
     def __init__(self, *, cell: dict | None = None, dataset: Any = None, benchmark_id: str, host_name: str,
                  **kwargs: Any):
-        kwargs.setdefault("mount_tmp_dir", False)
-        kwargs["auto_remove"] = "never"  # we inspect the state (OOMKilled) before removing it
-        kwargs.setdefault("xcom_all", True)
         super().__init__(**kwargs)
         self.cell = cell
         self.dataset = dataset
@@ -158,21 +126,8 @@ class CellDockerOperator(DockerOperator):
         self.host_name = host_name
         self._ti = None
         self._lease: Lease | None = None
-        self._cpuset: str | None = None
         self._timed_out = threading.Event()
         self._cancelled = threading.Event()
-        self._folded: FoldedOutput | None = None
-
-    @property
-    def log(self):
-        """While the container runs: the same logger, with progress lines kept out of the fold."""
-        folded = self.__dict__.get("_folded")
-        return folded if folded is not None else super().log
-
-    @property
-    def cli(self):
-        client = super().cli
-        return HostConfigExtras(client, cpuset_cpus=self._cpuset) if self._cpuset else client
 
     # -- the cell ---------------------------------------------------------------------------
     def execute(self, context) -> dict:
@@ -289,11 +244,10 @@ class CellDockerOperator(DockerOperator):
                      uid_gid=(os.getuid(), os.getgid()))
         from scalebench.store.leases import LEASE_LABEL
 
-        self.command, self.environment, self.mounts = s.command, {**self.environment, **s.environment}, s.mounts
-        self.device_requests, self.shm_size, self.user = s.device_requests, s.shm_size, s.user
-        self.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
-        self._cpuset = s.cpuset_cpus
         s.image = self.image  # a candidate tag from the plan, when given
+        s.environment = {**(self.environment or {}), **s.environment}
+        s.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
+        a.container = s
         write_json_atomic(a.out / CONTAINER_FILE, container_record(s, digest, host.name, lease.device_ids,
                                                                    lease.lease_id))
         self.log.info("cell %s (%s) on %s devices %s (%s timing, waited %.1fs for the lease), attempt %d -> %s",
@@ -317,17 +271,11 @@ class CellDockerOperator(DockerOperator):
         try:
             watchdog.start()
             try:
-                self._folded = FoldedOutput(self.log, self.image)  # the provider logs each line to self.log
-                lines = super().execute(context) or []
-                exit_code = 0
-            except DockerContainerFailedException as exc:
-                lines = [str(x) for x in (exc.logs or [])]
-                exit_code = None
+                exit_code, lines = self.start_container(a)
             except _engine_errors() as exc:
                 raise self.fail(a, self._engine_failure(exc)) from None
         finally:
             watchdog.cancel()
-            self._folded = None
             self.log.info("::endgroup::")
         oom = False
         if self.container:
@@ -337,6 +285,44 @@ class CellDockerOperator(DockerOperator):
             finally:
                 self.cli.remove_container(self.container["Id"], force=True)
         return Outcome(exit_code, [str(x) for x in lines], oom)
+
+    def start_container(self, a: Attempt) -> tuple[int | None, list[str]]:
+        """Create the container spec() described, start it and log its output as it comes; its
+        exit code and lines."""
+        if a.container is None:
+            raise RuntimeError("run() before spec(): no container settings")
+        cli = self.cli
+        container_id = create(cli, a.container)
+        self.container = {"Id": container_id}  # what a watchdog, a lost lease or a cancel stops
+        stream = cli.attach(container=container_id, stdout=True, stderr=True, stream=True)
+        cli.start(container_id)
+        lines = self.log_output(stream)
+        return cli.wait(container_id).get("StatusCode"), lines
+
+    def log_output(self, stream) -> list[str]:
+        """Each line of the container's output into the task log, inside the folded group, except a
+        trainer's progress line: it closes the group, is logged on its own and reopens it, so the
+        task log shows how far the cell is while it runs. Returns the lines."""
+        lines: list[str] = []
+        buffer = ""
+        for chunk in stream:
+            buffer += chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else str(chunk)
+            *complete, buffer = buffer.split("\n")
+            lines += [line.rstrip() for line in complete]
+            for line in complete:
+                self._log_line(line.rstrip())
+        if buffer.rstrip():
+            lines.append(buffer.rstrip())
+            self._log_line(buffer.rstrip())
+        return lines
+
+    def _log_line(self, line: str) -> None:
+        if line.startswith(PROGRESS_PREFIX):
+            self.log.info("::endgroup::")
+            self.log.info("%s", line)
+            self.log.info("::group::Container output, continued (%s)", self.image)
+        else:
+            self.log.info("%s", line)
 
     @staticmethod
     def lease_lost(lease) -> str | None:

@@ -95,6 +95,15 @@ def test_progress_lines_are_logged_outside_the_folded_container_output(cell_op):
                                       "::endgroup::"]
 
 
+def test_output_lines_split_across_chunks_are_logged_whole(cell_op):
+    op, *_ = cell_op()
+    logged = mock.MagicMock()
+    with mock.patch.object(type(op), "log", new_callable=mock.PropertyMock, return_value=logged):
+        lines = op.log_output(iter([b"Epoch 1", b"/3\nloss 0.", "5\r\nscalebench progress: step 1", b"\xff\nlast"]))
+    assert lines == ["Epoch 1/3", "loss 0.5", "scalebench progress: step 1\ufffd", "last"]
+    assert [c.args[1] for c in logged.info.call_args_list if c.args[0] == "%s"] == lines
+
+
 # exit code, OOMKilled, output -> class, retried, words in the detail
 EXIT_TABLE = [
     (0, False, ["done"], "contract_missing_or_invalid", False, "metrics.json: file missing"),
