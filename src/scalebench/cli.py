@@ -237,6 +237,23 @@ def cmd_results(args, configs: Configs) -> Listing:
     return Listing(RESULT_COLUMNS, rows, cells, empty="no stored cells" + (" without a valid result" if args.failed else ""))
 
 
+def cmd_history(args, configs: Configs) -> Listing:
+    """One benchmark's night summaries (what its history page shows): the terminal's table from the
+    same columns as the page's; CSV and JSON as the page's downloads."""
+    import datetime as dt
+
+    from scalebench.report.exports import HISTORY_COLUMNS, history_row, history_table
+    from scalebench.store.results import Store
+
+    since = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.nights - 1)).isoformat()
+    summaries = Store().summaries(benchmark=args.benchmark, since=None if args.all else since)
+    if args.gpus:
+        summaries = [s for s in summaries if s["gpus"] == args.gpus]
+    text = tables.text(tables.build(history_table(), summaries)) if summaries else None
+    return Listing(HISTORY_COLUMNS, [history_row(s) for s in summaries], summaries, text=text,
+                   empty=f"no night of {args.benchmark} summarized" + ("" if args.all else f" since {since}"))
+
+
 def _night(text: str) -> str:
     import datetime as dt
 
@@ -502,6 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     when.add_argument("--night", type=_night, metavar="YYYY-MM-DD", help="one night (a DAG run's logical date, UTC)")
     when.add_argument("--since", type=_night, metavar="YYYY-MM-DD", help="that night and every later one")
     p.add_argument("--failed", action="store_true", help="only cells without a valid result")
+    p = _listing(sub.add_parser("history", help="one benchmark across nights: its figures per night, GPU count "
+                                                "and precision (the history page's table)"))
+    p.add_argument("benchmark")
+    p.add_argument("--nights", type=int, default=30, help="the last N nights (default 30)")
+    p.add_argument("--all", action="store_true", help="every summarized night")
+    p.add_argument("--gpus", type=int, help="one GPU count")
     p = _listing(sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
                                                 "throughput, accuracy equivalence (e.g. a new image tag)"))
     p.add_argument("run_a", nargs="?", help="reference run id (or --nights)")
@@ -556,8 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse,
-                  "cells": cmd_cells, "results": cmd_results, "compare": cmd_compare, "report": cmd_report,
-                  "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
+                  "cells": cmd_cells, "results": cmd_results, "history": cmd_history, "compare": cmd_compare,
+                  "report": cmd_report, "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
                   "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect}[args.cmd](args, configs)
     except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
         print(f"scalebench: {exc}", file=sys.stderr)

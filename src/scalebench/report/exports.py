@@ -1,13 +1,16 @@
 """Figures as rows a program reads: the stored cells (`scalebench results`, a night's and a run's
-page) and the night summaries (a benchmark's history page), each with its column list, and CSV."""
+page) and the night summaries (a benchmark's history page, `scalebench history`), each with its
+column list, and CSV; and the history as a person reads it (`history_table`: the page's table and
+the terminal's)."""
 from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from scalebench.core.figures import FIGURE_NAMES
+from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES, FigureField
 from scalebench.core.records import NightSummary
+from scalebench.core.tables import Column, Link
 
 RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
 HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
@@ -40,6 +43,18 @@ def history_row(s: NightSummary) -> dict:
             "marks": "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])}
     row |= {f"metric_{k}": v for k, v in (s.get("metrics") or {}).items()}
     return row | {f"share_{k}": v for k, v in (s.get("step_shares") or {}).items()}
+
+
+def history_table(night_links: Callable[[NightSummary], list[Link]] | None = None) -> list[Column[NightSummary]]:
+    """A history as a person reads it, one line per night, GPU count and precision: who ran, on which
+    basis, every figure of core.figures, the cells. `night_links`: where a page links a night."""
+    def figure(f: FigureField) -> Column[NightSummary]:
+        return Column(f.label, lambda s: f.text(s["figures"][f.name]), numeric=True)
+    return [Column("night", lambda s: s["night"], links=night_links),
+            Column("GPUs", lambda s: s["gpus"], numeric=True), Column("precision", lambda s: s["precision"]),
+            Column("run", lambda s: s["run_id"]), Column("timed by", lambda s: s.get("basis") or "–"),
+            *map(figure, HISTORY_FIGURES), Column("valid cells", lambda s: f"{s['valid']}/{s['cells']}", numeric=True),
+            Column("image", lambda s: (s.get("image_digest") or "")[:19])]
 
 
 def to_csv(columns: list[str], rows: Sequence[Mapping[str, Any]], extra: bool = True) -> str:

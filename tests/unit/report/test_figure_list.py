@@ -66,3 +66,24 @@ def test_the_export_the_detail_table_and_the_history_page_follow_the_list(night,
     assert all(name in doc["fields"] for name in FIGURE_NAMES)
     for f in HISTORY_FIGURES:
         assert f"<th>{f.label}</th>" in html and (f'id="chart-{f.name}"' in html) == f.chart
+
+
+def test_scalebench_history_prints_the_pages_table_in_the_terminal_and_its_downloads(night, capsys):
+    import csv
+    import io
+
+    from scalebench.cli import main
+
+    store, _ = night
+    assert main(["history", "resnet50_keras_cifar10", "--all"]) == 0
+    header, one, two = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["night", "GPUs", "precision"] and all(f.label in header for f in HISTORY_FIGURES)
+    assert two.split()[:2] == [NIGHT, "2"] and "60.6%" in two and "10.0%" in two  # relative time, sync share
+    assert main(["history", "resnet50_keras_cifar10", "--all", "--gpus", "2", "-o", "csv"]) == 0
+    [row] = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert float(row["relative_time"]) == pytest.approx(61.5 / 101.5) and float(row["sync_share"]) == pytest.approx(0.1)
+    import datetime as dt
+
+    older = (dt.datetime.now(dt.timezone.utc).date() - dt.date.fromisoformat(NIGHT)).days  # a window that ends before the sample's night
+    assert main(["history", "resnet50_keras_cifar10", "--nights", str(older)]) == 0
+    assert capsys.readouterr().out.startswith("no night of resnet50_keras_cifar10 summarized since ")

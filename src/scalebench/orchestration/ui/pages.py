@@ -15,10 +15,10 @@ from urllib.parse import quote, urlencode
 
 from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
 from scalebench.core import tables
-from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES, FigureField
+from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
 from scalebench.core.tables import Column, Link
 from scalebench.core.records import NightSummary
-from scalebench.report.exports import result_row
+from scalebench.report.exports import history_table, result_row
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -147,15 +147,8 @@ OTHER_CHARTS = [{"id": "accuracy", "title": "Accuracy per night (largest GPU cou
 
 
 def _history_table(base: str, summaries: list[NightSummary]) -> tables.Table:
-    """The last nights, newest first: who ran, on which basis, every history figure, the cells."""
-    def figure(f: FigureField) -> Column[NightSummary]:
-        return Column(f.label, lambda s: f.text(s["figures"][f.name]), numeric=True)
-    columns: list[Column[NightSummary]] = [
-        Column("night", lambda s: s["night"], links=lambda s: [Link(s["night"], f"{base}/nights/{s['night']}")]),
-        Column("GPUs", lambda s: s["gpus"], numeric=True), Column("precision", lambda s: s["precision"]),
-        Column("run", lambda s: s["run_id"]), Column("timed by", lambda s: s.get("basis") or "–"),
-        *map(figure, HISTORY_FIGURES), Column("valid cells", lambda s: f"{s['valid']}/{s['cells']}", numeric=True),
-        Column("image", lambda s: (s.get("image_digest") or "")[:19])]
+    """The last nights, newest first, each night linked to its page."""
+    columns = history_table(lambda s: [Link(s["night"], f"{base}/nights/{s['night']}")])
     return tables.build(columns, summaries)
 
 
