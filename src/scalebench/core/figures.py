@@ -52,7 +52,3 @@ HISTORY_FIGURES: tuple[FigureField, ...] = (
                 "framework does not expose it (TF's MirroredStrategy)."),
 )
 FIGURE_NAMES = tuple(f.name for f in HISTORY_FIGURES)
-
-
-def figure_field(name: str) -> FigureField:
-    return next(f for f in HISTORY_FIGURES if f.name == name)
