@@ -105,6 +105,7 @@ def test_a_browser_logs_in_and_sees_the_report_table_inside_the_airflow_ui(serve
 @chromium
 def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_its_csv(server, tmp_path):
     import csv
+    import json
 
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -123,6 +124,14 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         assert driver.execute_script("return typeof window.uPlot") == "function"  # the vendored script, served by the plugin
         # the style sheet applies under the pages' policy (nothing inline is allowed)
         assert driver.execute_script("return getComputedStyle(document.querySelector('nav a')).marginRight") == "14px"
+
+        # a share is drawn in percent: the newest night's 2-GPU exposed sync share, as stored
+        drawn = driver.execute_script("const u = window.scalebenchCharts.sync_share; "
+                                      "return [u.series.map((s) => s.label), u.data.map((ys) => ys[ys.length - 1])]")
+        doc = json.loads(driver.find_element(By.ID, "history-data").get_attribute("textContent"))
+        points = [dict(zip(doc["fields"], row)) for row in doc["rows"]]
+        stored = next(p for p in points if p["night"] == NIGHT and p["gpus"] == 2 and p["precision"] == "fp32")
+        assert stored["sync_share"] > 0 and drawn[1][drawn[0].index("2 GPUs fp32")] == pytest.approx(100 * stored["sync_share"])
 
         over = driver.find_element(By.CSS_SELECTOR, "#chart-relative_time .u-over")
         width = over.size["width"]

@@ -170,7 +170,8 @@ def history_page(base: str, benchmark: str, summaries: list[NightSummary], shift
         runs.setdefault(s["night"], {k: s.get(k) for k in RUN_FIELDS})
     plain = [k for k in CHART_FIELDS if k != "figures"]
     data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*plain, *FIGURE_NAMES],
-            "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus} for f in HISTORY_FIGURES if f.chart],
+            "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus, "percent": f.fmt.endswith("%")}
+                        for f in HISTORY_FIGURES if f.chart],
             "rows": [[s.get(k) for k in plain] + [s["figures"][f] for f in FIGURE_NAMES] for s in summaries]}
     marks = {(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []}
     marks |= {(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts}

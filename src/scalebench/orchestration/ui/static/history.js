@@ -107,8 +107,12 @@
     (window.scalebenchCharts = window.scalebenchCharts || {})[id] = new uPlot(opts, sd.data, el);
   }
 
-  // one chart per charted figure (core.figures, handed over by the page), from the GPU count it means something at
-  for (const f of doc.figures) chart(f.name, f.unit, seriesData((p) => p[f.name], (k) => parseInt(k) >= f.from_gpus));
+  // one chart per charted figure (core.figures, handed over by the page), from the GPU count it means something at;
+  // a figure the tables write as a percentage is drawn in percent
+  for (const f of doc.figures) {
+    const value = (p) => (p[f.name] == null ? null : f.percent ? 100 * p[f.name] : p[f.name]);
+    chart(f.name, f.unit + (f.percent ? " (%)" : ""), seriesData(value, (k) => parseInt(k) >= f.from_gpus));
+  }
   const top = points.reduce((m, p) => Math.max(m, p.gpus), 0);
   const metrics = [...new Set(points.flatMap((p) => Object.keys(p.metrics || {})))].sort();
   const acc = { labels: [], data: [xs] };
