@@ -38,12 +38,15 @@ def render(template: str, title: str, base: str, **values) -> str:
 
 
 # The parts a line of prose or a table cell is made of (macros.html writes their markup).
+Part = dict | Link
+
+
 def text(value: str, muted: bool = False) -> dict:
     return {"text": value, "muted": muted}
 
 
-def link(href: str, label: str, top: bool = False) -> dict:
-    return {"href": href, "text": label, "top": top}
+def link(href: str, label: str, top: bool = False) -> Link:
+    return Link(label, href, top)
 
 
 def code(value: str) -> dict:
@@ -124,7 +127,7 @@ def run_page(base: str, ui: str, dag_id: str, run_id: str, cells: list[dict]) ->
                   sections=cell_sections(ui, cells))
 
 
-def explain_page(base: str, title: str, parts: list[dict]) -> str:
+def explain_page(base: str, title: str, parts: list[Part]) -> str:
     """A page of one explanation: `parts` are text, links and code (see text(), link(), code())."""
     return render("explain.html", title, base, parts=parts)
 

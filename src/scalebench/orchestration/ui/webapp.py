@@ -273,14 +273,16 @@ def night_file(night: NIGHT_VALUE, name: Annotated[str, PathParam(pattern=FILES.
     return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers={"Content-Security-Policy": REPORT_CSP})
 
 
-def _no_figures(dag_id: str, base: str) -> list[dict] | None:
+def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:
     """What a DAG of ours that records no figure does instead, as the parts of a line of prose
     (None for a benchmark's DAG)."""
-    return {REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
-                            pages.link(f"{base}/", "the nights"), pages.text(" and "),
-                            pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
-            MAINTENANCE_DAG_ID: [pages.text("The maintenance DAG prunes old attempt folders and logs and records no "
-                                            "figure; its task logs say what it removed.")]}.get(dag_id)
+    texts: dict[str, list[pages.Part]] = {
+        REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
+                        pages.link(f"{base}/", "the nights"), pages.text(" and "),
+                        pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
+        MAINTENANCE_DAG_ID: [pages.text("The maintenance DAG prunes old attempt folders and logs and records no "
+                                        "figure; its task logs say what it removed.")]}
+    return texts.get(dag_id)
 
 
 def _summarized_nights() -> list[str]:
