@@ -24,6 +24,9 @@ class ContainerSettings:
     labels: dict[str, str] = field(default_factory=dict)
     cpuset_cpus: str | None = None  # e.g. "0-7": the cores of the leased devices, when the host lists cores
     user: str | None = None         # "uid:gid" of the worker, so the results it bind-mounts stay its own
+    # host settings the task gave through the docker provider's parameters (e.g. ipc_mode "host" and a
+    # memlock ulimit for NCCL, a mem_limit): create_host_config keyword arguments
+    host_options: dict = field(default_factory=dict)
 
 
 def command_for(bench: Benchmark, gpus: int) -> list[str]:
@@ -81,7 +84,7 @@ def create(client, s: ContainerSettings) -> str:
     The same settings are container.json, so `scalebench repro` starts what ran."""
     cpuset = {"cpuset_cpus": s.cpuset_cpus} if s.cpuset_cpus else {}
     host_config = client.create_host_config(auto_remove=False, mounts=s.mounts, shm_size=s.shm_size,
-                                            device_requests=s.device_requests, **cpuset)
+                                            device_requests=s.device_requests, **cpuset, **s.host_options)
     return client.create_container(image=s.image, command=s.command, environment=s.environment, user=s.user,
                                    labels=s.labels, host_config=host_config)["Id"]
 
@@ -95,4 +98,5 @@ def record(s: ContainerSettings, image_digest: str, host: str, device_ids: list[
         "mounts": [{"source": m["Source"], "target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in s.mounts],
         "gpus": [d for r in s.device_requests or [] for d in r["DeviceIDs"]] if s.device_requests else None,
         "shm_size": s.shm_size, "cpuset_cpus": s.cpuset_cpus, "user": s.user, "labels": dict(s.labels),
+        "host_options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in s.host_options.items()},
     }

@@ -247,6 +247,7 @@ class CellDockerOperator(DockerOperator):
         s.image = self.image  # a candidate tag from the plan, when given
         s.environment = {**(self.environment or {}), **s.environment}
         s.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
+        s.host_options = self.host_options()
         a.container = s
         write_json_atomic(a.out / CONTAINER_FILE, container_record(s, digest, host.name, lease.device_ids,
                                                                    lease.lease_id))
@@ -285,6 +286,14 @@ class CellDockerOperator(DockerOperator):
             finally:
                 self.cli.remove_container(self.container["Id"], force=True)
         return Outcome(exit_code, [str(x) for x in lines], oom)
+
+    def host_options(self) -> dict:
+        """The docker provider's host parameters this task was given (none by default; on a GPU host
+        e.g. ipc_mode="host" and a memlock ulimit for NCCL), for the cell's container."""
+        given = {"mem_limit": self.mem_limit, "network_mode": self.network_mode, "ipc_mode": self.ipc_mode,
+                 "ulimits": self.ulimits, "cap_add": self.cap_add, "dns": self.dns, "extra_hosts": self.extra_hosts,
+                 "privileged": self.privileged}
+        return {k: v for k, v in given.items() if v}
 
     def start_container(self, a: Attempt) -> tuple[int | None, list[str]]:
         """Create the container spec() described, start it and log its output as it comes; its

@@ -51,6 +51,19 @@ def find_attempt(target: str) -> Path:
 STORED_TARGET = "/stored"  # where a repro sees the stored attempt, read-only
 
 
+# container.json's host_options (the docker provider's parameters) as docker run flags
+HOST_FLAGS = {
+    "mem_limit": lambda v: ["--memory", str(v)],
+    "network_mode": lambda v: ["--network", v],
+    "ipc_mode": lambda v: ["--ipc", v],
+    "ulimits": lambda v: [f for u in v for f in ("--ulimit", f"{u['Name']}={u['Soft']}:{u['Hard']}")],
+    "cap_add": lambda v: [f for c in v for f in ("--cap-add", c)],
+    "dns": lambda v: [f for d in v for f in ("--dns", d)],
+    "extra_hosts": lambda v: [f for h, ip in v.items() for f in ("--add-host", f"{h}:{ip}")],
+    "privileged": lambda v: ["--privileged"] if v else [],
+}
+
+
 def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id: str | None = None) -> list[str]:
     """The command line; `results` (a new folder) replaces the /results mount, whose stored source
     is mounted read-only at /stored; `gpus` the device ids, `lease_id` the lease label."""
@@ -60,6 +73,8 @@ def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id:
         cmd += ["--cpuset-cpus", rec["cpuset_cpus"]]
     if rec.get("user"):
         cmd += ["--user", rec["user"]]
+    for option, value in (rec.get("host_options") or {}).items():
+        cmd += HOST_FLAGS[option](value)
     ids: list[str] = gpus if gpus is not None else rec.get("gpus") or []
     env = dict(rec["environment"])
     if rec.get("gpus"):

@@ -287,6 +287,29 @@ def test_a_retry_is_a_new_attempt_folder(cell_op):
     assert (attempt_dir(cell, 2) / "metrics.json").exists() and not attempt_dir(cell, 1).exists()
 
 
+def test_the_providers_host_parameters_reach_the_container_its_record_and_repro(cell_op):
+    """A GPU host's NCCL settings given as the docker provider's parameters (ipc_mode, a memlock
+    ulimit) start the cell's container, are kept in container.json and come back in repro's docker run."""
+    from docker.types import Ulimit
+
+    from scalebench.tools.repro import HOST_FLAGS, docker_run
+
+    given = {"ipc_mode": "host", "ulimits": [Ulimit(name="memlock", soft=-1, hard=-1)], "mem_limit": "8g",
+             "network_mode": "none", "cap_add": ["IPC_LOCK"], "dns": ["10.0.0.2"], "extra_hosts": {"nfs": "10.0.0.3"},
+             "privileged": True}
+    op, ctx, cell, client, _ = cell_op(0, writes_result=True, **given)
+    op.execute(ctx)
+    assert {k: client.create_host_config.call_args.kwargs[k] for k in given} == given
+    record = json.loads((attempt_dir(cell, 1) / "container.json").read_text())
+    assert set(record["host_options"]) == set(given) <= set(HOST_FLAGS)
+    line = " ".join(docker_run(record, "/tmp/new"))
+    for flag in ("--ipc host", "--ulimit memlock=-1:-1", "--memory 8g", "--network none", "--cap-add IPC_LOCK",
+                 "--dns 10.0.0.2", "--add-host nfs:10.0.0.3", "--privileged"):
+        assert flag in line
+    plain, *_ = cell_op(0)
+    assert plain.host_options() == {}  # none by default: the engine's defaults
+
+
 def test_pinned_cores_go_into_the_host_config(cell_op):
     op, ctx, cell, client, _ = cell_op(0, writes_result=True, host_update={"device_ids": ["0", "1"], "cpus": [0, 1]})
     op.execute(ctx)
