@@ -43,7 +43,7 @@ class FigureField:
 
 HISTORY_FIGURES: tuple[FigureField, ...] = (
     FigureField("train_s", "train s", "seconds", ".2f", "lower", "train_s", chart=False, spread=("iqr_s", "IQR")),
-    FigureField("relative_time", "relative time", "relative time", ".1%", "lower", "relative_time", from_gpus=2,
+    FigureField("relative_time", "relative time", "of 1 GPU", ".1%", "lower", "relative_time", from_gpus=2,
                 spread=("relative_time_ci", "95% CI"), note="On each night's basis: train time, T(n) / T(1) of the same epochs; "
                 "throughput, X(1) / X(n) of steady steps."),
     FigureField("images_per_s", "images/s", "images/s", ".1f", "higher", "images_per_s"),
