@@ -166,17 +166,29 @@ def write_units(out_dir: str) -> int:
     return 0
 
 
+def started_at(pid: int) -> float:
+    """When a process started, on a clock no time adjustment moves where the system has one: on
+    Linux its start in clock ticks since boot (/proc/<pid>/stat, field 22). psutil's create_time
+    adds the boot time, which the kernel recomputes from the wall clock as a whole second, so a
+    small adjustment moves it by exactly one second."""
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():
+        return float(stat.read_text().rsplit(")", 1)[1].split()[19])
+    return psutil.Process(pid).create_time()
+
+
 def recorded() -> dict[str, psutil.Process]:
-    """The processes this service started that are still the same processes (pid and start time)."""
+    """The processes this service started that are still the same processes (pid and start)."""
     if not PIDS.exists():
         return {}
     alive = {}
     for name, rec in json.loads(PIDS.read_text()).items():
         try:
             proc = psutil.Process(rec["pid"])
-            if abs(proc.create_time() - rec["started"]) < 1:
+            if "start" in rec and started_at(proc.pid) == rec["start"] or \
+                    "start" not in rec and abs(proc.create_time() - rec["started"]) <= 1:  # a record from before
                 alive[name] = proc
-        except psutil.NoSuchProcess:
+        except (psutil.NoSuchProcess, OSError):
             pass
     return alive
 
@@ -212,7 +224,7 @@ def start() -> int:
         log = open(SERVICE / f"{name}.log", "ab")
         proc = subprocess.Popen([str(AIRFLOW), name], env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        pids[name] = {"pid": proc.pid, "started": psutil.Process(proc.pid).create_time()}
+        pids[name] = {"pid": proc.pid, "start": started_at(proc.pid)}
         PIDS.write_text(json.dumps(pids))
     if not healthy(240):
         print(f"Airflow did not become healthy within 240 s; logs: {SERVICE}/*.log", file=sys.stderr)
@@ -240,7 +252,7 @@ def restart(name: str) -> int:
     new = subprocess.Popen([str(AIRFLOW), name], env=service_env(load_secrets()), stdout=log, stderr=subprocess.STDOUT,
                            stdin=subprocess.DEVNULL, start_new_session=True)
     pids = json.loads(PIDS.read_text())
-    pids[name] = {"pid": new.pid, "started": psutil.Process(new.pid).create_time()}
+    pids[name] = {"pid": new.pid, "start": started_at(new.pid)}
     PIDS.write_text(json.dumps(pids))
     ok = healthy(240)
     print(f"restarted {name} (pid {new.pid}); {'healthy' if ok else 'NOT healthy after 240 s'}")
