@@ -50,3 +50,26 @@ def test_systemd_analyze_verifies_the_units(service, tmp_path):
     proc = subprocess.run(["systemd-analyze", "verify", *files], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "scalebench-airflow" not in proc.stderr, proc.stderr  # no warning about our units either
+
+
+def test_the_service_knows_its_processes_by_their_start_whatever_the_wall_clock_says(service, monkeypatch):
+    """A process is the one started when its pid and its start (ticks since boot) match; a wall
+    clock moved by a second, which moves psutil's create_time, changes nothing."""
+    import json
+    import subprocess
+
+    import psutil
+
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        service.SERVICE.mkdir(parents=True, exist_ok=True)
+        start = service.started_at(child.pid)
+        service.PIDS.write_text(json.dumps({"scheduler": {"pid": child.pid, "start": start},
+                                            "triggerer": {"pid": child.pid, "start": start - 1}}))
+        real = psutil.Process.create_time
+        monkeypatch.setattr(psutil.Process, "create_time", lambda self: real(self) + 1.0)  # btime moved by 1 s
+        assert list(service.recorded()) == ["scheduler"]  # the other record's start is not this process's
+    finally:
+        child.kill()
+        child.wait()
+    assert service.recorded() == {}  # gone
