@@ -138,7 +138,7 @@ class CellDockerOperator(DockerOperator):
             try:
                 checked = self.preflight(attempt, lease)
                 self.spec(attempt, lease, checked)
-                outcome = self.run(attempt, context, lease)
+                outcome = self.run(attempt, lease)
                 self.write_placement(attempt, lease, checked)
                 lost = self.lease_lost(lease)
                 failure = (Failure("lease_lost", outcome.exit_code, f"{lost}; its container was stopped") if lost
@@ -255,7 +255,7 @@ class CellDockerOperator(DockerOperator):
                       cell["cell_id"], cell["label"], host.name, lease.device_ids, a.policy, lease.waited_s, a.number,
                       a.out)
 
-    def run(self, a: Attempt, context=None, lease=None) -> Outcome:
+    def run(self, a: Attempt, lease=None) -> Outcome:
         """Run the container under the cell-timeout watchdog; its output is folded in a log group."""
         a.stage = "run"
         if self._cancelled.is_set():

@@ -16,6 +16,8 @@ RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "
 HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
                    "retried", "reruns", "basis", *FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high",
                    "image_digest", "marks"]
+_SUMMARY_FIELDS = [k for k in HISTORY_COLUMNS  # the columns a summary holds as they are
+                   if k not in (*FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high", "marks")]
 
 
 def result_row(c: Mapping[str, Any]) -> dict:
@@ -37,8 +39,7 @@ def history_row(s: NightSummary) -> dict:
     """One night summary, flat: each figure, metric and step share its own column (<figure>,
     metric_<name>, share_<part>)."""
     ci = s.get("relative_time_ci") or (None, None)
-    plain = [k for k in HISTORY_COLUMNS if k not in (*FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high", "marks")]
-    row: dict[str, Any] = {k: s.get(k) for k in plain} | dict(s["figures"])
+    row: dict[str, Any] = {k: s.get(k) for k in _SUMMARY_FIELDS} | dict(s["figures"])
     row |= {"relative_time_ci_low": ci[0], "relative_time_ci_high": ci[1],
             "marks": "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])}
     row |= {f"metric_{k}": v for k, v in (s.get("metrics") or {}).items()}
