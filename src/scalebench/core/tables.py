@@ -19,6 +19,16 @@ class Link:
     top: bool = False   # a page opens it in the Airflow UI's window (a task log), not in the plugin's frame
 
 
+# Unicode's bidirectional controls: stored text (a container's last line, a config's reason) that
+# holds one would reorder what follows it on screen, in a page cell as in a terminal
+BIDI_CONTROLS = {c: f"[U+{c:04X}]" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def visible(text: str) -> str:
+    """`text` with every bidirectional control written out as [U+XXXX]: shown, never obeyed."""
+    return text.translate(BIDI_CONTROLS)
+
+
 def plain(v: Any) -> str:
     """A value as a cell: – for none, 4 significant digits for a float, items joined by commas."""
     if v is None:
@@ -61,8 +71,10 @@ class Table:
 
 
 def build(columns: Sequence[Column[T]], items: Sequence[T], flag: Callable[[T], str] | None = None) -> Table:
-    """The table of `items`: each column's value of each item, written by the column's fmt."""
-    rows = [Row([Cell(c.fmt(c.value(it)), tuple(c.links(it)) if c.links else ()) for c in columns],
+    """The table of `items`: each column's value of each item, written by the column's fmt (any
+    bidirectional control made visible)."""
+    rows = [Row([Cell(visible(c.fmt(c.value(it))), tuple(Link(visible(k.text), k.href, k.top) for k in c.links(it))
+                      if c.links else ()) for c in columns],
                 flag(it) if flag else "") for it in items]
     return Table([c.header for c in columns], [c.numeric for c in columns], rows)
 

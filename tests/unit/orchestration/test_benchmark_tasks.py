@@ -128,7 +128,7 @@ def test_the_host_probe_plans_its_cells_on_every_gpu_host(noted, monkeypatch, wh
     assert {c["host"] for c in planned} == {f"gpu-node-{i}" for i in range(1, hosts + 1)}
     assert not Store().runs(when.date().isoformat())  # a skipped probe records no benchmark's run as skipped
     # the probe is never rerun: plan_reruns has nothing to plan from its cells
-    assert tasks.plan_reruns.function("unet_torch_voc2007", planned, {}, **scheduled_at(when)) == []
+    assert tasks.plan_reruns("unet_torch_voc2007", planned, scheduled_at(when)) == []
 
 
 def test_a_gpu_run_plans_every_cell_on_the_benchmarks_assigned_host(noted, monkeypatch, tmp_path):

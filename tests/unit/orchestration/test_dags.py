@@ -61,25 +61,35 @@ def test_task_chain_routing_and_names(dagbag):
             ("scalebench_local", n, "default")
         assert "check_dataset_local" in train.upstream_task_ids
         assert f"local_{n}gpu.train" in dag.get_task("record").upstream_task_ids  # validated inside the cell task
-        rerun = dag.get_task(f"local_{n}gpu.rerun")  # same routing; cells from plan_reruns
-        assert rerun.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.reruns" in rerun.upstream_task_ids
-        assert "plan_reruns" in dag.get_task(f"local_{n}gpu.reruns").upstream_task_ids
-        assert f"local_{n}gpu.rerun" in dag.get_task("record_reruns").upstream_task_ids
+        rerun = dag.get_task(f"reruns.local_{n}gpu.rerun")  # same routing; cells from record's decision
+        assert rerun.partial_kwargs["pool_slots"] == n and f"reruns.local_{n}gpu.cells" in rerun.upstream_task_ids
+        assert "check_dataset_local" in rerun.upstream_task_ids
+        assert dag.get_task(f"reruns.local_{n}gpu.cells").upstream_task_ids == {"record"}
+        assert f"reruns.local_{n}gpu.rerun" in dag.get_task("record_reruns").upstream_task_ids
     assert not [t for t in dag.task_ids if t.endswith(".validate")]
-    assert dag.get_task("plan_reruns").upstream_task_ids == {"plan_cells", "record"}
-    # the short circuit skips only the groups' rerun selections: record_reruns is not its direct downstream
-    assert dag.get_task("plan_reruns").downstream_task_ids == {f"local_{n}gpu.reruns" for n in (1, 2, 3, 4)}
+    assert dag.get_task("record").upstream_task_ids == {"plan_cells"} | {f"local_{n}gpu.train" for n in (1, 2, 3, 4)}
     # an A/B that says "unknown" adds pairs in a second round, on the same routing
     for n in (1, 2, 3, 4):
-        more = dag.get_task(f"local_{n}gpu.more")
-        assert more.partial_kwargs["pool_slots"] == n and f"local_{n}gpu.more_pairs" in more.upstream_task_ids
-        assert f"local_{n}gpu.more" in dag.get_task("record_more_pairs").upstream_task_ids
-    assert dag.get_task("plan_more_pairs").downstream_task_ids == {f"local_{n}gpu.more_pairs" for n in (1, 2, 3, 4)}
+        more = dag.get_task(f"more_pairs.local_{n}gpu.more")
+        assert more.partial_kwargs["pool_slots"] == n and f"more_pairs.local_{n}gpu.cells" in more.upstream_task_ids
+        assert f"more_pairs.local_{n}gpu.more" in dag.get_task("record_more_pairs").upstream_task_ids
+    assert dag.get_task("plan_more_pairs").downstream_task_ids == {f"more_pairs.local_{n}gpu.cells" for n in (1, 2, 3, 4)}
     assert "record_reruns" in dag.get_task("record_more_pairs").upstream_task_ids
-    # the report is triggered once the reruns and pairs are in; the run's verdict waits for them
-    assert dag.get_task("record_more_pairs").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
-    assert not dag.get_task("record").outlets and not dag.get_task("record_reruns").outlets
-    assert "record_more_pairs" in dag.get_task("check_cells").upstream_task_ids
+    # record's one decision: with nothing flagged it skips exactly these, and finish follows record at once
+    from scalebench.orchestration.dags.benchmark_tasks import rerun_steps
+
+    skipped = set(rerun_steps(dag.task_ids))
+    assert skipped == {t for t in dag.task_ids if t.startswith(("reruns.", "more_pairs."))} | {
+        "record_reruns", "plan_more_pairs", "record_more_pairs"} and len(skipped) == 16 + 3
+    assert dag.get_task("finish").upstream_task_ids == {"record", "record_more_pairs"}
+    assert dag.get_task("finish").trigger_rule == "none_failed_min_one_success"
+    assert dag.get_task("check_cells").upstream_task_ids == {"record"}
+    assert {t for t in dag.task_ids if t not in skipped} == {"plan_cells", "check_dataset_local", "record",
+                                                            "check_cells", "finish"} | {
+        f"local_{n}gpu.{t}" for n in (1, 2, 3, 4) for t in ("cells", "train")}
+    # the report is triggered once the reruns and pairs are in
+    assert dag.get_task("finish").outlets[0].name == "scalebench_results_resnet50_keras_cifar10"
+    assert not [t for t in dag.task_ids if t != "finish" and dag.get_task(t).outlets]
 
 
 @pytest.mark.parametrize("bad, why", [
@@ -138,8 +148,9 @@ def test_every_task_that_touches_a_hosts_disk_or_engine_runs_on_its_queue(tmp_pa
         check = dag.get_task(f"check_dataset_gpu_node_{i}")
         assert check.queue == f"q{i}"
         for n in (1, 2, 3, 4):
-            for name in ("train", "rerun"):
-                task = dag.get_task(f"gpu_node_{i}_{n}gpu.{name}")
+            for name in ("train", "reruns.{}.rerun", "more_pairs.{}.more"):
+                gid = f"gpu_node_{i}_{n}gpu"
+                task = dag.get_task(f"{gid}.{name}" if name == "train" else name.format(gid))
                 assert task.partial_kwargs["queue"] == f"q{i}" and check.task_id in task.upstream_task_ids
                 assert f"check_dataset_gpu_node_{3 - i}" not in task.upstream_task_ids
 
@@ -170,7 +181,7 @@ def test_the_host_probe_dag_runs_its_cells_on_every_gpu_host_on_its_queue():
         assert train.partial_kwargs["queue"] == f"gpu-node-{i}" and train.partial_kwargs["pool_slots"] == 1
         assert dag.get_task(f"check_dataset_gpu_node_{i}").queue == f"gpu-node-{i}"
     assert not [t for t in dag.task_ids if t.startswith("local_")]
-    assert not dag.get_task("record_more_pairs").outlets  # the probe's run starts no report
+    assert not dag.get_task("finish").outlets  # the probe's run starts no report
     assert dag.get_task("plan_cells").op_args[2] == "probe"
     # a probe naming a benchmark that does not load is a placeholder DAG with the fleet's field
     bad = Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml")
@@ -243,3 +254,42 @@ def test_the_bisect_dag_triggers_each_step_on_the_benchmarks_own_dag_and_waits(d
     with pytest.raises(ParamValidationError, match="does not match"):  # a tag, never another repository
         params.update({"bad": "evil/image:latest"})
         params.validate()
+
+
+def _ui_structures(dag) -> tuple[list, list]:
+    """What the UI's Graph (structure_data) and Grid (grid/structure) routes build from the stored
+    DAG: the serialized DAG read back, its task groups sorted both ways the grid may sort them."""
+    from airflow.api_fastapi.core_api.services.ui.task_group import task_group_to_dict, task_group_to_dict_grid
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    groups = stored.task_group.get_task_group_dict()
+    graph = [task_group_to_dict(c, group_dict=groups) for c in stored.task_group.topological_sort(group_dict=groups)]
+    grid = [task_group_to_dict_grid(c, group_dict=groups) for c in stored.task_group.topological_sort(group_dict=groups)]
+    grid += [task_group_to_dict_grid(c, group_dict=groups) for c in stored.task_group.hierarchical_alphabetical_sort()]
+    return graph, grid
+
+
+def test_every_dag_we_make_opens_in_the_grid_and_graph_views(config_tree, monkeypatch):
+    """The Grid and Graph views sort task groups topologically: a group that both feeds and follows
+    another one (a cycle between groups, not tasks) makes them answer 500."""
+    import yaml
+    from airflow.dag_processing.dagbag import DagBag
+
+    from scalebench.orchestration.dags.dag_factory import build_all
+
+    seventh = yaml.safe_load((config_tree / "benchmarks" / "unet_torch_voc2007.yaml").read_text())
+    (config_tree / "benchmarks" / "unet_seventh.yaml").write_text(yaml.safe_dump({**seventh, "id": "unet_seventh"}))
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {} and "scalebench_unet_seventh_accuracy" in bag.dags
+    # seven benchmarks x 2 and three more; on the GPU example fleet (two hosts) seven x 2 and the probe
+    gpu = build_all(Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml"))
+    dags = {**bag.dags, **{f"gpu:{k}": d for k, d in gpu.items()}}
+    assert len(dags) == 17 + 15 and "gpu:scalebench_host_probe" in dags
+    opened = {}
+    for name, dag in dags.items():
+        graph, grid = _ui_structures(dag)
+        opened[name] = len(graph)
+        assert graph and grid, name
+    assert sorted(opened) == sorted(dags)

@@ -99,10 +99,15 @@ def test_a_dag_run_tab_shows_its_cells_and_the_other_dags_say_what_they_are(nigh
         assert got.status_code == 307 and got.headers["location"] == where
     assert "No night of <code>unet_torch_voc2007</code>" in client.get("/dags", params={"dag_id": "scalebench_unet_torch_voc2007"}).text
     assert "records no figure" in client.get("/dags", params={"dag_id": "scalebench_maintenance"}).text
-    # a DAG id Airflow would not allow is refused, naming the parameter and the pattern, not echoed back
+    # a DAG id Airflow would not allow is refused by a page naming the parameter and what it must be, not echoing it
     hostile = client.get("/dags", params={"dag_id": "scalebench_<img src=x onerror=alert(1)>"})
-    assert hostile.status_code == 422 and "<img" not in hostile.text
-    assert hostile.json() == {"detail": ["query dag_id: String should match pattern '^[A-Za-z0-9_.-]{1,250}$'"]}
+    assert hostile.status_code == 422 and hostile.headers["content-type"].startswith("text/html")
+    assert "img" not in hostile.text and "onerror" not in hostile.text and 'href="/scalebench/static/pages.css"' in hostile.text
+    assert "query parameter dag_id: expected an Airflow DAG id (letters, digits, _ . -, at most 250)." in hostile.text
+    assert '<a href="/scalebench/">the nights</a>' in hostile.text  # a way back
+    api = client.get("/api/runs/cells.csv", params={"dag_id": "<img>", "run_id": "x"})  # under /api/: JSON
+    assert api.status_code == 422 and api.json() == {"detail": [
+        "query parameter dag_id: expected an Airflow DAG id (letters, digits, _ . -, at most 250)."]}
 
 
 def test_the_compare_page_defaults_to_the_last_two_nights_and_exports_the_same_rows(nights):
@@ -146,7 +151,12 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
             for what, value in HOSTILE.items():
                 got = client.get(url(route, valid, (param, value)), follow_redirects=False)
                 assert got.status_code < 500, (route["path"], param, what)
-                assert got.headers["x-content-type-options"] == "nosniff"
+                assert got.headers["x-content-type-options"] == "nosniff" and got.headers["cache-control"] == "no-store"
+                if got.status_code >= 400:  # a refusal names what was wrong, never the value sent
+                    api = route["path"].startswith("/api/")
+                    assert got.headers["content-type"].startswith("application/json" if api else "text/html"), \
+                        (route["path"], param, what, got.headers["content-type"])
+                    assert len(value) < 3 or value not in got.text, (route["path"], param, what)
                 assert "script-src 'self'" in got.headers["content-security-policy"] or \
                     "script-src" not in got.headers["content-security-policy"]  # the report files run no script
                 if got.status_code == 200:
@@ -198,3 +208,52 @@ def test_the_pages_carry_their_policy_and_the_night_and_window_ranges_hold(night
     assert client.get(f"/benchmarks/{BENCH}", params={"nights": 10**12}).status_code == 422
     assert client.get(f"/benchmarks/{BENCH}", params={"nights": 0}).status_code == 422
     assert client.get(f"/benchmarks/{BENCH}", params={"nights": 36500}).status_code == 200
+
+
+def test_latest_is_the_newest_night_that_holds_a_report_else_a_page_saying_none_yet(isolated_state):
+    client = open_app()
+    first = client.get("/latest", follow_redirects=False)  # a new install: no reports folder at all
+    assert first.status_code == 200 and first.headers["content-type"].startswith("text/html")
+    assert "No report yet" in first.text and 'href="/scalebench/static/pages.css"' in first.text
+    reports = isolated_state / "reports"
+    (reports / "2026-11-27").mkdir(parents=True)
+    (reports / "2026-11-27" / "report.html").write_text("<p>the 27th</p>")
+    (reports / "2026-11-28").mkdir()  # the report DAG is writing it, or it failed: no report.html yet
+    got = client.get("/latest", follow_redirects=False)
+    assert got.status_code == 307 and got.headers["location"] == "2026-11-27/report.html"
+    assert client.get("/latest", follow_redirects=True).text == "<p>the 27th</p>"
+
+
+def test_report_and_static_files_are_served_only_inside_their_folder(isolated_state, tmp_path):
+    client = open_app()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "report.html").write_text("secret night")
+    (outside / "table.json").write_text('{"secret": 1}')
+    night = isolated_state / "reports" / "2026-11-27"
+    night.mkdir(parents=True)
+    (night / "report.html").write_text("<p>real</p>")
+    (night / "table.json").symlink_to(outside / "table.json")  # a file linked out of the folder
+    (isolated_state / "reports" / "2026-11-28").symlink_to(outside, target_is_directory=True)  # a linked night
+    (isolated_state / "reports" / "index.html").symlink_to(outside / "report.html")
+    assert client.get("/2026-11-27/report.html").text == "<p>real</p>"
+    for path in ("/2026-11-27/table.json", "/2026-11-28/report.html"):
+        got = client.get(path)
+        assert got.status_code == 404 and "secret" not in got.text and "table.json" not in got.text, path
+    assert client.get("/latest", follow_redirects=False).headers["location"] == "2026-11-27/report.html"
+    assert "secret" not in client.get("/").text and "No report yet" in client.get("/").text
+    missing = client.get("/static/nope<b>.js")
+    assert missing.status_code == 404 and "nope" not in missing.text and "No such static file" in missing.text
+
+
+def test_a_bidirectional_control_in_stored_text_is_shown_not_obeyed(nights):
+    from scalebench.core import tables
+    from scalebench.orchestration.ui import pages
+
+    cells = Store().cells(night=nights["last"])
+    bad = next(c for c in cells if c["figure"] is None)
+    bad["attempts"][-1]["message"] = "exit code 3: \u202egnp.exe"
+    html = pages.night_page("/scalebench", "", nights["last"], [bad], False, None)
+    assert "\u202e" not in html and "exit code 3: [U+202E]gnp.exe" in html
+    table = tables.build([tables.Column("why", lambda s: s)], ["a\u2067b\u200f"])
+    assert tables.markdown(table)[-1] == "| a[U+2067]b[U+200F] |" and tables.text(table).endswith("a[U+2067]b[U+200F]")

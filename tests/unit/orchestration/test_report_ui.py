@@ -133,6 +133,17 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         stored = next(p for p in points if p["night"] == NIGHT and p["gpus"] == 2 and p["precision"] == "fp32")
         assert stored["sync_share"] > 0 and drawn[1][drawn[0].index("2 GPUs fp32")] == pytest.approx(100 * stored["sync_share"])
 
+        # every date the x axis writes lies inside its chart's canvas (a label is centred on its tick)
+        cut = driver.execute_script("""
+          return Object.entries(window.scalebenchCharts).flatMap(([id, u]) => {
+            const ax = u.axes[0], ctx = u.ctx;
+            ctx.font = ax.font[0];
+            return ax._splits.map((t, i) => [id, ax._values[i], u.valToPos(t, 'x', true),
+                                            ax._values[i] == null ? 0 : ctx.measureText(ax._values[i]).width / 2])
+              .filter(([, v, x, half]) => v != null && (x - half < 0 || x + half > ctx.canvas.width));
+          });""")
+        assert driver.execute_script("return Object.keys(window.scalebenchCharts).length") >= 4 and cut == []
+
         over = driver.find_element(By.CSS_SELECTOR, "#chart-relative_time .u-over")
         width = over.size["width"]
         ActionChains(driver).move_to_element_with_offset(over, width // 2 - 2, 0).perform()  # the newest night

@@ -6,6 +6,8 @@ inside the tasks, so parsing the DAG files stays light.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from airflow.sdk import Asset, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow.task.trigger_rule import TriggerRule
@@ -156,15 +158,33 @@ def check_dataset(bench_id: str, host_name: str, planned: list[PlannedCell], **c
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
-def record(dag_id: str, planned: list[PlannedCell], **context) -> dict:
-    """Every planned cell's attempts into the store, whatever their tasks' states."""
+def record(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) -> None:
+    """Every planned cell's attempts into the store, whatever their tasks' states (XCom `counts`);
+    then the run's one decision on reruns (XCom `reruns`, see plan_reruns). With nothing flagged,
+    every task of the rerun and A/B steps is skipped here at once, so the run goes straight on to
+    finish and check_cells instead of walking each skipped step."""
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
     from scalebench.store.recording import record_run_when_reachable
 
-    run = context["dag_run"]
+    run, ti = context["dag_run"], context["ti"]
     counts = record_run_when_reachable(dag_id, run.run_id, planned)
     print(f"recorded run {run.run_id} (night {nights.night_of(run)}): {counts}")
     summarize(planned)
-    return counts
+    ti.xcom_push(key="counts", value=counts)
+    reruns = plan_reruns(bench_id, planned, context)
+    ti.xcom_push(key="reruns", value=reruns)
+    if not reruns:
+        raise DownstreamTasksSkipped(tasks=rerun_steps(context["dag"].task_ids))
+
+
+RERUNS, MORE_PAIRS = "reruns", "more_pairs"  # the task groups of the rerun and A/B steps
+
+
+def rerun_steps(task_ids: Iterable[str]) -> list[str]:
+    """The tasks a run skips when nothing is flagged: the rerun and A/B groups and their records."""
+    return [t for t in task_ids if t.split(".")[0] in (RERUNS, MORE_PAIRS)
+            or t in ("record_reruns", "plan_more_pairs", "record_more_pairs")]
 
 
 def summarize(planned: list[PlannedCell]) -> None:
@@ -179,9 +199,7 @@ def summarize(planned: list[PlannedCell]) -> None:
         print(f"history summaries of {bench} on {night}: {n} rows (GPU count x precision)")
 
 
-# a short circuit: with nothing flagged the rerun tasks are skipped without starting
-@task.short_circuit(trigger_rule=TriggerRule.ALL_DONE, ignore_downstream_trigger_rules=False)
-def plan_reruns(bench_id: str, planned: list[PlannedCell], counts: dict, **context) -> list[PlannedCell]:
+def plan_reruns(bench_id: str, planned: list[PlannedCell], context) -> list[PlannedCell]:
     """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns), or, when
     it came with a new image, run as an A/B with the previous image (ab_pairs pairs); the host
     probe's cells are never rerun (they are judged only as the host's night factor)."""
@@ -247,8 +265,7 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[PlannedCell], **cont
     from scalebench.store.results import Store
 
     run = context["dag_run"]
-    # pulled, not passed: a direct downstream of the short circuit would be skipped with the reruns
-    reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
+    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
     if reruns:
         record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
         summarize(reruns)
@@ -272,7 +289,7 @@ def plan_more_pairs(bench_id: str, planned: list[PlannedCell], verdict: dict, **
     from scalebench.analysis.reruns import more_pairs
     from scalebench.store.results import Store
 
-    reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
+    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
     if not verdict or not verdict.get("unknown") or not reruns:
         return []
     cells, why = more_pairs(Store(), planned, reruns, gates_of(bench_id))
@@ -285,24 +302,29 @@ def plan_more_pairs(bench_id: str, planned: list[PlannedCell], verdict: dict, **
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
 def record_more_pairs(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) -> dict:
-    """The added A/B pairs into the store and the final verdicts; emits the results Asset with the
-    run's night (the builder gives this task the asset as its outlet)."""
+    """The added A/B pairs into the store and the final verdicts."""
     from scalebench.analysis.reruns import verdicts
     from scalebench.store.recording import record_run_when_reachable
     from scalebench.store.results import Store
 
     run = context["dag_run"]
     more = context["ti"].xcom_pull(task_ids="plan_more_pairs") or []
-    verdict = {}
-    if more:
-        record_run_when_reachable(dag_id, run.run_id, more, run_row=False)
-        summarize(more)
-        reruns = context["ti"].xcom_pull(task_ids="plan_reruns") or []
-        verdict = _say_verdicts(context, verdicts(Store(), planned, reruns + more, gates_of(bench_id)), "A/B pairs")
-    # the report DAG writes the report of this night, whenever this run finishes
+    if not more:
+        return {}
+    record_run_when_reachable(dag_id, run.run_id, more, run_row=False)
+    summarize(more)
+    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
+    return _say_verdicts(context, verdicts(Store(), planned, reruns + more, gates_of(bench_id)), "A/B pairs")
+
+
+# after record (nothing flagged) or after record_more_pairs (the rerun steps ran): whichever ran
+@task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+def finish(bench_id: str, dag_id: str, **context) -> None:
+    """The run's results are all in: emits the benchmark's results Asset with the run's night, so the
+    report DAG writes that night's report (the builder gives this task the asset as its outlet)."""
+    run = context["dag_run"]
     context["outlet_events"][results_asset(bench_id)].extra = {"night": nights.night_of(run), "dag_id": dag_id,
                                                                "run_id": run.run_id}
-    return verdict
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)

@@ -2,21 +2,23 @@
 tasks themselves are module-level functions in `benchmark_tasks`; this module wires them.
 
 Chain: plan_cells -> check_dataset_<host> (on the host's queue; skipped where the run has no
-cell) -> <host>_<n>gpu.{cells, train (mapped over the group's slice
-of the plan; each cell trains, then is validated with GX inside its task)} -> record -> plan_reruns
-(GPU counts whose throughput looks regressed: k reruns each, or an A/B of the previous and the new
-image when the flag came with a new image) -> <host>_<n>gpu.{reruns, rerun} -> record_reruns
-(confirms or clears each flag) -> plan_more_pairs (an A/B that says "unknown" adds pairs) ->
-<host>_<n>gpu.{more_pairs, more} -> record_more_pairs (emits the benchmark's results Asset, with
-the run's night) -> check_cells. A config that does not load
-becomes a placeholder DAG instead. Nothing heavy is imported here: GX, pandas and matplotlib
-load inside the tasks.
+cell) -> <host>_<n>gpu.{cells, train (mapped over the group's slice of the plan; each cell trains,
+then is validated with GX inside its task)} -> record (the cells into the store, then the one
+decision on reruns) -> check_cells (the run's verdict) and finish (emits the benchmark's results
+Asset with the run's night). Only when a GPU count's throughput looks regressed does the run take
+the rerun steps between record and finish: reruns.<host>_<n>gpu.{cells, rerun} (k reruns, or an A/B
+of the previous and the new image when the flag came with a new image) -> record_reruns (confirms
+or clears each flag) -> plan_more_pairs (an A/B that says "unknown" adds pairs) ->
+more_pairs.<host>_<n>gpu.{cells, more} -> record_more_pairs. Each step is its own task group, after
+the one before it, so the groups form a DAG too (Airflow's Grid and Graph sort them). A config that
+does not load becomes a placeholder DAG instead. Nothing heavy is imported here: GX, pandas and
+matplotlib load inside the tasks.
 """
 from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Param, TaskGroup, task
+from airflow.sdk import DAG, Param, TaskGroup, XComArg, task
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.trigger import CronTriggerTimetable
 
@@ -25,10 +27,10 @@ from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
-from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet
-from scalebench.orchestration.dags.benchmark_tasks import (check_cells, check_dataset, plan_cells, plan_more_pairs,
-                                                      plan_reruns, record, record_more_pairs, record_reruns,
-                                                      results_asset, select_cells)
+from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet, Host
+from scalebench.orchestration.dags.benchmark_tasks import (MORE_PAIRS, RERUNS, check_cells, check_dataset, finish,
+                                                           plan_cells, plan_more_pairs, record, record_more_pairs,
+                                                           record_reruns, results_asset, select_cells)
 from scalebench.orchestration.cell_operator import CellDockerOperator
 
 
@@ -123,41 +125,51 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
         checked = {h.name: check_dataset.override(task_id=f"check_dataset_{h.name.replace('-', '_')}", queue=h.queue)(
             bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
-        recorded = record(dag_id, plan)
-        reruns = plan_reruns(bench.id, plan, recorded)
+        recorded = record(bench.id, dag_id, plan)
+        check_cells(recorded["counts"])
         rerun_done = record_reruns(bench.id, dag_id, plan)
         more = plan_more_pairs(bench.id, plan, rerun_done)
-        more_done = record_more_pairs.override(outlets=[] if probe else [asset])(bench.id, dag_id, plan)
+        more_done = record_more_pairs(bench.id, dag_id, plan)
         rerun_done >> more_done
+        [recorded, more_done] >> finish.override(outlets=[] if probe else [asset])(bench.id, dag_id)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
-        more_done >> check_cells(recorded)
+
+        def cells_of(host: Host, n: int, task_id: str, cells: XComArg) -> None:
+            """One GPU set's mapped cell task (train, rerun or more), fed by its slice of `cells`."""
+            mine = select_cells.override(task_id="cells")(cells, cellmod.group_id(host.name, n))
+            CellDockerOperator.partial(
+                task_id=task_id,
+                benchmark_id=bench.id,
+                host_name=host.name,
+                dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
+                image=((probe and fleet.host_probe().image) or bench.images[host.kind]),
+                queue=host.queue,
+                pool=host.pool,
+                pool_slots=n,
+                # the profile's own timeout is enforced inside the task; this is the backstop
+                execution_timeout=dt.timedelta(minutes=max_timeout + 5),
+                retries=bench.retries,
+                retry_delay=dt.timedelta(seconds=bench.retry_delay_s),
+                retry_exponential_backoff=2.0,
+                map_index_template="{{ task.cell['label'] }}",
+            ).expand(cell=mine)
+
+        # the groups follow each other (cells -> record -> reruns -> record_reruns -> more_pairs -> ...):
+        # a step placed inside the cell's group would make the group graph cyclic (the Grid fails)
         for host, n in groups:
-            gid = cellmod.group_id(host.name, n)
-            with TaskGroup(group_id=gid, tooltip=f"{n} GPU cells on {host.name}"):
-                mine = select_cells.override(task_id="cells")(plan, gid)
-                again = select_cells.override(task_id="reruns")(reruns, gid)
-                added = select_cells.override(task_id="more_pairs")(more, gid)
-                partial_args = dict(
-                    benchmark_id=bench.id,
-                    host_name=host.name,
-                    dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
-                    image=((probe and fleet.host_probe().image) or bench.images[host.kind]),
-                    queue=host.queue,
-                    pool=host.pool,
-                    pool_slots=n,
-                    # the profile's own timeout is enforced inside the task; this is the backstop
-                    execution_timeout=dt.timedelta(minutes=max_timeout + 5),
-                    retries=bench.retries,
-                    retry_delay=dt.timedelta(seconds=bench.retry_delay_s),
-                    retry_exponential_backoff=2.0,
-                    map_index_template="{{ task.cell['label'] }}",
-                )
-                train = CellDockerOperator.partial(task_id="train", **partial_args).expand(cell=mine)
-                rerun = CellDockerOperator.partial(task_id="rerun", **partial_args).expand(cell=again)
-                pairs = CellDockerOperator.partial(task_id="more", **partial_args).expand(cell=added)
-            train >> recorded
-            rerun >> rerun_done
-            pairs >> more_done
+            with TaskGroup(group_id=cellmod.group_id(host.name, n), tooltip=f"{n} GPU cells on {host.name}") as cells:
+                cells_of(host, n, "train", plan)
+            cells >> recorded
+        with TaskGroup(group_id=RERUNS, tooltip="same-night reruns (or an A/B) of the flagged GPU counts") as reruns:
+            for host, n in groups:
+                with TaskGroup(group_id=cellmod.group_id(host.name, n)):
+                    cells_of(host, n, "rerun", recorded["reruns"])
+        with TaskGroup(group_id=MORE_PAIRS, tooltip="more A/B pairs where the A/B said unknown") as pairs:
+            for host, n in groups:
+                with TaskGroup(group_id=cellmod.group_id(host.name, n)):
+                    cells_of(host, n, "more", more)
+        reruns >> rerun_done
+        pairs >> more_done
     return dag
 
 

@@ -27,10 +27,18 @@ TEMPLATES = Path(__file__).parent / "templates"
 def _env():
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=_shown,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": str}  # dates in summaries as ISO text
     return env
+
+
+def _shown(value):
+    """Every value a template writes: a bidirectional control in stored text shown, not obeyed
+    (markup a macro made is already made of shown values)."""
+    from markupsafe import Markup
+
+    return tables.visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 def render(template: str, title: str, base: str, **values) -> str:

@@ -10,7 +10,10 @@ FastAPI app is open to anyone unless it asks for this.
 Every value a route takes is hostile until validated: each path and query parameter has a pattern,
 a length or a range (a mismatch answers 422, an unknown name 404), the pages come from
 autoescaping templates (`pages`), and every answer carries a Content-Security-Policy that runs
-only the plugin's own static scripts and styles, and `X-Content-Type-Options: nosniff`.
+only the plugin's own static scripts and styles, `X-Content-Type-Options: nosniff` and
+`Cache-Control: no-store` (every answer is behind the login). A refusal is a page in the pages'
+style (JSON under /api/) that names the parameter and what it must be, never the value sent; a
+file is served only where its resolved path lies inside its folder (no link out of it).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
@@ -70,23 +74,73 @@ def store():
     return _store(paths.store_url())
 
 
+# What each parameter must be, in a user's words (a refusal names the parameter and this, never the value).
+EXPECTED = {"night": "a night as YYYY-MM-DD", "a": "a night as YYYY-MM-DD", "b": "a night as YYYY-MM-DD",
+            "benchmark": "a benchmark id (lowercase letters, digits and _, at most 100)",
+            "dag_id": "an Airflow DAG id (letters, digits, _ . -, at most 250)",
+            "run_id": "an Airflow run id (letters, digits, _ . ~ : + -, at most 250)",
+            "fmt": "csv or json", "nights": "a whole number of nights from 1 to 36500", "all": "true or false",
+            "name": "one of the files the page links to"}
+
+
 def _night(text: str) -> str:
     if not NIGHT.match(text or ""):
-        raise HTTPException(422, f"{text!r} is not a night (YYYY-MM-DD)")
+        raise HTTPException(422, f"night: expected {EXPECTED['night']}")
     return text
 
 
-async def _invalid(request: Request, exc) -> JSONResponse:
+def _is_api(request: Request) -> bool:
+    path, root = request.scope.get("path", ""), request.scope.get("root_path", "")
+    return (path[len(root):] if root and path.startswith(root) else path).startswith("/api/")
+
+
+def _refusal(request: Request, status: int, title: str, lines: list[str]) -> Response:
+    """A refused request: JSON under /api/, else a page in the pages' style with a way back."""
+    if _is_api(request):
+        return JSONResponse(status_code=status, content={"detail": lines})
+    parts: list[pages.Part] = [pages.text(" ".join(lines) + " ")]
+    base = _bases(request)[0]
+    parts += [pages.text("Back to "), pages.link(f"{base}/", "the nights"), pages.text(".")]
+    return HTMLResponse(pages.explain_page(base, title, parts), status_code=status)
+
+
+async def _invalid(request: Request, exc: RequestValidationError) -> Response:
     """422 naming each bad parameter and what it must be, without echoing the value back."""
-    return JSONResponse(status_code=422, content={"detail": [
-        f"{' '.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]})
+    lines = []
+    for e in exc.errors():
+        name = str(e["loc"][-1]) if e.get("loc") else "request"
+        lines.append(f"{e['loc'][0] if len(e.get('loc', ())) > 1 else 'the'} parameter {name}: expected "
+                     f"{EXPECTED.get(name, 'a valid value')}.")
+    return _refusal(request, 422, "Not a valid request", lines)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    """Our own refusals say what was missing (their texts carry no request value); others
+    (Starlette's 404 of an unknown path, 405) say only their status."""
+    title = {404: "Not found", 405: "Not allowed"}.get(exc.status_code, "Refused")
+    detail = exc.detail if isinstance(exc.detail, str) and exc.detail not in ("Not Found", "Method Not Allowed") else \
+        f"{title}: this page has no such address."
+    response = _refusal(request, exc.status_code, title, [detail])
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def _headers(request: Request, call_next):
     response = await call_next(request)
     response.headers.setdefault("Content-Security-Policy", PAGE_CSP)  # the report files set REPORT_CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "no-store"  # behind the login: no shared or disk cache keeps it
     return response
+
+
+def _inside(root: Path, *parts: str) -> Path | None:
+    """root/parts as a file whose resolved path is inside root's (a link may not lead out), else None."""
+    path = root.joinpath(*parts)
+    try:
+        resolved, top = path.resolve(strict=True), root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    return resolved if resolved.is_relative_to(top) and resolved.is_file() else None
 
 
 def _bases(request: Request) -> tuple[str, str]:
@@ -99,7 +153,7 @@ def _export(fmt: str, columns: list[str], rows: list[dict], name: str, doc=None)
     from scalebench.report.exports import to_csv
 
     if fmt not in FORMATS:
-        raise HTTPException(404, f"no .{fmt} export: csv or json")
+        raise HTTPException(404, "No such export: csv or json.")
     disposition = {"Content-Disposition": _attachment(f"{name}.{fmt}")}
     if fmt == "json":
         return Response(json.dumps(rows if doc is None else doc, default=str, indent=1), media_type="application/json",
@@ -135,7 +189,8 @@ def create_app() -> FastAPI:
     as a night by the report files' `/{night}/{name}`."""
     app = FastAPI(title="scalebench reports", dependencies=[_auth()], docs_url=None, redoc_url=None, openapi_url=None)
     app.middleware("http")(_headers)
-    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(browsing)
     app.include_router(reports)
     return app
@@ -146,9 +201,10 @@ browsing = APIRouter()
 
 @browsing.get("/static/{name}")
 def static(name: Annotated[str, PathParam(max_length=40)]):
-    path = STATIC_FILES.get(name)
-    if path is None or not path.is_file():
-        raise HTTPException(404, f"no static file {name}" + (" (make ui-vendor restores uPlot)" if path else ""))
+    known = STATIC_FILES.get(name)
+    path = _inside(STATIC, str(known.relative_to(STATIC))) if known else None
+    if known is None or path is None:
+        raise HTTPException(404, "No such static file" + (" (make ui-vendor restores uPlot)." if known else "."))
     return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
 
 @browsing.get("/benchmarks", response_class=HTMLResponse)
@@ -232,7 +288,7 @@ def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, m
 
     cmp, error = _compare(a, b, benchmark)
     if cmp is None:
-        raise HTTPException(404, error)
+        raise HTTPException(404, "Nothing to compare: the two nights need a stored run of the same benchmark.")
     return _export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
                    f"compare-{a}-{b}", asdict(cmp))
 
@@ -242,12 +298,16 @@ reports = APIRouter()
 
 @reports.get("/", response_class=HTMLResponse)
 def index(request: Request):
-    page = paths.reports_dir() / REPORTS_INDEX_HTML
-    if not page.exists():
-        return pages.explain_page(_bases(request)[0], "scalebench reports", [
-            pages.text("No report yet: run the scalebench_nightly_report DAG or "), pages.code("scalebench report"),
-            pages.text(".")])
+    page = _inside(paths.reports_dir(), REPORTS_INDEX_HTML)
+    if page is None:
+        return _no_report_yet(request)
     return FileResponse(page, media_type="text/html", headers={"Content-Security-Policy": REPORT_CSP})
+
+
+def _no_report_yet(request: Request) -> HTMLResponse:
+    return HTMLResponse(pages.explain_page(_bases(request)[0], "scalebench reports", [
+        pages.text("No report yet: it is written when a benchmark's run finishes, or by the scalebench_nightly_report "
+                   "DAG or "), pages.code("scalebench report"), pages.text(".")]))
 
 @reports.get("/api/nights")
 def nights():
@@ -255,11 +315,14 @@ def nights():
     return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
 
 @reports.get("/latest")
-def latest():
-    found = sorted(p.name for p in paths.reports_dir().glob("*") if NIGHT.match(p.name)) if paths.reports_dir().exists() else []
-    if not found:
-        raise HTTPException(404, "no report yet")
-    return RedirectResponse(f"{found[-1]}/report.html")
+def latest(request: Request):
+    """The newest night whose folder holds a report (a night folder may exist before its report)."""
+    root = paths.reports_dir()
+    nights = sorted((p.name for p in root.iterdir() if NIGHT.match(p.name)), reverse=True) if root.is_dir() else []
+    found = next((n for n in nights if _inside(root, n, REPORT_HTML)), None)
+    if found is None:
+        return _no_report_yet(request)
+    return RedirectResponse(f"{found}/{REPORT_HTML}")
 
 @reports.get("/{night}/")
 def night_page(night: NIGHT_VALUE):
@@ -267,9 +330,9 @@ def night_page(night: NIGHT_VALUE):
 
 @reports.get("/{night}/{name}")
 def night_file(night: NIGHT_VALUE, name: Annotated[str, PathParam(pattern=FILES.pattern, max_length=40)]):
-    path = paths.reports_dir() / night / name
-    if not path.is_file():
-        raise HTTPException(404, f"no {name} for night {night}")
+    path = _inside(paths.reports_dir(), night, name)
+    if path is None:
+        raise HTTPException(404, "No such file in that night's report: the nights page lists the reports.")
     return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers={"Content-Security-Policy": REPORT_CSP})
 
 

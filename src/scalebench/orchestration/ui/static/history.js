@@ -89,6 +89,8 @@
     const opts = {
       width: Math.min(1100, document.body.clientWidth - 40), height: 280,
       scales: { x: { time: true } },
+      // room right of the plot for half of the last date label, which is centred on its tick
+      padding: [12, 48, 0, 0],
       // whole nights on the x axis: ticks a day apart or more, written as dates
       axes: [{ space: 70, incrs: [1, 2, 7, 14, 30, 91, 182, 365].map((d) => d * 86400),
                values: (u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(0, 10)) },
