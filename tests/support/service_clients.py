@@ -106,8 +106,9 @@ def local_service(home: Path, config_dir: Path, **extra_env: str):
 
 
 @contextlib.contextmanager
-def browser(profile_dir):
-    """Debian's headless Chromium through ChromeDriver."""
+def browser(profile_dir, network_log: bool = False):
+    """Debian's headless Chromium through ChromeDriver; `network_log`: its network events and
+    console messages can be read (see page_problems)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -117,11 +118,29 @@ def browser(profile_dir):
                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
                 "--window-size=1400,1000", f"--user-data-dir={profile_dir}"):
         opts.add_argument(arg)
+    if network_log:
+        opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+def network_answers(driver) -> list[tuple[int, str]]:
+    """Every (status, url) the browser's requests were answered since the log was last read (a
+    browser from browser(..., network_log=True))."""
+    out = []
+    for entry in driver.get_log("performance"):
+        event = json.loads(entry["message"])["message"]
+        if event["method"] == "Network.responseReceived":
+            out.append((event["params"]["response"]["status"], event["params"]["response"]["url"]))
+    return out
+
+
+def console_errors(driver) -> list[str]:
+    """The console's errors since the log was last read."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def save_screenshot(driver, home, name: str) -> None:

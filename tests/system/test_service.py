@@ -14,8 +14,8 @@ from tests.support import ROOT
 from tests.support.engine import chromium, requires_docker
 from tests.support.drill_configs import BROKEN as BROKEN_ID
 from tests.support.drill_configs import write_drill_configs
-from tests.support.service_clients import (LOGIN, browser, local_service, make, save_screenshot, task_log_text,
-                                          trigger_form_text, ui_login)
+from tests.support.service_clients import (LOGIN, browser, console_errors, local_service, make, network_answers,
+                                          save_screenshot, task_log_text, trigger_form_text, ui_login)
 
 pytestmark = [requires_docker, pytest.mark.slow]
 RESNET = "scalebench_resnet50_keras_cifar10"
@@ -227,6 +227,74 @@ def test_a_browser_sees_the_trigger_form_the_failed_cell_log_and_the_report(serv
         wait.until(lambda d: "/tasks/local_1gpu.train/mapped/0" in d.current_url)
         wait.until(lambda d: "lines of the container output" in d.find_element(By.TAG_NAME, "body").text)
         assert "failed: unknown, exit code 3: last output line" in driver.find_element(By.TAG_NAME, "body").text
+
+
+def test_every_dag_answers_airflows_grid_and_graph_structure(service, runs):
+    """What the Grid and Graph views ask the api-server for, for every DAG it has parsed: a task
+    group graph with a cycle answers 500 there."""
+    api = service["api"]
+    dags = [d["dag_id"] for d in api.get("/api/v2/dags", params={"limit": 100})["dags"]]
+    answers = {dag: (api.request("GET", f"/ui/grid/structure/{dag}").status_code,
+                     api.request("GET", "/ui/structure/structure_data", params={"dag_id": dag}).status_code)
+               for dag in dags}
+    assert len(answers) == 8 and set(answers.values()) == {(200, 200)}, answers
+
+
+@chromium
+def test_every_view_of_every_dag_opens_and_the_grid_leads_to_the_failed_cells_log_and_note(service, runs):
+    """Each DAG's page in the Grid and in the Graph view, its Scaling history tab, and for its newest
+    run the run's task instances and Scaling figures tab: no request answered 400 or more, no console error.
+    Then the failed cell, as a user finds it: its red group square in the Grid, the group's
+    task instances, the mapped cell, its log and its note."""
+    from urllib.parse import unquote
+
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.by import By
+
+    api = service["api"]
+    dags = [d["dag_id"] for d in api.get("/api/v2/dags", params={"limit": 100})["dags"]]
+    pages = []
+    for dag in dags:
+        pages += [(f"/dags/{dag}", "grid", f"/ui/grid/structure/{dag}"),
+                  (f"/dags/{dag}", "graph", f"/ui/structure/structure_data?dag_id={dag}"),
+                  (f"/dags/{dag}/plugin/scalebench-history", "grid", "/scalebench/")]
+        for r in api.runs(dag)[:1]:
+            pages += [(f"/dags/{dag}/runs/{r['dag_run_id']}", "grid",  # its first tab: the task instances
+                       f"/api/v2/dags/{dag}/dagRuns/{r['dag_run_id']}/taskInstances"),
+                      (f"/dags/{dag}/runs/{r['dag_run_id']}/plugin/scalebench-run", "grid", "/scalebench/runs")]
+    problems: dict[str, list[str]] = {}
+    with browser(service["tmp"] / "chrome-views", network_log=True) as driver:
+        wait = ui_login(driver, api.base, api.user, api.password, "/")
+        wait._timeout = 20
+        network_answers(driver), console_errors(driver)  # the login form's own 401 before signing in
+        for path, view, asked in pages:
+            # the DAG page shows the view kept in the browser's storage, as its Grid/Graph toggle does
+            driver.execute_script(f"localStorage.setItem('default_dag_view', JSON.stringify('{view}'))")
+            driver.get(api.base + path)
+            seen: list[tuple[int, str]] = []
+            try:
+                wait.until(lambda d: seen.extend(network_answers(d)) or any(asked in unquote(u) for _, u in seen))
+            except TimeoutException:
+                seen.append((0, f"never asked for {asked}"))
+            time.sleep(1.0)  # the page's remaining requests
+            seen += network_answers(driver)
+            bad = [f"{status} {url}" for status, url in seen if status >= 400 or status == 0] + console_errors(driver)
+            if bad:
+                problems[f"{path} ({view})"] = bad
+        assert len(pages) >= 3 * len(dags) + 4 and problems == {}, problems
+
+        driver.execute_script("localStorage.setItem('default_dag_view', JSON.stringify('grid'))")
+        driver.get(f"{api.base}/dags/{DRILL}")
+        run_id = runs["ids"][DRILL]
+        # found and clicked in one step: the UI re-renders as it loads (a stale element is looked up again)
+        square = f'a[href="/dags/{DRILL}/runs/{run_id}/tasks/group/local_1gpu"]'  # the run's failed group
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, square).click() or True)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, 'a[href$="/tasks/local_1gpu.train/mapped/0"]').click() or True)
+        wait.until(lambda d: "lines of the container output" in d.find_element(By.TAG_NAME, "body").text)
+        page = driver.find_element(By.TAG_NAME, "body").text
+        [train] = [t for t in runs["tis"][DRILL] if t["task_id"] == "local_1gpu.train"]
+        assert driver.current_url.endswith(f"/dags/{DRILL}/runs/{run_id}/tasks/local_1gpu.train/mapped/0")
+        assert train["note"] in page and "failed: unknown, exit code 3: last output line" in page
 
 
 def test_make_airflow_stop_ends_every_process_it_started_and_nothing_else(service, runs):

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
@@ -83,6 +84,24 @@ class Attempt:
     container: ContainerSettings | None = None  # set by spec(): what run() starts
 
 
+T = TypeVar("T")
+
+
+class PhaseClock:
+    """Seconds each phase of the task took (placement.json's phases_s): where a cell's time outside
+    its container goes. lap(name, value) closes phase `name` and hands its value on."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._since = time.monotonic()
+
+    def __call__(self, name: str, value: T) -> T:
+        now = time.monotonic()
+        self.phases[name] = round(now - self._since, 3)
+        self._since = now
+        return value
+
+
 @dataclass
 class Outcome:
     exit_code: int | None
@@ -132,21 +151,26 @@ class CellDockerOperator(DockerOperator):
     # -- the cell ---------------------------------------------------------------------------
     def execute(self, context) -> dict:
         self._ti = context["ti"]
-        attempt = self.begin(self._ti)
+        lap = PhaseClock()
+        attempt = lap("begin", self.begin(self._ti))
         try:
-            lease = self.lease(attempt)
+            lease = lap("lease", self.lease(attempt))
             try:
-                checked = self.preflight(attempt, lease)
+                checked = lap("preflight", self.preflight(attempt, lease))
                 self.spec(attempt, lease, checked)
-                outcome = self.run(attempt, lease)
-                self.write_placement(attempt, lease, checked)
+                lap("spec", None)
+                outcome = lap("run", self.run(attempt, lease))
+                self.write_placement(attempt, lease, checked, lap.phases)
                 lost = self.lease_lost(lease)
                 failure = (Failure("lease_lost", outcome.exit_code, f"{lost}; its container was stopped") if lost
                            else self.classify(attempt, outcome))
                 if failure:
                     raise self.fail(attempt, failure, outcome.lines)
-                summary = self.collect(attempt, lease, outcome)
+                summary = lap("collect", self.collect(attempt, lease, outcome))
                 self.validate(attempt)
+                lap("validate", None)
+                self.write_placement(attempt, lease, checked, lap.phases)  # with the phases after the container
+                self.log.info("phases (s): %s", ", ".join(f"{k} {v:.2f}" for k, v in lap.phases.items()))
                 return summary
             except AirflowTaskTimeout:  # the execution_timeout backstop: stop the container before the
                 self._stop_container("execution timeout reached")  # lease frees its devices
@@ -387,10 +411,11 @@ class CellDockerOperator(DockerOperator):
         self.log.info("%s", message)
 
     # -- helpers ----------------------------------------------------------------------------
-    def write_placement(self, a: Attempt, lease, checked: dict) -> None:
+    def write_placement(self, a: Attempt, lease, checked: dict, phases: dict[str, float]) -> None:
         write_json_atomic(a.out / PLACEMENT_FILE, {
             "host": a.host.name, "device_ids": lease.device_ids, "lease_id": lease.lease_id, "timing_policy": a.policy,
-            "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s, "preflight": checked})
+            "co_tenants": sorted(lease.co_tenants), "lease_wait_s": lease.waited_s, "preflight": checked,
+            "phases_s": dict(phases)})
 
     def identify_image(self, a: Attempt) -> tuple[str, str]:
         """(digest, a reference that runs this image again): tagged by its digest on the engine, so a

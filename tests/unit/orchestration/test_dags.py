@@ -293,3 +293,23 @@ def test_every_dag_we_make_opens_in_the_grid_and_graph_views(config_tree, monkey
         opened[name] = len(graph)
         assert graph and grid, name
     assert sorted(opened) == sorted(dags)
+
+
+@pytest.mark.parametrize("parsing_for, built", [
+    ("scalebench_unet_torch_voc2007_accuracy", ["scalebench_unet_torch_voc2007_accuracy"]),
+    ("scalebench_resnet50_keras_cifar10", ["scalebench_resnet50_keras_cifar10"]),
+    ("scalebench_nightly_report", None),  # another file's DAG, or the dag-processor (no context): every DAG
+    (None, None),
+])
+def test_a_task_process_builds_only_its_own_dag(monkeypatch, parsing_for, built):
+    import runpy
+
+    from airflow.sdk import DAG
+
+    if parsing_for:  # what Airflow's task runner sets while it parses the file for a task
+        monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", parsing_for)
+    else:
+        monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", raising=False)
+    found = sorted(k for k, v in runpy.run_path(str(ROOT / "dags/scalebench_benchmarks.py")).items()
+                   if isinstance(v, DAG))
+    assert found == (built or sorted(f"scalebench_{b}{s}" for b in Configs().benchmarks for s in ("", "_accuracy")))

@@ -17,6 +17,7 @@ matplotlib load inside the tasks.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 from airflow.sdk import DAG, Param, TaskGroup, XComArg, task
 from airflow.sdk.exceptions import AirflowFailException
@@ -195,23 +196,30 @@ def build_config_error_dag(stem: str, error: ConfigError) -> DAG:
     return dag
 
 
-def build_all(configs: Configs | None = None) -> dict[str, DAG]:
-    """Every benchmark's DAG; a config that does not load gets a placeholder DAG with its error."""
+def build_all(configs: Configs | None = None, only: str | None = None) -> dict[str, DAG]:
+    """Every benchmark's DAG; a config that does not load gets a placeholder DAG with its error.
+    `only`: the DAG a task process runs (Airflow's parsing context): each task of a run parses this
+    file again when it starts, and needs its own DAG, not all of them."""
+    import functools
     import logging
 
     configs = configs or Configs()
     good, broken = configs.load_all()
-    dags = {b.dag_id: build_benchmark_dag(b, configs.fleet) for b in good.values()}
-    dags |= {b.accuracy_dag_id: build_benchmark_dag(b, configs.fleet, cellmod.ACCURACY) for b in good.values()}
+    builders: dict[str, Callable[[], DAG]] = {}
+    for b in good.values():
+        builders[b.dag_id] = functools.partial(build_benchmark_dag, b, configs.fleet)
+        builders[b.accuracy_dag_id] = functools.partial(build_benchmark_dag, b, configs.fleet, cellmod.ACCURACY)
     try:
         probe = configs.probe()
     except ConfigError as exc:  # a bad probe setting harms only the probe: its placeholder says why
         logging.getLogger(__name__).error("host probe: %s", exc)
-        dags[PROBE_DAG_ID] = build_config_error_dag("host_probe", exc)
+        builders[PROBE_DAG_ID] = functools.partial(build_config_error_dag, "host_probe", exc)
     else:
         if probe is not None:
-            dags[PROBE_DAG_ID] = build_benchmark_dag(probe, configs.fleet, cellmod.PROBE)
+            builders[PROBE_DAG_ID] = functools.partial(build_benchmark_dag, probe, configs.fleet, cellmod.PROBE)
     for stem, error in broken.items():
         logging.getLogger(__name__).error("benchmark config %s does not load: %s", stem, error)
-        dags[f"scalebench_{safe(stem)}"] = build_config_error_dag(stem, error)
-    return dags
+        builders[f"scalebench_{safe(stem)}"] = functools.partial(build_config_error_dag, stem, error)
+    if only in builders:
+        builders = {only: builders[only]}
+    return {dag_id: build() for dag_id, build in builders.items()}
