@@ -8,7 +8,8 @@ B: what a user would otherwise write: `docker run --rm` of the same image, comma
    environment (built by scalebench.cell.container.settings) on a copy of A's cell.json.
 A and B alternate every round, since cells vary by ~15 % from run to run on this machine.
 Printed: the wall-time ratio A/B per round with its median and range, and per cell where A's
-seconds outside training go (from the run's task instances and the container's own timing).
+seconds outside training go (from the run's task instances, the container's own timing and the
+cell operator's phases in placement.json).
 """
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ from tests.support.drill_configs import write_drill_configs  # noqa: E402
 from tests.support.service_clients import api_time as ts  # noqa: E402
 from tests.support.service_clients import local_service  # noqa: E402
 
-FIXED = ("plan_cells", "check_dataset_local")  # per-run tasks before the cell
+FIXED = ("plan_cells", "check_dataset_local", "cells")  # per-run tasks before the cell (cells: the groups' slices)
+# per-run tasks after it (the rerun steps run only where a figure is flagged; the names before
+# and after they moved out of the cell's group, so that the script measures either)
 AFTER = ("record", "plan_reruns", "reruns", "record_reruns", "plan_more_pairs", "more_pairs", "record_more_pairs",
-         "check_cells")  # per-run tasks after it
+         "check_cells", "finish")
+PHASES = ("begin", "lease", "preflight", "spec", "collect", "validate")  # the train task's, outside its container
 
 
 def busy_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -47,22 +51,30 @@ def run_through_airflow(svc, dag_id: str, gpus: int, seed: int) -> dict:
     """One cell as one REST-triggered run; the run's seconds split by where they went."""
     t0 = time.time()
     run_id = svc.api.trigger(dag_id, {"gpu_counts": [gpus], "repeats": 1, "profile": "smoke", "seed": seed})
-    run = svc.api.wait_run(dag_id, run_id, timeout_s=1200, poll_s=0.5)
+    run = svc.api.wait_run(dag_id, run_id, timeout_s=1200, poll_s=2)  # the end comes from the run, not the poll
     if run["state"] != "success":
         raise RuntimeError(f"{dag_id} run {run_id} ended {run['state']}; see the Airflow UI")
     wall = ts(run["end_date"]) - t0
     tis = [t for t in svc.api.task_instances(dag_id, run_id) if t["start_date"] and t["end_date"]]
-    dur = {t["task_id"].split(".")[-1]: ts(t["end_date"]) - ts(t["start_date"]) for t in tis}
+    span = {t["task_id"]: (ts(t["start_date"]), ts(t["end_date"])) for t in tis}
+    [train] = [v for k, v in span.items() if k.endswith(".train")]
     from scalebench.core.attempt_folders import run_dir
 
     [metrics] = run_dir(dag_id, run_id).glob("*/attempt-1/metrics.json")
     timing = json.loads(metrics.read_text())["timing"]
-    busy = busy_seconds([(ts(t["start_date"]), ts(t["end_date"])) for t in tis])
+    placement = json.loads((metrics.parent / "placement.json").read_text())
+    phases = placement.get("phases_s", {})  # none before the operator timed its phases
+    busy = busy_seconds(list(span.values()))
     return {"wall_s": wall, "container_s": timing["total_s"], "train_s": timing["train_s"],
             "scheduling_s": wall - busy,  # trigger to first task, gaps between tasks, last task to run end
-            "fixed_tasks_s": sum(dur.get(k, 0.0) for k in (*FIXED, "cells")),
-            "container_start_s": dur["train"] - timing["total_s"],  # lease, container start and end, validation
-            "post_s": sum(dur.get(k, 0.0) for k in AFTER),
+            # wall seconds the tasks before and after the cell's kept busy (tasks in parallel counted once)
+            "fixed_tasks_s": busy_seconds([v for k, v in span.items() if k.split(".")[-1] in FIXED]),
+            "container_start_s": train[1] - train[0] - timing["total_s"],  # the train task outside its container
+            "post_s": busy_seconds([v for k, v in span.items() if k.split(".")[-1] in AFTER]),
+            "phases": {k: phases[k] for k in PHASES if k in phases},
+            "phases_run_extra": phases["run"] - timing["total_s"] if phases else None,  # create, start, wait, remove
+            # the task process itself: its start (imports, parsing its DAG), its end, talking to the API server
+            "task_process_s": (train[1] - train[0] - sum(phases.values())) if phases else None,
             "cell_json": metrics.parent / "cell.json"}
 
 
@@ -125,10 +137,10 @@ def main() -> None:
 def report(rounds: list, gpus: list[int]) -> None:
     ratios = [sum(x["wall_s"] for x in a) / sum(x["wall_s"] for x in b) for a, b in rounds]
     print(f"\noverhead: sweep wall time A/B = {statistics.median(ratios):.3f} (median of {len(ratios)} rounds, "
-          f"range {min(ratios):.3f}-{max(ratios):.3f}); goal <= 1.10")
+          f"range {min(ratios):.3f}-{max(ratios):.3f}); goal <= 1.20")
     print("per cell, seconds (median over rounds):  A wall | B wall | in container A/B | outside training: "
           "scheduling, fixed per-run tasks, train task outside the container A (lease, start, validation) / B (start), "
-          "record, rerun check and check_cells")
+          "the tasks after it (record, check_cells, finish; the rerun steps only when a figure is flagged)")
     for k, g in enumerate(gpus):
         a = [rd[0][k] for rd in rounds]
         b = [rd[1][k] for rd in rounds]
@@ -139,8 +151,13 @@ def report(rounds: list, gpus: list[int]) -> None:
         print(f"  {g} device(s): {med(a, 'wall_s'):6.1f} | {med(b, 'wall_s'):6.1f} | {med(a, 'container_s'):5.1f}/"
               f"{med(b, 'container_s'):5.1f} | {med(a, 'scheduling_s'):5.1f}, {med(a, 'fixed_tasks_s'):5.1f}, "
               f"{med(a, 'container_start_s'):4.1f}/{med(b, 'container_start_s'):4.1f}, {med(a, 'post_s'):5.1f}")
+        if all(x["phases"] for x in a):
+            print("      train task outside its container, A: " + ", ".join(
+                f"{k} {statistics.median(x['phases'].get(k, 0.0) for x in a):.2f}" for k in PHASES)
+                + f", container start/stop {statistics.median(x['phases_run_extra'] for x in a):.2f}"
+                + f", the task process itself {statistics.median(x['task_process_s'] for x in a):.2f}")
     extra = statistics.median(sum(x["wall_s"] for x in a) - sum(x["wall_s"] for x in b) for a, b in rounds) / len(gpus)
-    print(f"non-training seconds added per cell by the orchestrator: {extra:.1f} s (median)")
+    print(f"non-training seconds added per cell by the orchestrator: {extra:.1f} s (median); goal <= 10 s")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def context(**params):
     run = SimpleNamespace(run_id="manual__t", run_type="manual", logical_date=dt.datetime(2026, 12, 1, 2, tzinfo=dt.timezone.utc),
                           run_after=None)
     p = {"profile": "smoke", "gpu_counts": [1, 2], "epochs": None, "repeats": 1, "seed": 0, "image_tag": None} | params
-    return {"params": p, "dag_run": run, "ti": SimpleNamespace()}
+    return {"params": p, "dag_run": run, "ti": SimpleNamespace(), "dag": SimpleNamespace(task_ids=[])}
 
 
 def test_fail_with_note_sets_the_note_then_fails_for_good(noted, capsys):
@@ -149,3 +149,29 @@ def test_a_gpu_run_plans_every_cell_on_the_benchmarks_assigned_host(noted, monke
     assert len(stored) == 6  # settled for every benchmark at once, as the nights decide it
     assert all(hosts == {stored[b]["host"]} for b, hosts in hosts_of.items())  # one host per run: like for like
     assert {r["host"] for r in stored.values()} == {"gpu-node-1", "gpu-node-2"}
+
+
+def test_plan_cells_skips_the_tasks_of_groups_and_hosts_without_cells_at_once(tmp_path):
+    """A run plans on one host and some GPU counts; the other groups' cell slices and the other
+    hosts' dataset checks are skipped by plan_cells itself, without a task process each."""
+    import yaml
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    from scalebench.core.config import Configs
+    from scalebench.orchestration.dags.dag_factory import build_benchmark_dag
+
+    hosts = [{"name": f"gpu-node-{i}", "kind": "gpu", "queue": f"q{i}", "device_ids": ["0", "1", "2", "3"]} for i in (1, 2)]
+    (tmp_path / "fleet.yaml").write_text(yaml.safe_dump({"hosts": hosts}))
+    gpu = Configs(fleet_path=tmp_path / "fleet.yaml")
+    dag = build_benchmark_dag(gpu.benchmark("unet_torch_voc2007"), gpu.fleet)
+    pushed = {}
+    ctx = {"dag": dag, "ti": SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))}
+    planned = [{"host": "gpu-node-2", "gpus": 2, "group": "gpu_node_2_2gpu"}]
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        tasks.skip_idle(planned, ctx)
+    assert sorted(skipped.value.tasks) == ["check_dataset_gpu_node_1"] + sorted(
+        f"gpu_node_{i}_{n}gpu.cells" for i in (1, 2) for n in (1, 2, 3, 4) if (i, n) != (2, 2))
+    assert pushed == {"return_value": planned}  # what the cell slices and dataset checks read
+    assert not [t for t in skipped.value.tasks if t.startswith(("reruns.", "more_pairs."))]
+    everything = [{"host": f"gpu-node-{i}", "gpus": n, "group": f"gpu_node_{i}_{n}gpu"} for i in (1, 2) for n in (1, 2, 3, 4)]
+    assert tasks.skip_idle(everything, ctx) == everything  # nothing idle: an ordinary return

@@ -45,11 +45,11 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     if kind == cellmod.ACCURACY:
         run_type = cellmod.ACCURACY
     if kind == cellmod.PROBE:
-        return _plan_probe(b, configs, p, run, run_type, context)
+        return skip_idle(_plan_probe(b, configs, p, run, run_type, context), context)
     if run_type == "scheduled" and kind != cellmod.ACCURACY and (skipped := _in_accuracy_window(b, configs, p, run)):
         print(f"skipped: {skipped}")
         note(context["ti"], f"nightly run skipped: {skipped}")
-        return []
+        return skip_idle([], context)
     try:
         planned = cellmod.plan(b, configs.fleet, profile=p.profile, run_id=run.run_id,
                                host=_assigned_host(configs, b, p.profile), gpu_counts=p.gpu_counts, epochs=p.epochs,
@@ -63,7 +63,27 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
         raise AirflowFailException(f"plan produced cells for {sorted(unknown)} that this DAG lacks; "
                                    "the fleet changed since the DAG was parsed")
     print(f"planned {len(planned)} cells: " + ", ".join(c["label"] for c in planned))
-    return planned
+    return skip_idle(planned, context)
+
+
+def check_dataset_id(host_name: str) -> str:
+    return f"check_dataset_{host_name.replace('-', '_')}"
+
+
+def skip_idle(planned: list[PlannedCell], context) -> list[PlannedCell]:
+    """The plan, after skipping every task that would only start to find nothing to do: the cell
+    slice of a group without cells, the dataset check of a host without cells. Each is a task
+    process; a run plans on one host and some GPU counts, a DAG has groups for every host and count."""
+    from airflow.sdk.bases.xcom import BaseXCom
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    busy = {f"{g}.cells" for g in cellmod.group_by_task(planned)} | {check_dataset_id(c["host"]) for c in planned}
+    idle = [t for t in context["dag"].task_ids if t not in busy and (
+        t.startswith("check_dataset_") or (t.endswith(".cells") and t.count(".") == 1))]  # not the rerun steps'
+    if not idle:
+        return planned
+    context["ti"].xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=planned)  # raising below returns nothing
+    raise DownstreamTasksSkipped(tasks=idle)
 
 
 def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[PlannedCell]:

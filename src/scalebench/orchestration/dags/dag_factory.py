@@ -29,7 +29,8 @@ from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
 from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet, Host
-from scalebench.orchestration.dags.benchmark_tasks import (MORE_PAIRS, RERUNS, check_cells, check_dataset, finish,
+from scalebench.orchestration.dags.benchmark_tasks import (MORE_PAIRS, RERUNS, check_cells, check_dataset,
+                                                           check_dataset_id, finish,
                                                            plan_cells, plan_more_pairs, record, record_more_pairs,
                                                            record_reruns, results_asset, select_cells)
 from scalebench.orchestration.cell_operator import CellDockerOperator
@@ -124,7 +125,7 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         groups = ([(h, fleet.host_probe().gpus) for h in fleet.hosts_of("gpu")] if probe else
                   [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)])  # one place
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
-        checked = {h.name: check_dataset.override(task_id=f"check_dataset_{h.name.replace('-', '_')}", queue=h.queue)(
+        checked = {h.name: check_dataset.override(task_id=check_dataset_id(h.name), queue=h.queue)(
             bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
         recorded = record(bench.id, dag_id, plan)
         check_cells(recorded["counts"])
