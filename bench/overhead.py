@@ -6,7 +6,8 @@ A: `make airflow` (api-server, scheduler, dag-processor, triggerer; LocalExecuto
    triggered through the REST API as its own run and waited for before the next.
 B: what a user would otherwise write: `docker run --rm` of the same image, command, mounts and
    environment (built by scalebench.cell.container.settings) on a copy of A's cell.json.
-A and B alternate every round, since cells vary by ~15 % from run to run on this machine.
+A and B alternate every round, since cells vary by ~15 % from run to run on this machine. The
+report DAG is paused meanwhile: each run's results would start it beside the next cell.
 Printed: the wall-time ratio A/B per round with its median and range, and per cell where A's
 seconds outside training go (from the run's task instances, the container's own timing and the
 cell operator's phases in placement.json).
@@ -55,7 +56,8 @@ def run_through_airflow(svc, dag_id: str, gpus: int, seed: int) -> dict:
     if run["state"] != "success":
         raise RuntimeError(f"{dag_id} run {run_id} ended {run['state']}; see the Airflow UI")
     wall = ts(run["end_date"]) - t0
-    tis = [t for t in svc.api.task_instances(dag_id, run_id) if t["start_date"] and t["end_date"]]
+    tis = [t for t in svc.api.task_instances(dag_id, run_id)  # a skipped task has dates too, a moment apart
+           if t["start_date"] and t["end_date"] and t["state"] != "skipped"]
     span = {t["task_id"]: (ts(t["start_date"]), ts(t["end_date"])) for t in tis}
     [train] = [v for k, v in span.items() if k.endswith(".train")]
     from scalebench.core.attempt_folders import run_dir
@@ -122,6 +124,9 @@ def main() -> None:
         configs = write_drill_configs(tmp / "configs", benchmarks=(args.benchmark,))
         with local_service(tmp / "state", configs) as svc:
             os.environ.update({k: svc.env[k] for k in ("SCALEBENCH_HOME", "SCALEBENCH_CONFIG_DIR")})
+            # the report each run triggers would train beside the next cells (A's or B's) on this
+            # machine's cores; the report's own cost is bench/report_scale.py's figure
+            svc.api.request("PATCH", "/api/v2/dags/scalebench_nightly_report", json={"is_paused": True})
             print(f"make airflow: {svc.started_s:.0f} s; {len(gpus)} cells per round, {args.rounds} rounds, A then B")
             rounds = []
             for r in range(1, args.rounds + 1):
