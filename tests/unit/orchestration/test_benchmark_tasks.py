@@ -173,5 +173,8 @@ def test_plan_cells_skips_the_tasks_of_groups_and_hosts_without_cells_at_once(tm
         f"gpu_node_{i}_{n}gpu.cells" for i in (1, 2) for n in (1, 2, 3, 4) if (i, n) != (2, 2))
     assert pushed == {"return_value": planned}  # what the cell slices and dataset checks read
     assert not [t for t in skipped.value.tasks if t.startswith(("reruns.", "more_pairs."))]
+    # record does the same for the rerun step: reruns at 2 GPUs on gpu-node-2 start that group's slice only
+    assert sorted(tasks.idle_tasks(dag.task_ids, planned, tasks.RERUNS)) == sorted(
+        f"reruns.gpu_node_{i}_{n}gpu.cells" for i in (1, 2) for n in (1, 2, 3, 4) if (i, n) != (2, 2))
     everything = [{"host": f"gpu-node-{i}", "gpus": n, "group": f"gpu_node_{i}_{n}gpu"} for i in (1, 2) for n in (1, 2, 3, 4)]
     assert tasks.skip_idle(everything, ctx) == everything  # nothing idle: an ordinary return

@@ -71,19 +71,27 @@ def check_dataset_id(host_name: str) -> str:
 
 
 def skip_idle(planned: list[PlannedCell], context) -> list[PlannedCell]:
-    """The plan, after skipping every task that would only start to find nothing to do: the cell
-    slice of a group without cells, the dataset check of a host without cells. Each is a task
-    process; a run plans on one host and some GPU counts, a DAG has groups for every host and count."""
+    """The plan, after skipping every task that would only start to find nothing to do (see
+    idle_tasks): a run plans on one host and some GPU counts, a DAG has groups for every host and count."""
     from airflow.sdk.bases.xcom import BaseXCom
     from airflow.sdk.exceptions import DownstreamTasksSkipped
 
-    busy = {f"{g}.cells" for g in cellmod.group_by_task(planned)} | {check_dataset_id(c["host"]) for c in planned}
-    idle = [t for t in context["dag"].task_ids if t not in busy and (
-        t.startswith("check_dataset_") or (t.endswith(".cells") and t.count(".") == 1))]  # not the rerun steps'
+    idle = idle_tasks(context["dag"].task_ids, planned)
     if not idle:
         return planned
     context["ti"].xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=planned)  # raising below returns nothing
     raise DownstreamTasksSkipped(tasks=idle)
+
+
+def idle_tasks(task_ids: Iterable[str], cells: list[PlannedCell], step: str = "") -> list[str]:
+    """The cell slices (`<group>.cells`, each a task process) of a step's groups that have none of
+    `cells`; for the first step (the cells' own groups) also the dataset checks of hosts without cells.
+    `step`: "" or the rerun steps' group (RERUNS, MORE_PAIRS)."""
+    prefix = f"{step}." if step else ""
+    busy = {f"{prefix}{g}.cells" for g in cellmod.group_by_task(cells)} | {check_dataset_id(c["host"]) for c in cells}
+    return [t for t in task_ids if t not in busy and (
+        (not step and t.startswith("check_dataset_"))
+        or (t.startswith(prefix) and t.endswith(".cells") and t.count(".") == 1 + bool(step)))]
 
 
 def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[PlannedCell]:
@@ -182,7 +190,8 @@ def record(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) ->
     """Every planned cell's attempts into the store, whatever their tasks' states (XCom `counts`);
     then the run's one decision on reruns (XCom `reruns`, see plan_reruns). With nothing flagged,
     every task of the rerun and A/B steps is skipped here at once, so the run goes straight on to
-    finish and check_cells instead of walking each skipped step."""
+    finish and check_cells instead of walking each skipped step; with reruns, the cell slices of
+    the groups that have none."""
     from airflow.sdk.exceptions import DownstreamTasksSkipped
 
     from scalebench.store.recording import record_run_when_reachable
@@ -194,8 +203,9 @@ def record(bench_id: str, dag_id: str, planned: list[PlannedCell], **context) ->
     ti.xcom_push(key="counts", value=counts)
     reruns = plan_reruns(bench_id, planned, context)
     ti.xcom_push(key="reruns", value=reruns)
-    if not reruns:
-        raise DownstreamTasksSkipped(tasks=rerun_steps(context["dag"].task_ids))
+    skipped = idle_tasks(context["dag"].task_ids, reruns, RERUNS) if reruns else rerun_steps(context["dag"].task_ids)
+    if skipped:  # with reruns: the groups that have none
+        raise DownstreamTasksSkipped(tasks=skipped)
 
 
 RERUNS, MORE_PAIRS = "reruns", "more_pairs"  # the task groups of the rerun and A/B steps
