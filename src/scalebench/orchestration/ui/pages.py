@@ -13,6 +13,8 @@ import functools
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from markupsafe import Markup
+
 from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
 from scalebench.core import tables
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
@@ -36,8 +38,6 @@ def _env():
 def _shown(value):
     """Every value a template writes: a bidirectional control in stored text shown, not obeyed
     (markup a macro made is already made of shown values)."""
-    from markupsafe import Markup
-
     return tables.visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 

@@ -108,9 +108,8 @@ async def _invalid(request: Request, exc: RequestValidationError) -> Response:
     """422 naming each bad parameter and what it must be, without echoing the value back."""
     lines = []
     for e in exc.errors():
-        name = str(e["loc"][-1]) if e.get("loc") else "request"
-        lines.append(f"{e['loc'][0] if len(e.get('loc', ())) > 1 else 'the'} parameter {name}: expected "
-                     f"{EXPECTED.get(name, 'a valid value')}.")
+        *where, name = [str(x) for x in e.get("loc") or ("request",)]  # e.g. ("query", "dag_id")
+        lines.append(f"{' '.join(where + ['parameter'])} {name}: expected {EXPECTED.get(name, 'a valid value')}.")
     return _refusal(request, 422, "Not a valid request", lines)
 
 
