@@ -3,7 +3,7 @@
 # default and missing, and hands the build an extra CA bundle (build stage only).
 # Usage: containers/build.sh STACK [VARIANT]      e.g. containers/build.sh tensorflow cpu
 # Env:   BASE_IMAGE (default scalebench/debian-base:bookworm), IMAGE_TAG (default cpu),
-#        TORCH_CUDA_ARCH_LIST, MAX_JOBS (mmdet's mmcv compile; the Dockerfile's defaults otherwise),
+#        TORCH_CUDA_ARCH_LIST, MAX_JOBS, CUDA_TOOLCHAIN (mmdet's mmcv compile; the Dockerfile's defaults otherwise),
 #        SCALEBENCH_EXTRA_CA (default: the host's /etc/ssl/certs/ca-certificates.crt)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,7 +18,7 @@ mkdir -p "$here/.wheels/$stack"  # wheels a build needs from the host (e.g. torc
 if [ "$variant" = cpu ] && [ -x "$here/$stack/fetch-wheels.sh" ]; then "$here/$stack/fetch-wheels.sh" >/dev/null; fi
 # settings a Dockerfile declares (mmdet's CUDA compile), passed on when set
 extra=()
-for arg in TORCH_CUDA_ARCH_LIST MAX_JOBS; do
+for arg in TORCH_CUDA_ARCH_LIST MAX_JOBS CUDA_TOOLCHAIN; do
   if [ -n "${!arg:-}" ] && grep -q "^ARG $arg=" "$here/$stack/Dockerfile"; then extra+=(--build-arg "$arg=${!arg}"); fi
 done
 echo "building $image from $base ($variant)"

@@ -8,13 +8,18 @@ import pytest
 from tests.support import ROOT
 
 
-def resolved(stack: str, variant: str) -> dict[str, str]:
-    """What containers/resolve.sh says the variant installs: name -> version."""
+def report(stack: str, variant: str) -> list[dict]:
+    """What containers/resolve.sh says the variant installs: pip's report, one entry per package."""
     pip = str(Path(sys.executable).parent / "pip")
     out = subprocess.run([str(ROOT / "containers/resolve.sh"), stack, variant], capture_output=True, text=True,
                          timeout=600, env={"PIP": pip, "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-3000:]
-    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
+    return json.loads(out.stdout)["install"]
+
+
+def resolved(stack: str, variant: str) -> dict[str, str]:
+    """name -> version of what the variant installs."""
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report(stack, variant)}
 
 
 @pytest.mark.slow
@@ -45,6 +50,33 @@ def test_mmdet_gpu_variant_resolves_on_top_of_the_gpu_torch_set():
     assert installs["torch"] == "2.13.0" and "nvidia-nccl-cu13" in installs  # the CUDA build, not the host's +cpu
     assert (installs["mmdet"], installs["mmengine"]) == ("3.3.0", "0.10.7") and "pycocotools" in installs
     assert "mmcv" not in installs and "opencv-python" not in installs  # compiled in the image; headless OpenCV
+
+
+@pytest.mark.slow
+def test_the_cuda_toolchain_that_compiles_mmcv_is_torchs_cuda_on_pypi(tmp_path):
+    """The mmdet GPU image installs `cuda_toolchain.py requirement`, read from the torch wheel the
+    torch GPU set resolves to; resolved here for the image's platform, its nvcc must be the CUDA
+    release of torch's own runtime (a toolkit pinned anywhere else would show here)."""
+    from tests.unit.test_cuda_toolchain import tc
+
+    [torch] = [i["metadata"] for i in report("torch", "gpu") if i["metadata"]["name"].lower() == "torch"]
+    installs = resolved("torch", "gpu")
+    requirement = tc.requirement(torch["requires_dist"])
+    platforms = [f"--platform=manylinux_2_{minor}_x86_64" for minor in range(5, 37)]  # glibc 2.36: Debian 12
+    out = subprocess.run([str(Path(sys.executable).parent / "pip"), "--isolated", "install", "--dry-run", "--quiet",
+                          "--report", str(tmp_path / "r.json"), "--only-binary=:all:", "--python-version=3.11",
+                          *platforms, "--target", str(tmp_path / "t"), "--cert", "/etc/ssl/certs/ca-certificates.crt",
+                          requirement], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    toolchain = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+                 for i in json.loads((tmp_path / "r.json").read_text())["install"]}
+    cuda = tc.cuda_release(tc.toolkit_version(torch["requires_dist"]))
+    assert cuda == "13.0" and requirement == "cuda-toolkit[nvcc,cccl,crt,cudart]==13.0.3"
+    assert tc.cuda_release(toolchain["nvidia-cuda-nvcc"]) == cuda, toolchain
+    assert tc.cuda_release(installs["nvidia-cuda-runtime"]) == cuda and toolchain["nvidia-cuda-runtime"] == \
+        installs["nvidia-cuda-runtime"]  # the runtime nvcc links against is torch's own
+    pinned = " ".join((ROOT / "containers" / s / "requirements-gpu.txt").read_text() for s in ("torch", "mmdet"))
+    assert "cuda-toolkit" not in pinned and "nvidia-cuda-nvcc" not in pinned  # the version is written nowhere else
 
 
 def test_cpu_and_gpu_variants_pin_the_same_versions():
