@@ -17,13 +17,14 @@ DEMO_BENCHMARKS ?= resnet50_keras_cifar10:2 unet_torch_voc2007:2 frcnn_tf_voc200
                    maskrcnn_mmdet_voc2012:1 msrcnn_mmdet_voc2012:1
 BENCHMARKS ?= $(DEMO_BENCHMARKS)
 
-.PHONY: lint ui-vendor airflow-units images-gpu bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
+.PHONY: lint ui-vendor airflow-units images-gpu images-gpu-check bench bench-regressions drills airflow-restart gpu-check gpu-check-wheels help venv docker images browser airflow-db airflow airflow-stop airflow-status secrets stack-images stack stack-down gpu-worker e2e demo test lock clean
 help:
 	@echo "make demo   - run the six benchmarks (smoke, 1 and 2 devices) in Airflow, then the report; BENCHMARKS=\"id[:repeats] ...\" narrows it"
 	@echo "make test   - run the whole test suite (sets up what it needs)"
 	@echo "make lint   - ruff and mypy over the code (src/, the kit and the trainers, DAGs, plugins, bench/)"
 	@echo "make images - build the CPU training images (offline base, layer cache)"
-	@echo "make images-gpu - on a GPU host: the GPU images (CUDA devel base; GPU_BASE_IMAGE, CUDA_VERSION, TORCH_CUDA_ARCH_LIST)"
+	@echo "make images-gpu - the four GPU images (no GPU needed; TORCH_CUDA_ARCH_LIST, MAX_JOBS, GPU_BASE_IMAGE, CUDA_VERSION)"
+	@echo "make images-gpu-check - each GPU image checked on CPU: CUDA build info, mmcv's CUDA ops, every trainer's smoke cell"
 	@echo "make airflow - run Airflow as a service on this machine (UI, scheduler, nightly runs); make airflow-stop"
 	@echo "make airflow-units - the same components as systemd units (survive a reboot), verified with systemd-analyze"
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
@@ -31,7 +32,7 @@ help:
 	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale, regression detectors"
 	@echo "make bench-regressions - our regression detector vs Apache Otava and a conbench-style z-score, on simulated nights"
 	@echo "make drills - fault drills and security checks; rewrites docs/reliability.md"
-	@echo "make gpu-check - on a lent GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (make gpu-check-wheels first, here)"
+	@echo "make gpu-check - on a GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (in scalebench/torch:gpu where Docker is; else natively: make gpu-check-wheels first, here)"
 	@echo "make ui-vendor - refresh the committed chart script (uPlot) from the npm registry as web/package-lock.json pins it"
 
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
@@ -64,8 +65,11 @@ docker:
 images: docker venv  # every stack of include/configs/stacks.yaml, each after the stack it is built FROM
 	@for stack in $$($(BIN)/scalebench stacks --build-order); do containers/build.sh $$stack cpu || exit 1; done
 
-images-gpu: docker venv  # on a GPU host with network: the GPU variants on a CUDA devel base (GPU_BASE_IMAGE, TORCH_CUDA_ARCH_LIST)
+images-gpu: docker venv  # the GPU variants, here or on a GPU host (PyPI and Debian only; TORCH_CUDA_ARCH_LIST, MAX_JOBS, GPU_BASE_IMAGE, CUDA_VERSION)
 	containers/build-gpu.sh
+
+images-gpu-check: venv airflow-db  # every GPU image checked on CPU: CUDA build info, mmcv's CUDA ops, each trainer's smoke cell
+	SCALEBENCH_GPU_IMAGES=all $(BIN)/python -m pytest -q -s -p no:cacheprovider -m gpu_image tests/integration/images/test_gpu_images.py $(PYTEST_ARGS)
 
 browser:  # Debian's headless Chromium + driver, for the UI test
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
@@ -169,10 +173,11 @@ drills: venv images airflow-db browser  # every drill (tests/ and bench/drills/)
 gpu-check-wheels:  # here, with PyPI: the kit's dependencies for a GPU host without network
 	deploy/gpu-check/fetch-wheels.sh
 
-gpu-check:  # on a lent GPU host (no Docker, no network): NVML pre-flight, UNet under torchrun/NCCL, NVML sampling
+gpu-check:  # on a GPU host: NVML pre-flight, UNet under torchrun/NCCL, NVML sampling; in the built GPU image where Docker is, else natively
 	deploy/gpu-check/run.sh $(or $(GPU_CHECK_OUT),$(STATE)/gpu-check)
 
 test: venv images browser airflow-db
+	containers/build.sh torch gpu  # the PyTorch GPU image, built and checked on CPU (tests/integration/images/test_gpu_images.py)
 	deploy/build-images.sh postgres  # the lease and store tests on PostgreSQL
 	deploy/stack.sh install  # Docker Compose: a test reads the stack's resolved config
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""GPU check for a lent GPU machine: NVIDIA GPUs, Python 3.12 with a CUDA torch and nvidia-ml-py,
-no Docker engine and no network. Only the kit and the trainer travel (this repository's
-containers/kit and containers/torch/trainers, put on PYTHONPATH); the kit's other needs
-(numpy, pillow, jsonschema) come from the git-ignored wheels folder `make gpu-check-wheels`
-fills beside this script, installed into a venv that sees the host's torch.
+"""GPU check of a GPU host before its first night (make gpu-check, deploy/gpu-check/run.sh).
+Where Docker and the built GPU image are there (scalebench/torch:gpu, or GPU_CHECK_IMAGE), run.sh
+runs this script inside that image with the host's GPUs: the image's own torch, kit and UNet
+trainer are what is checked. Elsewhere (a lent GPU machine: Python 3.12 with a CUDA torch and
+nvidia-ml-py, no Docker engine, no network) it runs natively and only the kit and the trainer
+travel (this repository's containers/kit and containers/torch/trainers, put on PYTHONPATH); the
+kit's other needs (numpy, pillow, jsonschema) come from the git-ignored wheels folder `make
+gpu-check-wheels` fills beside this script, installed into a venv that sees the host's torch.
 
     python3 deploy/gpu-check/gpu_check.py OUT_DIR          # on the GPU host (make gpu-check)
     python3 deploy/gpu-check/gpu_check.py --cpu OUT_DIR    # the CPU twin: same steps, gloo, no NVML
@@ -28,7 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT, TRAINERS, SRC = ROOT / "containers" / "kit", ROOT / "containers" / "torch", ROOT / "src"
-sys.path[:0] = [str(KIT), str(SRC)]
+# run.sh runs this script inside the built GPU image where Docker is: the image's own kit and trainer
+# then (its PYTHONPATH), only the pre-flight check comes from this checkout
+IN_IMAGE = os.environ.get("SCALEBENCH_GPU_CHECK_IMAGE")
+sys.path[:0] = [str(SRC)] if IN_IMAGE else [str(KIT), str(SRC)]
 
 # (epochs, steps per epoch, batch per device, image px, warm-up steps). GPU: the UNet config's
 # nightly profile (10 epochs of at most 7 steps, 30 per GPU) at VOC's 256 px; the CPU twin: small.
@@ -74,7 +80,7 @@ def cell_spec(devices: int, cpu: bool, data: Path, train_images: int, precision:
         "data": {"name": "voc2007", "format": "vocdevkit-2007-seg", "path": str(data), "fingerprint": "synthetic",
                  "train_limit": train_images, "test_limit": None, "image_size": size},
         "model": {"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
-        "provenance": {"image": None, "git_revision": os.environ.get("SCALEBENCH_GIT_REVISION")},
+        "provenance": {"image": IN_IMAGE, "git_revision": os.environ.get("SCALEBENCH_GIT_REVISION")},
     }
 
 
@@ -103,8 +109,11 @@ def main(argv: list[str]) -> None:
     data = out / "data"
     if not (data / "VOCdevkit").exists():
         voc_seg.write_synthetic(data, train_images=train_images, test_images=2 * batch + 1, size=size, seed=1)
+    travel = [] if IN_IMAGE else [str(TRAINERS), str(KIT)]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4"),
-           "PYTHONPATH": os.pathsep.join([str(TRAINERS), str(KIT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([*travel, os.environ.get("PYTHONPATH", "")])}
+    trainer = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('trainers.unet_voc').origin)"],
+                             env=env, capture_output=True, text=True).stdout.strip()
     runs = {}
     for precision in PRECISIONS:
         sub = out / precision
@@ -132,7 +141,8 @@ def main(argv: list[str]) -> None:
                            "shares": b["shares"], "observed_dtype": doc["precision"]["observed_dtype"],
                            "switches": doc["precision"]["switches"], "metrics": doc["metrics"], "gpu": b.get("gpu")}
     summary = {
-        "ok": True, "devices": devices, "preflight": checked, "system": doc["system"], "precisions": runs,
+        "ok": True, "image": IN_IMAGE, "trainer": trainer, "devices": devices, "preflight": checked,
+        "system": doc["system"], "precisions": runs,
         "bf16_over_fp32_throughput": round(runs["bf16"]["images_per_s"] / runs["fp32"]["images_per_s"], 3),
         "allreduce": allreduce(out, devices, cpu, env),
     }

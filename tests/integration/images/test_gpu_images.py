@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from tests.support import ROOT
 from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 from tests.support.engine import docker_ready
 from tests.unit.test_cuda_toolchain import tc
@@ -151,3 +152,20 @@ def test_every_trainer_runs_its_smoke_cell_in_its_gpu_image(tmp_path, stack, ben
     assert rc == 0, out
     rows = json.loads(out)
     assert len(rows) == 2 and all(r.get("status") == "valid" for r in rows), rows
+
+
+@pytest.mark.timeout(600)
+def test_make_gpu_check_runs_the_trainer_from_the_built_gpu_image_where_docker_is(tmp_path):
+    """deploy/gpu-check/run.sh finds the engine and scalebench/torch:gpu, and runs the check inside
+    it: the image's UNet trainer and CUDA torch, here as its CPU twin (no --gpus on a CPU host)."""
+    image = needs("torch")
+    cuda = framework_cuda(build_info("torch"))
+    proc = subprocess.run([str(ROOT / "deploy" / "gpu-check" / "run.sh"), str(tmp_path), "--cpu"],
+                          capture_output=True, text=True, timeout=580)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.stdout.startswith(f"gpu-check: in {image} (CPU twin)\n"), proc.stdout[:300]
+    summary = json.loads((tmp_path / "gpu-check.json").read_text())
+    assert summary["ok"] and summary["image"] == image and summary["devices"] == 2
+    assert summary["trainer"] == "/opt/scalebench/trainers/unet_voc.py"  # the image's trainer, not this checkout's
+    assert summary["system"]["cuda"] == cuda and summary["system"]["framework_version"].endswith("+cu130")
+    assert {p: r["observed_dtype"] for p, r in summary["precisions"].items()} == {"fp32": "float32", "bf16": "bfloat16"}

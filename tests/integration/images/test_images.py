@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
+from tests.unit.test_cuda_toolchain import tc
 
 
 def report(stack: str, variant: str) -> list[dict]:
@@ -27,6 +29,18 @@ def test_tensorflow_gpu_variant_resolves_with_cuda_wheels():
     installs = resolved("tensorflow", "gpu")
     assert installs["tensorflow"] == "2.20.0"
     assert {"nvidia-nccl-cu12", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"} <= set(installs)
+
+
+@pytest.mark.slow
+def test_tensorflow_gpu_pins_its_cuda_wheels_at_the_versions_tensorflow_was_built_with():
+    """tensorflow[and-cuda] names its CUDA wheels with lower bounds only: unpinned, pip took CUDA 12.9
+    and cuDNN 9.28 under a TensorFlow built with 12.5.1 / 9. Each pin is TensorFlow's own lower bound."""
+    [tf] = [i["metadata"] for i in report("tensorflow", "gpu") if i["metadata"]["name"].lower() == "tensorflow"]
+    floors = {m.group(1): m.group(2) for r in tf["requires_dist"] if 'extra == "and-cuda"' in r
+              for m in [re.match(r"(nvidia-[a-z0-9-]+)\s*[^;]*>=([0-9.]+)", r)] if m}
+    installs = resolved("tensorflow", "gpu")
+    assert len(floors) == 12 and {k: installs[k] for k in floors} == floors
+    assert tc.cuda_release(installs["nvidia-cuda-runtime-cu12"]) == "12.5"  # tf.sysconfig's cuda_version 12.5.1
 
 
 @pytest.mark.slow
@@ -57,8 +71,6 @@ def test_the_cuda_toolchain_that_compiles_mmcv_is_torchs_cuda_on_pypi(tmp_path):
     """The mmdet GPU image installs `cuda_toolchain.py requirement`, read from the torch wheel the
     torch GPU set resolves to; resolved here for the image's platform, its nvcc must be the CUDA
     release of torch's own runtime (a toolkit pinned anywhere else would show here)."""
-    from tests.unit.test_cuda_toolchain import tc
-
     [torch] = [i["metadata"] for i in report("torch", "gpu") if i["metadata"]["name"].lower() == "torch"]
     installs = resolved("torch", "gpu")
     requirement = tc.requirement(torch["requires_dist"])
@@ -83,7 +95,9 @@ def test_cpu_and_gpu_variants_pin_the_same_versions():
     cpu = (ROOT / "containers/tensorflow/requirements-cpu.txt").read_text().splitlines()
     gpu = (ROOT / "containers/tensorflow/requirements-gpu.txt").read_text().splitlines()
     strip = lambda lines: sorted(l.replace("[and-cuda]", "").replace("tensorflow-cpu", "tensorflow") for l in lines if l and not l.startswith("#"))  # noqa: E731
-    assert sorted(set(strip(gpu)) - set(strip(cpu))) == ["nvidia-ml-py==13.615.71  # NVML: the trainers sample GPU utilisation and memory"]
+    extra = set(strip(gpu)) - set(strip(cpu))
+    nvml = "nvidia-ml-py==13.615.71  # NVML: the trainers sample GPU utilisation and memory"
+    assert nvml in extra and all(re.fullmatch(r"nvidia-[a-z-]+-cu12==[0-9.]+", line) for line in extra - {nvml}), extra
     assert set(strip(cpu)) <= set(strip(gpu))
     cpu, gpu = ((ROOT / f"containers/tf-detection/requirements-{v}.txt").read_text().splitlines() for v in ("cpu", "gpu"))
     assert strip(cpu) == strip(gpu)
