@@ -17,13 +17,14 @@ join them. A change is the prime suspect, not a fresh start: a change under test
 its reference, digest, framework and the CUDA / cuDNN / NCCL it carries; or the resolved config,
 config_sha) is judged against the OLD baseline with the usual gates, confirmed the same night by
 an A/B of the previous and the new image (or by reruns, or by the next night), and only a change
-found harmless (no effect, an improvement, an A/B that says "same") or an acknowledged shift
+found harmless (no effect, an improvement, an A/B whose equivalence test says "same") or an acknowledged shift
 starts a new baseline. A change of the environment (driver, GPU model, topology) restarts the
 baseline and says so. A flagged night joins the baseline only once cleared, so a step cannot
 widen its own baseline; a confirmed regression's nights never join it."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Sequence
 
 from scalebench_kit.names import ALL_METRICS
 
-from scalebench.analysis.stats import robust_z
+from scalebench.analysis.stats import MOST_REPEATS, pairs_for_shift_equivalence, rank_test_p, robust_z, shift_interval
 from scalebench.core.records import DEFAULT_PRECISION
 
 # metric -> +1 if higher is better, -1 if lower is better
@@ -164,21 +165,46 @@ class ABTest:
 
     @property
     def change(self) -> float:
-        """B relative to A in the bad direction (0.1: B 10 % worse)."""
-        ma = statistics.median(self.a)
-        return -self.direction * (statistics.median(self.b) - ma) / abs(ma) if ma else 0.0
+        """B relative to A in the bad direction (0.1: B 10 % worse), from the Hodges-Lehmann shift
+        of the log values (the median of every pair's log ratio)."""
+        return self._in_bad_direction(self._interval()[0]) if self._interval() else 0.0
+
+    @property
+    def level(self) -> float:
+        """The interval's coverage: two one-sided tests at 5 % over all the looks an A/B may take
+        (5 pairs, then one more at a time to the cap), Bonferroni-split so that a change at the
+        gate is called "same" at most 5 % of the time however many pairs were added."""
+        g = self.gates or Gates()
+        return 1 - 2 * 0.05 / max(1, g.ab_max_pairs - g.ab_min_pairs + 1)
+
+    def interval(self) -> tuple[float, float] | None:
+        """The interval of the change (low, high) at `level`, in the bad direction: exact and
+        distribution-free (Moses' interval of the log shift); None with too few cells."""
+        got = self._interval()
+        if got is None:
+            return None
+        return tuple(sorted((self._in_bad_direction(got[1]), self._in_bad_direction(got[2]))))  # type: ignore[return-value]
+
+    def _in_bad_direction(self, log_shift: float) -> float:
+        return -self.direction * (math.exp(log_shift) - 1)
+
+    def _interval(self) -> tuple[float, float, float] | None:
+        if not self.a or not self.b or min(self.a + self.b) <= 0:
+            return None
+        return shift_interval([math.log(v) for v in self.a], [math.log(v) for v in self.b], self.level)
 
     def p(self, worse: bool = True) -> float:
-        """One-sided Mann-Whitney U: B worse than A (or, worse=False, better)."""
-        from scipy.stats import mannwhitneyu
-
+        """One-sided Mann-Whitney U, B worse than A (or, worse=False, better): exact by permutation
+        at these sizes, ties included."""
         b_low = (self.direction > 0) == worse
-        return float(mannwhitneyu(self.b, self.a, alternative="less" if b_low else "greater").pvalue)
+        return rank_test_p(self.b, self.a, "less" if b_low else "greater")
 
     @property
     def verdict(self) -> str:
-        """worse | better (different at ab_alpha and past the magnitude gate) | same (within half the
-        magnitude gate, or within it once the pairs reached their cap) | unknown (add pairs)."""
+        """worse | better: the rank test rejects at ab_alpha and the change passes the magnitude
+        gate; same: equivalence, the interval of the change (`level`) inside ±magnitude (two
+        one-sided tests); unknown otherwise (add pairs up to the cap; then it stays unknown and
+        decides nothing)."""
         g = self.gates or Gates()
         if min(len(self.a), len(self.b)) < g.ab_min_pairs:
             return "unknown"
@@ -186,8 +212,8 @@ class ABTest:
             return "worse"
         if self.p(False) <= g.ab_alpha and -self.change >= g.magnitude:
             return "better"
-        capped = min(len(self.a), len(self.b)) >= g.ab_max_pairs
-        return "same" if abs(self.change) < g.magnitude / (1 if capped else 2) else "unknown"
+        ci = self.interval()
+        return "same" if ci is not None and -g.magnitude < ci[0] and ci[1] < g.magnitude else "unknown"
 
     def wants_pairs(self) -> int:
         """How many more pairs an "unknown" A/B should run (0: decided, or at its cap)."""
@@ -196,12 +222,43 @@ class ABTest:
             return 0
         return max(0, g.ab_max_pairs - min(len(self.a), len(self.b)))
 
+    def pairs_to_decide(self) -> int | None:
+        """Pairs that would show "same" with 80 % power if the images do not differ, at the spread
+        measured tonight (the pooled SD of the log values); None without a spread."""
+        if min(len(self.a), len(self.b)) < 2 or min(self.a + self.b) <= 0:
+            return None
+        la, lb = [math.log(v) for v in self.a], [math.log(v) for v in self.b]
+        sd = math.sqrt((statistics.variance(la) * (len(la) - 1) + statistics.variance(lb) * (len(lb) - 1))
+                       / (len(la) + len(lb) - 2))
+        g = self.gates or Gates()
+        # "same": -magnitude < -(exp(shift) - 1) < magnitude, i.e. the log shift inside these bounds
+        return pairs_for_shift_equivalence(sd, math.log(1 - g.magnitude), math.log(1 + g.magnitude), self.level)
+
     def line(self) -> str:
+        verdict = self.verdict
+        ci = self.interval()
         kind = {"worse": "slower" if self.direction > 0 else "worse", "better": "faster" if self.direction > 0
-                else "better"}.get(self.verdict)
-        what = (f"image {self.new} {abs(self.change) * 100:.1f} % {kind} than image {self.previous}" if kind else
-                f"image {self.new} vs image {self.previous}: {self.verdict} ({-self.change * 100:+.1f} %)")
-        p = self.p(self.verdict != "better")
+                else "better"}.get(verdict)
+        if kind:
+            what = f"image {self.new} {abs(self.change) * 100:.1f} % {kind} than image {self.previous}"
+            if ci is not None:
+                lo, hi = sorted(abs(v) * 100 for v in ci)
+                what += f" ({self.level * 100:g} % interval {lo:.1f}..{hi:.1f} %)"
+        else:  # signed as B against A: + is better
+            what = f"image {self.new} vs image {self.previous}: {verdict} ({-self.change * 100:+.1f} %"
+            if ci is not None:
+                what += f", {self.level * 100:g} % interval {-ci[1] * 100:+.1f}..{-ci[0] * 100:+.1f} %"
+            g = self.gates or Gates()
+            if verdict == "same":
+                what += f", inside ±{g.magnitude * 100:g} %"
+            elif ci is not None:
+                what += f", not inside ±{g.magnitude * 100:g} %"
+                need = self.pairs_to_decide()
+                if need is not None and need <= MOST_REPEATS:
+                    what += (f"; {need} pairs would show \"same\" with 80 % power if the images do not differ, "
+                             "at tonight's spread")
+            what += ")"
+        p = self.p(verdict != "better")
         return f"{what} tonight on {self.host} (p = {p:.3g}, {len(self.a)} + {len(self.b)} cells)"
 
 
@@ -396,9 +453,12 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         if alert:  # keep judging later nights against the level before the regression
             for h in history[-streak:]:
                 h[1] = "out"
+        # an A/B that could not decide clears nothing: the image stays under judgement against the
+        # old baseline, and the next nights decide
+        undecided = ab is not None and ab.verdict == "unknown"
         verdict = None
         if suspect is not None:
-            verdict = (REGRESSION if alert else INCONCLUSIVE if flagged else
+            verdict = (REGRESSION if alert else INCONCLUSIVE if flagged or undecided else
                        IMPROVEMENT if improved or (ab is not None and ab.verdict == "better") else NO_EFFECT)
             if suspect.kind == "config" and not config_alerts:
                 alert = False  # reported in Changes tonight, not alerted
@@ -410,7 +470,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         if suspect is not None and verdict == IMPROVEMENT:
             history = [[value, "in"]]  # a better level: the new image's own baseline starts here
         pending = verdict == INCONCLUSIVE
-        if not flagged:
+        if not flagged and not undecided:
             suspect = None  # decided harmless; a confirmed regression stays named while it lasts
     return out
 

@@ -43,6 +43,114 @@ def bootstrap_mean_ratio_ci(pairs: list[tuple[list[float], list[float]]], *, n_b
 
 
 MOST_REPEATS = 50  # beyond this a repeat count is not a setting anyone would run
+EXACT_LIMIT = 200_000  # splits of the pooled cells enumerated for an exact rank test (10 + 10: 184,756)
+
+
+def _midranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def rank_test_p(x: Sequence[float], y: Sequence[float], alternative: str) -> float:
+    """One-sided Mann-Whitney U p-value that x is stochastically `less` (or `greater`) than y.
+    Exact by enumerating every split of the pooled values when there are at most EXACT_LIMIT
+    (ties keep their midranks, so the p-value is the exact permutation one, where scipy's exact
+    method assumes no ties and falls back to the normal approximation); scipy's asymptotic test
+    beyond."""
+    from itertools import combinations
+
+    n, m = len(x), len(y)
+    if not n or not m:
+        return 1.0
+    if math.comb(n + m, n) > EXACT_LIMIT:
+        from scipy.stats import mannwhitneyu
+
+        return float(mannwhitneyu(x, y, alternative=alternative).pvalue)
+    import numpy as np
+
+    ranks = np.asarray(_midranks([*x, *y]))
+    observed = ranks[:n].sum()
+    sums = ranks[np.asarray(list(combinations(range(n + m), n)))].sum(axis=1)
+    eps = 1e-9 * (n + m)
+    hits = sums <= observed + eps if alternative == "less" else sums >= observed - eps
+    return float(hits.mean())
+
+
+def shift_order(n: int, m: int, level: float = 0.90) -> int:
+    """The order k of Moses' interval for the shift between n and m cells: the k-th smallest and
+    k-th largest of the n x m pairwise differences, k the largest count with P(U <= k - 1) <=
+    (1 - level) / 2 under the null (exact up to EXACT_LIMIT splits, the normal approximation
+    beyond); 0 when no pair gives that coverage."""
+    from itertools import combinations
+
+    import numpy as np
+
+    tail = (1 - level) / 2
+    if math.comb(n + m, n) <= EXACT_LIMIT:
+        us = np.asarray([sum(c) - n * (n - 1) // 2 for c in combinations(range(n + m), n)])
+        counts = np.bincount(us, minlength=n * m + 1).cumsum() / len(us)
+        return int(np.searchsorted(counts, tail, side="right"))  # P(U <= k - 1) <= tail < P(U <= k)
+    from scipy.stats import norm
+
+    return max(0, int(math.floor(n * m / 2 - norm.ppf(1 - tail) * math.sqrt(n * m * (n + m + 1) / 12))))
+
+
+def shift_interval(x: Sequence[float], y: Sequence[float], level: float = 0.90) -> tuple[float, float, float] | None:
+    """(Hodges-Lehmann estimate, low, high) of the shift y - x: the median of the n x m pairwise
+    differences and the distribution-free interval between two of them (Moses; `shift_order`),
+    with coverage of at least `level`. None when no pair of differences gives that coverage (too
+    few cells: 3 + 3 reach at most 90 %)."""
+    import numpy as np
+
+    n, m = len(x), len(y)
+    k = shift_order(n, m, level) if n and m else 0
+    if k < 1:
+        return None
+    diffs = np.sort(np.subtract.outer(np.asarray(y, float), np.asarray(x, float)).ravel())
+    return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[n * m - k])
+
+
+def pairs_for_shift_equivalence(sd: float, low: float, high: float, level: float, power: float = 0.8,
+                                most: int = MOST_REPEATS, runs: int = 4000, seed: int = 0) -> int | None:
+    """Cells per side at which Moses' interval (`level`) of the shift between two sides of normal
+    noise `sd` and no true difference falls inside (low, high) with `power`, found by simulation
+    (seeded: the same answer each time), starting from the t-based count. It asks for one point
+    more than `power` in its own runs, so that another simulation of the same size agrees. None
+    without a spread or an interval around 0; most + 1 when more than `most` would be needed."""
+    if sd <= 0 or not low < 0 < high:
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    k = pairs_for_equivalence(sd, min(-low, high), power, (1 - level) / 2, most) or most + 1
+    for k in range(max(2, k), most + 1):
+        order = shift_order(k, k, level)
+        if order < 1:
+            continue
+        a, b = rng.normal(0, sd, (runs, k)), rng.normal(0, sd, (runs, k))
+        diffs = np.sort((b[:, :, None] - a[:, None, :]).reshape(runs, -1), axis=1)
+        inside = (diffs[:, order - 1] > low) & (diffs[:, k * k - order] < high)
+        if inside.mean() >= power + 0.01:
+            return k
+    return most + 1
+
+
+def pairs_for_equivalence(sd: float, margin: float, power: float = 0.8, alpha: float = 0.05,
+                          most: int = MOST_REPEATS) -> int | None:
+    """Cells per side for two one-sided tests at `alpha` each to succeed with `power` when the
+    true difference is 0 and each cell's spread is `sd`: the t-based TOST power
+    2 T(margin / se - t_(1-alpha)) - 1 with se = sd sqrt(2 / k). None without a margin; most + 1
+    when more than `most` would be needed."""
+    return repeats_for_power(0.0, sd * sd, sd * sd, margin, power, most, alpha)
 
 
 @dataclass(frozen=True)
@@ -62,7 +170,8 @@ class Verdict:
             return "; no number of repeats shows equivalence: the difference itself is at the margin"
         if self.repeats_needed > MOST_REPEATS:
             return f"; more than {MOST_REPEATS} repeats per side would be needed at this spread"
-        return f"; {self.repeats_needed} repeats per side would show equivalence at this spread"
+        return (f"; {self.repeats_needed} repeats per side would show equivalence with 80 % power at this spread "
+                "if there is no true difference")
 
     def text(self, scale: float = 100.0, unit: str = " pt") -> str:
         if self.kind == "uninformative":
@@ -122,20 +231,36 @@ def equivalence(base: list[float], other: list[float], margin: float, floor: flo
     return Verdict(kind, diff, ci, margin, n)
 
 
-def repeats_for_equivalence(diff: float, v1: float, v2: float, margin: float, most: int = MOST_REPEATS) -> int | None:
-    """The fewest repeats per side whose 90 % Welch CI, at this difference and these variances,
-    lies inside ±margin (the test `equivalence` makes); None when the difference is at or
-    beyond the margin; most + 1 when more than `most` would be needed."""
-    if abs(diff) >= margin:
+def repeats_for_power(diff: float, v1: float, v2: float, margin: float, power: float = 0.8,
+                      most: int = MOST_REPEATS, alpha: float = 0.05) -> int | None:
+    """The fewest repeats per side at which the equivalence test (a 1 - 2 alpha Welch interval
+    inside ±margin; 90 % by default) succeeds with `power`, if the true difference is `diff` and the variances v1, v2:
+    P(low > -margin and high < margin) from the t distribution. None when it never can (the
+    difference at or beyond the margin, or no margin); most + 1 when more than `most` are needed."""
+    if margin <= 0 or abs(diff) >= margin:
         return None
     from scipy import stats as st
 
     for k in range(2, most + 1):
         se = math.sqrt((v1 + v2) / k)
         df = (v1 + v2) ** 2 / ((v1 ** 2 + v2 ** 2) / (k - 1)) if v1 + v2 > 0 else 2 * k - 2
-        if abs(diff) + float(st.t.ppf(0.95, df)) * se < margin:
+        if se == 0:
+            return k
+        t = float(st.t.ppf(1 - alpha, df))
+        p = float(st.t.cdf((margin - diff) / se - t, df) + st.t.cdf((margin + diff) / se - t, df) - 1)
+        if p >= power:
             return k
     return most + 1
+
+
+def repeats_for_equivalence(diff: float, v1: float, v2: float, margin: float, most: int = MOST_REPEATS) -> int | None:
+    """Repeats per side that would show equivalence with 80 % power, planned on a true difference
+    of 0 at the measured variances (the observed difference is itself noise: planning on it gives
+    a count that succeeds about half the time). None when the observed difference is already at
+    or beyond the margin (more repeats would not make it equivalent)."""
+    if abs(diff) >= margin:
+        return None
+    return repeats_for_power(0.0, v1, v2, margin, 0.8, most)
 
 
 def olympic_mean(values: Sequence[float]) -> float:

@@ -1,6 +1,7 @@
 """The study's two answers: the weekly run (full passes, repeats) is the one set beside the
 study's averages and the one that says whether accuracy suffers; the nightly table (capped
 epochs) is steady-state throughput and a smoke signal."""
+import random
 import statistics
 
 import pytest
@@ -77,15 +78,29 @@ def test_the_weekly_run_answers_whether_accuracy_suffers_per_benchmark(week):
     assert next(x for x in week.conclusions if x.startswith("Nightly accuracy, a smoke signal only"))
 
 
-def test_a_spread_too_wide_for_its_repeats_says_how_many_would_do():
+def simulated_power(k: int, sd1: float, sd2: float, margin: float, runs: int = 4000, seed: int = 3) -> float:
+    """How often `equivalence` says equivalent at k repeats per side when there is no true difference."""
+    rng = random.Random(seed)
+    return sum(equivalence([rng.gauss(0.61, sd1) for _ in range(k)], [rng.gauss(0.61, sd2) for _ in range(k)],
+                           margin).kind == "equivalent" for _ in range(runs)) / runs
+
+
+def test_a_spread_too_wide_for_its_repeats_says_how_many_would_do_with_80_percent_power():
     base, other = [0.60, 0.62, 0.61], [0.605, 0.63, 0.59]
     v = equivalence(base, other, 0.01)
-    assert v.kind == "inconclusive" and v.repeats_needed == repeats_for_equivalence(
-        v.diff, statistics.variance(base), statistics.variance(other), 0.01) == 22
-    assert v.text().endswith(f"; {v.repeats_needed} repeats per side would show equivalence at this spread)")
-    # the same means and spreads with the repeats it named: now equivalence shows
-    more = equivalence(base * 8, other * 8, 0.01)
-    assert more.kind == "equivalent", more.text()
+    k = v.repeats_needed
+    assert v.kind == "inconclusive" and k == repeats_for_equivalence(
+        v.diff, statistics.variance(base), statistics.variance(other), 0.01) == 45
+    assert v.text().endswith(f"; {k} repeats per side would show equivalence with 80 % power at this spread "
+                             "if there is no true difference)")
+    # the count it names, simulated at these spreads with no true difference: the least with 80 %
+    sd1, sd2 = statistics.stdev(base), statistics.stdev(other)
+    assert simulated_power(k, sd1, sd2, 0.01) >= 0.8 > simulated_power(k - 1, sd1, sd2, 0.01)
+    # planning on the observed difference as if it were the truth (the old rule) named 22: 30 % power
+    assert simulated_power(22, sd1, sd2, 0.01, runs=1000) < 0.5
+    # SD 0.6 pt on both sides, margin 1 pt: 8 per side (80 % simulated), not 4
+    assert repeats_for_equivalence(0.0, 0.006 ** 2, 0.006 ** 2, 0.01) == 8
+    assert simulated_power(8, 0.006, 0.006, 0.01) >= 0.8 > simulated_power(7, 0.006, 0.006, 0.01)
     at_margin = equivalence([0.60, 0.62, 0.61], [0.59, 0.61, 0.60], 0.01)
     assert at_margin.repeats_needed is None and "the difference itself is at the margin" in at_margin.text()
 
