@@ -131,8 +131,8 @@ def pairs_for_shift_equivalence(sd: float, low: float, high: float, level: float
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    k = pairs_for_equivalence(sd, min(-low, high), power, (1 - level) / 2, most) or most + 1
-    for k in range(max(2, k), most + 1):
+    start = pairs_for_equivalence(sd, min(-low, high), power, (1 - level) / 2, most) or most + 1
+    for k in range(max(2, start), most + 1):
         order = shift_order(k, k, level)
         if order < 1:
             continue
