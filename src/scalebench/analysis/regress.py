@@ -167,7 +167,8 @@ class ABTest:
     def change(self) -> float:
         """B relative to A in the bad direction (0.1: B 10 % worse), from the Hodges-Lehmann shift
         of the log values (the median of every pair's log ratio)."""
-        return self._in_bad_direction(self._interval()[0]) if self._interval() else 0.0
+        got = self._interval()
+        return self._in_bad_direction(got[0]) if got else 0.0
 
     @property
     def level(self) -> float:
