@@ -2,6 +2,7 @@
 equivalence verdicts for accuracy, rank correlation. numpy/scipy only, imported lazily."""
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -66,8 +67,6 @@ def rank_test_p(x: Sequence[float], y: Sequence[float], alternative: str) -> flo
     (ties keep their midranks, so the p-value is the exact permutation one, where scipy's exact
     method assumes no ties and falls back to the normal approximation); scipy's asymptotic test
     beyond."""
-    from itertools import combinations
-
     n, m = len(x), len(y)
     if not n or not m:
         return 1.0
@@ -79,24 +78,33 @@ def rank_test_p(x: Sequence[float], y: Sequence[float], alternative: str) -> flo
 
     ranks = np.asarray(_midranks([*x, *y]))
     observed = ranks[:n].sum()
-    sums = ranks[np.asarray(list(combinations(range(n + m), n)))].sum(axis=1)
+    sums = ranks[_splits(n, m)].sum(axis=1)
     eps = 1e-9 * (n + m)
     hits = sums <= observed + eps if alternative == "less" else sums >= observed - eps
     return float(hits.mean())
 
 
+@functools.lru_cache(maxsize=32)
+def _splits(n: int, m: int):
+    """Every choice of n positions out of n + m, as an array (one row per split)."""
+    from itertools import combinations
+
+    import numpy as np
+
+    return np.asarray(list(combinations(range(n + m), n)))
+
+
+@functools.lru_cache(maxsize=256)
 def shift_order(n: int, m: int, level: float = 0.90) -> int:
     """The order k of Moses' interval for the shift between n and m cells: the k-th smallest and
     k-th largest of the n x m pairwise differences, k the largest count with P(U <= k - 1) <=
     (1 - level) / 2 under the null (exact up to EXACT_LIMIT splits, the normal approximation
     beyond); 0 when no pair gives that coverage."""
-    from itertools import combinations
-
     import numpy as np
 
     tail = (1 - level) / 2
     if math.comb(n + m, n) <= EXACT_LIMIT:
-        us = np.asarray([sum(c) - n * (n - 1) // 2 for c in combinations(range(n + m), n)])
+        us = _splits(n, m).sum(axis=1) - n * (n - 1) // 2
         counts = np.bincount(us, minlength=n * m + 1).cumsum() / len(us)
         return int(np.searchsorted(counts, tail, side="right"))  # P(U <= k - 1) <= tail < P(U <= k)
     from scipy.stats import norm
