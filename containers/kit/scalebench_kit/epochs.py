@@ -44,6 +44,15 @@ def timed_samples(plan: dict, epochs: int, warmup_steps: int) -> int:
     return sum((sizes * epochs)[warmup_steps:])
 
 
+def timed_images(plan: dict, epochs: int, warmup_steps: int) -> int:
+    """Distinct images the timed steps trained on, the count throughput is made of: the timed
+    samples less the repeats in each timed last step (the padding that evens the shards, or fills
+    the last batch), which do work but add no image to the pass."""
+    per_epoch = plan["steps_per_epoch"]
+    timed_last_steps = sum(1 for e in range(epochs) if (e + 1) * per_epoch - 1 >= warmup_steps)
+    return timed_samples(plan, epochs, warmup_steps) - plan.get("repeated_images", 0) * timed_last_steps
+
+
 def epoch_order(plan: dict, seed: int, epoch: int) -> list[int]:
     """One epoch's sample order: a seeded shuffle of the split, cut to a capped epoch's samples or
     padded by repeating its first images up to the plan's samples per epoch."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from .contract import CONTRACT_VERSION, load_cell_spec, write_result
 from .names import CELL_SPEC_FILE, EVENTS_FILE, TRAINER_FAILED
-from .epochs import epoch_plan, timed_samples  # noqa: F401  (trainers import epoch_plan from here)
+from .epochs import epoch_plan, timed_images, timed_samples  # noqa: F401  (trainers import epoch_plan from here)
 from .events import EventLog
 from .timing import Progress, StepTimer, combine_ranks  # noqa: F401  (trainers import them from here)
 
@@ -70,9 +70,12 @@ class Cell:
         if self.rank != 0:
             return None
         plan = (extra or {}).get("epoch")
-        images = (samples_per_step * timer.timed_steps if samples_per_step else
-                  timed_samples(plan, len(epoch_s), timer.warmup_steps) if plan and len(timer.steps) == len(epoch_s)
-                  * plan["steps_per_epoch"] else self.training["global_batch"] * timer.timed_steps)
+        planned = plan and not samples_per_step and len(timer.steps) == len(epoch_s) * plan["steps_per_epoch"]
+        samples = (samples_per_step * timer.timed_steps if samples_per_step else
+                   timed_samples(plan, len(epoch_s), timer.warmup_steps) if planned
+                   else self.training["global_batch"] * timer.timed_steps)
+        # throughput counts distinct images; the padding repeats are recorded apart
+        images = timed_images(plan, len(epoch_s), timer.warmup_steps) if planned else samples
         doc = {
             "contract_version": CONTRACT_VERSION,
             "cell": self.spec["cell"],
@@ -93,6 +96,7 @@ class Cell:
                 "timed_steps": timer.timed_steps,
                 "warmup_steps": timer.warmup_steps,
                 "images_per_s": round(images / timer.train_s, 3) if timer.train_s > 0 else 0.0,
+                "padded_samples": samples - images,
                 "breakdown": breakdown,
             },
             "evaluations": evaluations or [],

@@ -3,7 +3,7 @@ from collections import Counter
 
 import pytest
 
-from scalebench_kit.epochs import epoch_order, epoch_plan, shard, timed_samples
+from scalebench_kit.epochs import epoch_order, epoch_plan, shard, timed_images, timed_samples
 
 SPLIT, PER_GPU = 209, 30  # VOC2007's segmentation train split, UNet's per-GPU batch
 
@@ -58,3 +58,20 @@ def test_the_hold_trainers_planted_accuracy_rises_to_its_level_and_names_its_met
     c = curve(0.8, 100)
     assert c[-1] == pytest.approx(0.8) and all(a < b for a, b in zip(c, c[1:]))
     assert next(e for e, v in enumerate(c, 1) if v >= 0.6) < next(e for e, v in enumerate(curve(0.77, 100), 1) if v >= 0.6)
+
+
+def test_throughput_counts_distinct_images_not_the_padding_repeats():
+    """209 images (VOC2007's segmentation train split) on 8 devices: each epoch runs 216 samples,
+    7 of them repeats in its last step; counting them put images/s 3.4 % high."""
+    plan = epoch_plan(209, 240, shards=8)
+    assert plan["samples_per_epoch"] == 216 and plan["repeated_images"] == 7
+    assert timed_samples(plan, epochs=3, warmup_steps=0) == 3 * 216
+    assert timed_images(plan, epochs=3, warmup_steps=0) == 3 * 209
+    # 10 images a step in 4 steps, the last of 9 + 1 repeat: a warm-up of 4 steps takes a whole epoch out
+    plan = epoch_plan(39, 10, shards=2)
+    assert (plan["steps_per_epoch"], plan["repeated_images"]) == (4, 1)
+    assert timed_images(plan, epochs=2, warmup_steps=4) == 39 and timed_samples(plan, epochs=2, warmup_steps=4) == 40
+    # a warm-up of 3: the first epoch's last step (9 images + the repeat) is timed
+    assert timed_images(plan, epochs=2, warmup_steps=3) == 9 + 39 and timed_samples(plan, epochs=2, warmup_steps=3) == 50
+    full = epoch_plan(209, 64, full_batches=True)  # every batch full: 47 repeats in the last one
+    assert timed_images(full, epochs=1, warmup_steps=0) == 209 and timed_samples(full, 1, 0) == 256
