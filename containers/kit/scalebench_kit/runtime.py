@@ -69,8 +69,8 @@ class Cell:
         scalebench_kit.precision.record(...) of what ran."""
         if self.rank != 0:
             return None
-        plan = (extra or {}).get("epoch")
-        planned = plan and not samples_per_step and len(timer.steps) == len(epoch_s) * plan["steps_per_epoch"]
+        plan: dict = (extra or {}).get("epoch") or {}
+        planned = bool(plan) and not samples_per_step and len(timer.steps) == len(epoch_s) * plan["steps_per_epoch"]
         samples = (samples_per_step * timer.timed_steps if samples_per_step else
                    timed_samples(plan, len(epoch_s), timer.warmup_steps) if planned
                    else self.training["global_batch"] * timer.timed_steps)
