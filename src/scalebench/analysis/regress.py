@@ -51,6 +51,7 @@ HASHES = {"image_digest", "config_sha"}  # shown shortened
 # a change's verdict (the report's "Changes tonight")
 REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE = ("regression (confirmed)", "improvement", "no effect",
                                                     "inconclusive")
+FIXED, PARTLY_FIXED = "regression fixed", "partly fixed"  # a change that came while a confirmed regression lasted
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor
 
 
@@ -149,6 +150,8 @@ class Judgement:
                   f"(Mann-Whitney U p = {self.rerun_p:.3g})")
         if self.factor is not None and abs(self.factor - 1) >= 0.005:
             s += f"; host night factor {self.factor:.3f} divided out"
+        if self.verdict in (FIXED, PARTLY_FIXED):
+            s += f"; {self.note}"
         return s
 
 
@@ -396,6 +399,9 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
     last_print: dict | None = None
     suspect: Change | None = None  # the change under test tonight's figure is judged with (kept while flagged)
     pending = False                # the suspect's verdict is still inconclusive
+    regressed: Change | None = None  # the change of the confirmed regression that lasts (judged against before it)
+    regressed_at: list[float] = []   # that regression's nights
+    better: list[list] = []          # the suspect's improved nights, not yet confirmed (out of the baseline)
     for night, raw in series.points:
         if since and night < since:
             continue
@@ -408,7 +414,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         if change and history and (change.kind == "environment" or len(base) < gates.min_history):
             # a new environment (or too little history to judge a change): compare with the night before, start again
             before = history[-1][0]
-            history, streak, suspect = [[value, "in"]], 0, None
+            history, streak, suspect, regressed, regressed_at, better = [[value, "in"]], 0, None, None, [], []
             out.append(Judgement(series.key, night, value, before, -direction * (value - before) / abs(before)
                                  if before else 0.0, None, False, False, "baseline restarted", changed_with=change.text,
                                  factor=factor))
@@ -416,6 +422,9 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         news = bool(change) or (suspect is not None and pending)
         if change:
             suspect, streak, pending = change, 0, False  # tonight starts judging this change against the old baseline
+            for h in better:  # an improvement of the change before, never confirmed: those nights were noise
+                h[1] = "in"
+            better = []
         entry = [value, "in"]
         history.append(entry)
         if len(base) < gates.min_history:
@@ -457,21 +466,47 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         # an A/B that could not decide clears nothing: the image stays under judgement against the
         # old baseline, and the next nights decide
         undecided = ab is not None and ab.verdict == "unknown"
-        verdict = None
+        verdict, note = None, ""
         if suspect is not None:
             verdict = (REGRESSION if alert else INCONCLUSIVE if flagged or undecided else
                        IMPROVEMENT if improved or (ab is not None and ab.verdict == "better") else NO_EFFECT)
+            if regressed is not None and suspect is not regressed:
+                # a change while a regression lasts: judged against the level before that regression
+                b_level = statistics.median(regressed_at) if regressed_at else None
+                gain = (-direction * (b_level - value) / abs(b_level)) if b_level else 0.0
+                if not flagged and not undecided:
+                    verdict, note = FIXED, f"regression ended with {suspect.text} ({regressed.text}'s regression fixed)"
+                    regressed, regressed_at = None, []
+                elif flagged and gain >= gates.magnitude:
+                    verdict = PARTLY_FIXED
+                    note = (f"partly fixed: {suspect.text} is {gain * 100:.1f} % better than {regressed.text}, "
+                            f"{delta * 100:.1f} % short of the level before it")
+            elif verdict == IMPROVEMENT:
+                # one lucky night restarts nothing: a better level is confirmed by the next night too
+                entry[1] = "better"
+                better.append(entry)
+                if len(better) < gates.confirm:
+                    verdict, note = INCONCLUSIVE, "improved: to be confirmed by the next night"
+            elif better:  # the improvement did not hold: those nights were noise and join the baseline
+                for h in better:
+                    h[1] = "in"
+                better = []
             if suspect.kind == "config" and not config_alerts:
                 alert = False  # reported in Changes tonight, not alerted
-        j = Judgement(series.key, night, value, med, delta, z, flagged, alert,
+        if alert and suspect is not None and verdict == REGRESSION:
+            regressed = suspect
+        if regressed is not None and suspect is regressed and alert:
+            regressed_at.append(value)
+        j = Judgement(series.key, night, value, med, delta, z, flagged, alert, note,
                       reruns=tuple(reruns) if confirmed is not None and ab is None else (), rerun_p=p,
                       confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
                       news=news and suspect is not None)
         out.append(j)
         if suspect is not None and verdict == IMPROVEMENT:
-            history = [[value, "in"]]  # a better level: the new image's own baseline starts here
+            history = [[h[0], "in"] for h in better]  # a confirmed better level: the new image's own baseline
+            better = []
         pending = verdict == INCONCLUSIVE
-        if not flagged and not undecided:
+        if not flagged and not undecided and not better:
             suspect = None  # decided harmless; a confirmed regression stays named while it lasts
     return out
 

@@ -15,7 +15,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
-from scalebench.analysis.regress import judge
+from scalebench.analysis.regress import FIXED, PARTLY_FIXED, judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
@@ -88,6 +88,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         alerts=[alert_line(j, what_changed(j.suspect)) for j in tonight if j.alert],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
+        fixed=[j.line() for j in tonight if j.verdict in (FIXED, PARTLY_FIXED) and j.news],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),

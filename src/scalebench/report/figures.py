@@ -7,7 +7,8 @@ from typing import Callable
 
 from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
-from scalebench.analysis.regress import INCONCLUSIVE, IMPROVEMENT, NO_EFFECT, REGRESSION, Change, Judgement
+from scalebench.analysis.regress import (FIXED, IMPROVEMENT, INCONCLUSIVE, NO_EFFECT, PARTLY_FIXED, REGRESSION, Change,
+                                         Judgement)
 from scalebench.core.cells import ACCURACY
 from scalebench.core.records import FigureRow, RowKey, figure_of
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
@@ -193,7 +194,7 @@ def alert_line(j: Judgement, what_changed: str | None = None) -> str:
     return j.line() + (f"; what changed: {what_changed}" if what_changed and j.suspect is not None else "")
 
 
-SEVERITY = (REGRESSION, INCONCLUSIVE, IMPROVEMENT, NO_EFFECT)  # a change's verdict: its most severe figure's
+SEVERITY = (REGRESSION, PARTLY_FIXED, INCONCLUSIVE, FIXED, IMPROVEMENT, NO_EFFECT)  # a change's verdict: its most severe figure's
 
 
 def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], str | None]) -> list[dict]:
@@ -208,7 +209,8 @@ def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], s
         verdict = min((j.verdict for j in js), key=SEVERITY.index)
         moved = sorted((j for j in js if j.verdict == verdict), key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
         numbers = [f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.change or 0.0) * 100:+.1f}%)"
-                   + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") for j in moved]
+                   + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") + (f"; {j.note}" if j.note else "")
+                   for j in moved]
         suspect = js[0].suspect
         assert suspect is not None  # grouped above by their suspect
         out.append({"benchmark": bench, "kind": suspect.kind, "change": text, "verdict": verdict,

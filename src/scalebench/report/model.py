@@ -155,6 +155,7 @@ class Report:
     study_rows: list[Row] = field(default_factory=list)  # the weekly rows timed by train time (full passes)
     study_average: dict[int, float] = field(default_factory=dict)  # their average: the one set beside the study's
     moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
+    fixed: list[str] = field(default_factory=list)  # confirmed regressions a new change ended (or partly): said once
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:

@@ -222,11 +222,12 @@ def markdown(rep: Report) -> str:
         out.append("- none (no image or config changed tonight)")
     out += ["", "## Regressions", ""]
     out += [f"- ALERT: {a}" for a in rep.alerts]
+    out += [f"- FIXED: {a}" if "(regression fixed)" in a else f"- PARTLY FIXED: {a}" for a in rep.fixed]
     out += [f"- {d}" for d in rep.diagnoses]
     out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
     out += [f"- cleared by reruns: {a}" for a in rep.cleared]
     out += [f"- {a}" for a in rep.changes]
-    if not (rep.alerts or rep.flagged or rep.cleared or rep.changes):
+    if not (rep.alerts or rep.fixed or rep.flagged or rep.cleared or rep.changes):
         out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Suspect figures", ""]
     sus = [f"- {r.name}{run} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}"

@@ -35,6 +35,14 @@ def payload(night: str, details: list[dict], cfg: AlertConfig) -> dict:
                                                     if d.get("bisect") else "") for d in details)}
 
 
+def fixed_payload(night: str, lines: list[str], cfg: AlertConfig) -> dict:
+    """The night a change ended a confirmed regression (or part of it): said once, as its alert was."""
+    link = f"{cfg.report_url.rstrip('/')}/{night}/"
+    return {"source": "scalebench", "kind": "fixed", "night": night, "report": link, "count": len(lines),
+            "fixed": lines, "text": f"scalebench: {len(lines)} regression(s) ended or partly fixed on night {night} "
+                                    f"({link})\n" + "\n".join(f"- {x}" for x in lines)}
+
+
 def broken_night(night: dict) -> dict | None:
     """What is missing from a night (a write_report summary) and why; None when nothing is."""
     if not night["missing"] and not night["failed"]:

@@ -46,7 +46,8 @@ def write_report(**context) -> dict:
         failed = [{"benchmark": r.benchmark, **x} for r in rep.rows for x in r.not_valid
                   if rep.source == "scheduled"]  # a manual trial's failures break no night
         summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
-                          "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details})
+                          "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details,
+                          "fixed": rep.fixed})
     deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
                 or bool(context["params"].get("deadline")))
     return {"nights": summaries, "deadline": deadline}
@@ -55,7 +56,7 @@ def write_report(**context) -> dict:
 def send_alerts(summary: dict, **context) -> dict:
     """Each night's confirmed regressions and, at its deadline, what broke, through the
     configured Airflow notifier."""
-    from scalebench.orchestration.dags.alerts import broken_payload, deliver, send, to_send
+    from scalebench.orchestration.dags.alerts import broken_payload, deliver, fixed_payload, send, to_send
 
     cfg = Configs().alerts()
     sent = {}
@@ -66,6 +67,10 @@ def send_alerts(summary: dict, **context) -> dict:
             sent[night["night"]] = len(regressions) if doc else 0
             print(f"night {night['night']}: {len(regressions)} alert(s) "
                   + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
+        if night.get("fixed") and night["complete"] != summary["deadline"]:  # once, as the alerts are
+            doc = deliver(cfg, fixed_payload(night["night"], night["fixed"], cfg), context)
+            print(f"night {night['night']}: {len(night['fixed'])} regression(s) ended or partly fixed "
+                  + (f"(sent by the {cfg.notifier} notifier)" if doc else "(not sent: notifier none)"))
         if broken:
             doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)
             print(f"night {night['night']} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
