@@ -46,6 +46,7 @@ against the baseline, and the old rule (every image change restarts the baseline
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -62,6 +63,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from scalebench.analysis import regress  # noqa: E402  (the A/B rule swapped in for the "before" rows)
 from scalebench.analysis.regress import (FINGERPRINT_KEYS, Gates, Series, SeriesKey, judge, night_factors,  # noqa: E402
                                          wants_ab, wants_rerun)
 
@@ -523,8 +525,46 @@ def image_prints(every: int) -> dict[dt.date, dict]:
     return out
 
 
+class PointEstimateAB(regress.ABTest):
+    """The A/B's rule before equivalence (kept here to print beside today's): "same" when the
+    median change is within half the magnitude gate, or within it once the pairs reached their cap."""
+
+    @property
+    def verdict(self) -> str:
+        g = self.gates or Gates()
+        if min(len(self.a), len(self.b)) < g.ab_min_pairs:
+            return "unknown"
+        ma = statistics.median(self.a)
+        change = -self.direction * (statistics.median(self.b) - ma) / abs(ma) if ma else 0.0
+        if self.p(True) <= g.ab_alpha and change >= g.magnitude:
+            return "worse"
+        if self.p(False) <= g.ab_alpha and -change >= g.magnitude:
+            return "better"
+        capped = min(len(self.a), len(self.b)) >= g.ab_max_pairs
+        return "same" if abs(change) < g.magnitude / (1 if capped else 2) else "unknown"
+
+
+@contextlib.contextmanager
+def ab_rule(mode: str):
+    """judge() with the A/B rule a mode names: "ab-point" swaps in the point-estimate rule."""
+    if mode != "ab-point":
+        yield
+        return
+    saved, regress.ABTest = regress.ABTest, PointEstimateAB
+    try:
+        yield
+    finally:
+        regress.ABTest = saved
+
+
 def ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str, every: int, pairs: int
                 ) -> tuple[list, float]:
+    with ab_rule(mode):
+        return _ours_images(host, repeats, reruns, gates, "ab" if mode == "ab-point" else mode, every, pairs)
+
+
+def _ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str, every: int, pairs: int
+                 ) -> tuple[list, float]:
     """The pipeline over a history with image changes: `mode` "ab" (A/B of the previous and the new
     image when a flag came with one), "reruns" (plain reruns only) or "reset" (the old rule: an
     image change restarts the baseline)."""
@@ -563,32 +603,38 @@ def image_study(args, g: Gates) -> list:
     print(f"\nimage changes: a new image every {args.image_every} nights (most do nothing); the change arrives "
           f"with the image of night {STEP_AT}; A/B of {g.ab_min_pairs} pairs (up to {g.ab_max_pairs})")
     head = (f"{'CV':>3} {'outl':>4} {'detector':<34} {'change':<17} {'night 1':>8} {'within 2':>8} {'nights':>6} "
-            f"{'false/1000':>10} {'cells':>5}")
-    rows = []
-    for cv, (repeats, reruns) in ((0.02, (1, 3)), (0.05, (3, 8))):
+            f"{'false/1000':>10} {'cells':>5} {'A/B same':>8}")
+    rows, same = [], {}
+    for cv, (repeats, reruns) in ((0.02, (1, 3)), (0.05, (3, 8)), (0.10, (3, 8))):
         noise = Noise(cv, 0.02, args.night_share, args.figures)
         for mode, label in (("ab", f"ours + A/B ({repeats} rep., {reruns} reruns)"),
+                            ("ab-point", "ours + point-estimate A/B (before)"),
                             ("reruns", f"ours, reruns only ({repeats}, {reruns})"),
                             ("reset", "old: an image change restarts")):
             for change in IMAGE_CHANGES:
                 rng = random.Random(args.seed + 11 * len(rows))
-                flags, spent = [], []
+                flags, spent, called_same, ran = [], [], 0, 0
                 for _ in range(args.image_histories):
                     js, rr = ours_images(Host(rng, noise, change), repeats, reruns, g, mode, args.image_every,
                                          g.ab_min_pairs)
                     flags.append([None if j.baseline is None or j.changed_with else j.alert for j in js])
                     spent.append(rr)
+                    ab = js[STEP_AT].ab if len(js) > STEP_AT else None  # the A/B of the changed image's night
+                    if ab is not None:
+                        ran += 1
+                        called_same += ab.verdict == "same"
                 f = score(flags, change)
                 f.cost = repeats + statistics.fmean(spent)
                 rows.append((cv, 0.02, label, f"{change.name} at image", f))
+                same[len(rows) - 1] = f"{called_same / ran:6.1%}" if ran else "–"
         print(f"  CV {cv:.0%} done", flush=True)
     print("\n" + head)
-    for cv, outliers, label, change, f in rows:
+    for i, (cv, outliers, label, change, f) in enumerate(rows):
         print(f"{cv:>3.0%} {outliers:>4.0%} {label:<34} {change:<17} " + " ".join(
-            c.rjust(w) for c, w in zip(f.cells(), (8, 8, 6, 10, 5))))
+            c.rjust(w) for c, w in zip([*f.cells(), same[i]], (8, 8, 6, 10, 5, 8))))
     print("\nimage-change goals (10% steps at an image change; false alarms from the steady histories, whose "
           "images change and do nothing):")
-    for cv in (0.02, 0.05):
+    for cv in (0.02, 0.05, 0.10):
         mine = {(label.split(" (")[0], change): f for c, _, label, change, f in rows if c == cv}
         step, steady = mine[("ours + A/B", "step 10% at image")], mine[("ours + A/B", "steady at image")]
         old = mine[("old: an image change restarts", "step 10% at image")]

@@ -69,7 +69,11 @@ def test_a_rehearsed_week_gives_back_planted_accuracies_and_sets_only_full_passe
     acc = doc["accuracy"]["unet_torch_voc2007"]
     assert acc["verdicts"]["iou"]["2"]["kind"] == "equivalent" and acc["verdicts"]["iou"]["4"]["kind"] == "worse"
     assert acc["verdicts"]["iou"]["4"]["text"].startswith("worse by 3.")
-    assert acc["epochs_to_target"]["2"]["kind"] == "same" and acc["epochs_to_target"]["4"]["kind"] == "more"
+    # 3 repeats: Welch's t on every repeat (the olympic rule needs 5); no planted change at 2 GPUs is
+    # never "more", and "as many" needs an interval inside ±1 epoch, which 3 repeats may not give
+    two, four = acc["epochs_to_target"]["2"], acc["epochs_to_target"]["4"]
+    assert two["kind"] in ("same", "not shown") and four["kind"] == "more", (two, four)
+    assert "the olympic rule needs 5 repeats per side" in two["text"] + four["text"], (two, four)
     assert "(3 repeats per GPU count): yes: iou at 4 GPUs worse by 3." in acc["answer"]
     weekly = {r["gpus"]: r for r in doc["rows"] if r["run"] == "weekly"}
     assert {r["basis"] for r in weekly.values()} == {"train time"} and {r["valid"] for r in weekly.values()} == {"9/9"}
