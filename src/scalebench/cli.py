@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,44 @@ def _gpus(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, in the command line's one form, exit status 2."""
+
+    def error(self, message: str):
+        message = message.replace("argument ", "", 1) if message.startswith("argument ") else message
+        what = self.prog.removeprefix("scalebench").strip()
+        self.exit(2, f"scalebench: {what + ': ' if what else ''}{message}; see {self.prog} --help\n")
+
+
+def _whole(lo: int, hi: int):
+    """An argparse type: a whole number in [lo, hi]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (expected {lo}-{hi})") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is out of range (expected {lo}-{hi})")
+        return value
+    return parse
+
+
+def _number(lo: float, hi: float, *, open_low: bool = False):
+    """An argparse type: a finite number in [lo, hi] (or (lo, hi] with open_low)."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < lo or value > hi or (open_low and value == lo):
+            low = f"more than {lo:g}" if open_low else f"at least {lo:g}"
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range (expected {low} and at most {hi:g})")
+        return value
+    return parse
 
 
 OUTPUTS = ("table", "json", "csv")
@@ -102,7 +141,9 @@ def cmd_plan(args, configs: Configs) -> Listing:
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
         # decided over every benchmark, as the nights decide it; shown, not stored
         previous = _stored_assignment()
-        _, assignment = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
+        # over every benchmark that loads: a broken file elsewhere must not stop one benchmark's plan
+        everyone = configs.load_all()[0] if args.benchmark else configs.benchmarks
+        _, assignment = assigned_plan(everyone, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
                                       previous=previous)
     night = night_plan(benches, configs.fleet, args.profile, stored=stored, repeats=args.repeats, probe=configs.probe(),
                        assigned=assignment.hosts if assignment else None)
@@ -469,8 +510,7 @@ def _listing(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scalebench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     _listing(sub.add_parser("configs", help="validate the configs: one row per benchmark (-o json: every resolved field)"))
@@ -482,16 +522,18 @@ def main(argv: list[str] | None = None) -> int:
                                              "infeasible)"))
     p.add_argument("--benchmark", help="one benchmark (default: all)")
     p.add_argument("--profile", default="nightly", choices=PROFILES)
-    p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
+    p.add_argument("--repeats", type=_whole(1, 48), help="repeats per cell (default: each benchmark's schedule_repeats)")
     p.add_argument("--fleet", default=argparse.SUPPRESS, help="fleet YAML (as before the subcommand)")
     p = _listing(sub.add_parser("rehearse", help="run the nightly plan through the real DAGs on CPU hosts standing "
                                                  "in for the fleet's GPU hosts (hold trainer at planted step times); "
                                                  "exit 1 when a relative time misses the planted one"))
     p.add_argument("--benchmark", action="append", help="one benchmark (repeatable; default: all)")
     p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,4 (default: each benchmark's)")
-    p.add_argument("--repeats", type=int, help="repeats per cell (default: each benchmark's schedule_repeats)")
-    p.add_argument("--scale", type=float, default=0.05, help="planted step time = the plan's x this (default 0.05)")
-    p.add_argument("--tolerance", type=float, default=0.05, help="relative times must be within this (default 0.05)")
+    p.add_argument("--repeats", type=_whole(1, 48), help="repeats per cell (default: each benchmark's schedule_repeats)")
+    p.add_argument("--scale", type=_number(0, 10, open_low=True), default=0.05,
+                   help="planted step time = the plan's x this (default 0.05)")
+    p.add_argument("--tolerance", type=_number(0, 1, open_low=True), default=0.05,
+                   help="relative times must be within this (default 0.05)")
     p.add_argument("--regress", metavar="BENCHMARK:GPUS:PERCENT",
                    help="also plant a regression (e.g. unet_torch_voc2007:4:20): the plan runs the night before, "
                         "its figures seed the baseline, then the benchmark runs slowed; exit 1 unless its reruns "
@@ -509,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("benchmark", nargs="?", help="benchmark id (default: all)")
     p.add_argument("--profile", default="smoke", choices=PROFILES)
     p.add_argument("--gpus", type=_gpus, help="GPU counts, e.g. 1,2 (default: the config's)")
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=_whole(1, 48), default=1)
+    p.add_argument("--seed", type=_whole(0, 2**31 - 1), default=0)
     p.add_argument("--run-id", default="preview")
     p = _listing(sub.add_parser("results", help="stored cells: the figure, or why the last attempt failed"))
     p.add_argument("--benchmark")
@@ -522,9 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     p = _listing(sub.add_parser("history", help="one benchmark across nights: its figures per night, GPU count "
                                                 "and precision (the history page's table)"))
     p.add_argument("benchmark")
-    p.add_argument("--nights", type=int, default=30, help="the last N nights (default 30)")
+    p.add_argument("--nights", type=_whole(1, 36500), default=30, help="the last N nights (default 30)")
     p.add_argument("--all", action="store_true", help="every summarized night")
-    p.add_argument("--gpus", type=int, help="one GPU count")
+    p.add_argument("--gpus", type=_whole(1, 1024), help="one GPU count")
     p = _listing(sub.add_parser("compare", help="a candidate run B against run A per cell: time ratio with its CI, "
                                                 "throughput, accuracy equivalence (e.g. a new image tag)"))
     p.add_argument("run_a", nargs="?", help="reference run id (or --nights)")
@@ -532,22 +574,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nights", nargs=2, type=_night, metavar=("A", "B"),
                    help="two nights instead: per benchmark, the run each night's report reads")
     p.add_argument("--benchmark", help="one benchmark (needed when a run id belongs to several benchmarks' DAGs)")
-    p.add_argument("--margin", type=float, default=0.01, help="accuracy equivalence margin (default 0.01)")
+    p.add_argument("--margin", type=_number(0, 1, open_low=True), default=0.01,
+                   help="accuracy equivalence margin (default 0.01)")
     p = sub.add_parser("diff", help="what changed between two images: Python, CUDA and Debian packages with versions")
     p.add_argument("image_a", help="the earlier image: a digest, a reference a cell ran, or an image on this engine")
     p.add_argument("image_b", help="the later image")
     p = _listing(sub.add_parser("bisect", help="which image between --good and --bad first made a cell slower: "
                                                "A/B steps of the benchmark's DAG (airflow dags test)"))
     p.add_argument("benchmark")
-    p.add_argument("--gpus", type=int, required=True, help="the regressed cell's GPU count")
+    p.add_argument("--gpus", type=_whole(1, 1024), required=True, help="the regressed cell's GPU count")
     p.add_argument("--good", required=True, help="an image (tag of the benchmark's repository) that was fast")
     p.add_argument("--bad", required=True, help="an image that is slow")
     p.add_argument("--candidates", nargs="*", default=[], metavar="TAG", help="the images between them, in order")
-    p.add_argument("--pairs", type=int, default=5, help="cells per image per step (at least 5 for p <= 0.01)")
+    p.add_argument("--pairs", type=_whole(5, 10), default=5, help="cells per image per step (at least 5 for p <= 0.01)")
     p.add_argument("--profile", default="nightly", choices=["smoke", "nightly", "full"])
     p = sub.add_parser("report", help="write the report (Markdown, HTML, plot)")
     p.add_argument("--out", help="output folder (default .state/reports/<night>)")
-    p.add_argument("--night", help="night label, YYYY-MM-DD (default today, UTC)")
+    p.add_argument("--night", type=_night, help="night label, YYYY-MM-DD (default today, UTC)")
     p = sub.add_parser("data", help="check a benchmark's dataset (smoke: make its synthetic data), or --fetch the "
                                     "real ones")
     p.add_argument("benchmark", nargs="?", help="benchmark id (with --fetch: default every benchmark's dataset)")
@@ -561,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
     p = sub.add_parser("prune", help="remove bulky files older than the retention age (never a result row, "
                                      "an attempt's record files or a report)")
-    p.add_argument("--older-than", type=float, metavar="DAYS", help="age in days (default: fleet retention_days)")
+    p.add_argument("--older-than", type=_number(1, 36500), metavar="DAYS",
+                   help="age in days (default: fleet retention_days)")
     p.add_argument("--dry-run", action="store_true", help="only count what would be removed")
     p = sub.add_parser("repro", help="the exact docker run of an attempt (image digest, mounts, env, devices, "
                                      "command); --run runs it into a new folder under a device lease")
@@ -575,22 +619,57 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", nargs="?", help="the backup file (backup, restore)")
     p.add_argument("--pg-container", metavar="NAME", help="PostgreSQL: run pg_dump/pg_restore inside this container "
                                                           "(e.g. the compose stack's postgres service)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (or SCALEBENCH_DEBUG=1)")
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("SCALEBENCH_DEBUG", "") not in ("", "0")
     try:
         configs = Configs(fleet_path=args.fleet)
         result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse,
                   "cells": cmd_cells, "results": cmd_results, "history": cmd_history, "compare": cmd_compare,
                   "report": cmd_report, "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
                   "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect}[args.cmd](args, configs)
-    except (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError) as exc:
-        print(f"scalebench: {exc}", file=sys.stderr)
-        return 2
-    if isinstance(result, Listing):
-        print(result.render(args.output))
-        return result.exit_code
-    else:
+        if isinstance(result, Listing):
+            print(result.render(args.output))
+            return result.exit_code
         print(result if isinstance(result, str) else json.dumps(result, indent=2, default=str))
-    return 0
+        return 0
+    except BaseException as exc:  # the one error path: a line on stderr and an exit status, never a traceback
+        if debug or isinstance(exc, SystemExit):
+            raise
+        line, status = explain(exc, args.cmd)
+        if line:
+            print(f"scalebench: {line}", file=sys.stderr)
+        return status
+
+
+def explain(exc: BaseException, cmd: str) -> tuple[str | None, int]:
+    """(one line, exit status) for an error that reached the command line: 2 for bad input (a
+    config, an argument, a file or store that cannot be used), 1 for a run that failed, 130 for an
+    interrupt, and a broken pipe (a reader that stopped reading) ends quietly."""
+    if isinstance(exc, BrokenPipeError):
+        try:  # Python's advice: point stdout at devnull so the interpreter's final flush stays quiet
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return None, 1
+    if isinstance(exc, KeyboardInterrupt):
+        return f"{cmd}: interrupted", 130
+    if isinstance(exc, (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError)):
+        return str(exc), 2
+    from scalebench.store.db import store_error
+
+    store = store_error(exc)
+    if store:
+        return store, 2
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{cmd}: a file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8", 2
+    if isinstance(exc, OSError):
+        what = f"{exc.filename}: " if exc.filename else ""
+        return f"{cmd}: {what}{exc.strerror or exc}; check the path and its permissions", 2
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return (f"{cmd}: {type(exc).__name__}: {first}; this is a bug or an unexpected state: run it again with "
+            "--debug (or SCALEBENCH_DEBUG=1) for the traceback"), 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,32 @@ from sqlalchemy.engine import make_url
 from scalebench.store.db import check_schema, make_engine
 
 
+def _check_sqlite_backup(src: Path) -> str:
+    """The schema revision of a SQLite backup, read without writing to it; BackupError when the file
+    is not an intact SQLite database, not a scalebench store, or at a revision this scalebench
+    does not know (a newer one)."""
+    from scalebench.store.db import HEAD_REVISION
+
+    try:
+        conn = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone()
+            revision = conn.execute("SELECT version_num FROM alembic_version").fetchone() if has else None
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise BackupError(f"{src}: not a SQLite database ({exc}); nothing was restored") from None
+    if ok != "ok":
+        raise BackupError(f"{src}: the SQLite file is damaged (integrity check: {ok}); nothing was restored")
+    if not revision:
+        raise BackupError(f"{src}: not a scalebench store (no schema revision); nothing was restored")
+    if revision[0][:4] > HEAD_REVISION:
+        raise BackupError(f"{src}: a store at revision {revision[0]}, newer than this scalebench's {HEAD_REVISION}; "
+                          "upgrade scalebench first; nothing was restored")
+    return revision[0]
+
+
 class BackupError(RuntimeError):
     """A backup or restore that cannot run; says which database or file, and why."""
 
@@ -89,28 +115,34 @@ def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
     src = Path(src)
     if not src.is_file():
         raise BackupError(f"{src}: no such backup file")
-    engine = make_engine(url)
     if url.startswith("sqlite"):
-        if _sqlite_path(url).exists() and _sqlite_path(url).stat().st_size:
+        dest = _sqlite_path(url)
+        if dest.exists() and dest.stat().st_size:
             raise BackupError(f"{_where(url)} exists; restore into a new file, never over a store")
-        _sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
-        engine.dispose()
-        source = sqlite3.connect(src)
-        out = sqlite3.connect(_sqlite_path(url))
+        revision = _check_sqlite_backup(src)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(dest.name + ".restoring")  # copied beside it, then moved into place at once
+        part.unlink(missing_ok=True)
+        source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        out = sqlite3.connect(part)
         try:
             source.backup(out)
         finally:
             out.close()
             source.close()
-    else:
-        with engine.connect() as conn:
-            tables = inspect(conn).get_table_names()
-        if tables:
-            raise BackupError(f"{_where(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
-                              "empty database, never over a store")
-        cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error"], pg_container)
-        with open(src, "rb") as fh:
-            _run(cmd, env, f"restore into {_where(url)}", stdin=fh)
+        os.replace(part, dest)
+        engine = make_engine(url)
+        check_schema(engine, url)
+        return f"{src} (a scalebench store at revision {revision}) restored into results store {_where(url)}"
+    engine = make_engine(url)  # PostgreSQL: pg_restore into an empty database
+    with engine.connect() as conn:
+        tables = inspect(conn).get_table_names()
+    if tables:
+        raise BackupError(f"{_where(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
+                          "empty database, never over a store")
+    cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error"], pg_container)
+    with open(src, "rb") as fh:
+        _run(cmd, env, f"restore into {_where(url)}", stdin=fh)
     engine = make_engine(url)
     check_schema(engine, url)
     return f"{src} restored into results store {_where(url)}"

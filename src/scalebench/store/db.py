@@ -43,7 +43,11 @@ def make_engine(url: str, *, immediate: bool = False, deadline_s: float | None =
 
     @event.listens_for(engine, "connect")
     def _wal(conn, _):
-        conn.execute("PRAGMA journal_mode=WAL")
+        # WAL is kept in the file: switched on for our store only (one with its schema table), so
+        # opening a file that is not a scalebench store, or garbage, writes nothing to it
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal" and conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone():
+            conn.execute("PRAGMA journal_mode=WAL")
 
     if immediate:
         @event.listens_for(engine, "begin")
@@ -88,6 +92,47 @@ HEAD_REVISION = max(p.name[:4] for p in (MIGRATIONS / "versions").glob("[0-9][0-
 
 class StoreNotReady(RuntimeError):
     """The results database is missing or at an older schema: `scalebench db upgrade` fixes it."""
+
+
+def store_error(exc: BaseException) -> str | None:
+    """One line for an error that came from opening or using the results store (which store, why,
+    what to do), or None when it did not. The store's URL is never printed with its password."""
+    import sqlalchemy.exc as sa
+
+    url = _shown_url()
+    if isinstance(exc, ModuleNotFoundError) and exc.name in ("psycopg", "psycopg2", "pg8000", "asyncpg"):
+        return (f"results store {url}: its database driver {exc.name!r} is not installed; install it "
+                f"(pip install {'psycopg[binary]' if exc.name == 'psycopg' else exc.name}) or use the "
+                "postgresql+psycopg2:// driver the project installs")
+    if isinstance(exc, sa.NoSuchModuleError):
+        return f"results store {url}: {exc}; set SCALEBENCH_STORE_URL to a sqlite:/// or postgresql:// URL"
+    if isinstance(exc, sa.ArgumentError):
+        return f"results store {url}: not a database URL ({exc}); set SCALEBENCH_STORE_URL"
+    if not isinstance(exc, sa.DBAPIError):
+        return None
+    why = str(getattr(exc, "orig", exc)).strip().splitlines()[0][:200]
+    low = why.lower()
+    if "file is not a database" in low or "file is encrypted" in low:
+        return (f"results store {url}: the file is not a SQLite database ({why}); restore it from a backup "
+                "(scalebench db restore FILE)")
+    if "readonly" in low or "read-only" in low:
+        return f"results store {url}: read-only ({why}); give this user write access to the file and its folder"
+    if "locked" in low:
+        return f"results store {url}: locked by another process ({why}); try again when it finishes"
+    if "no such table" in low or "does not exist" in low:
+        return f"results store {url}: no schema ({why}); run `scalebench db upgrade`"
+    if "unable to open" in low:
+        return f"results store {url}: cannot open the file ({why}); check that its folder exists and is writable"
+    return f"results store {url}: {type(getattr(exc, 'orig', exc)).__name__}: {why}; check the database and SCALEBENCH_STORE_URL"
+
+
+def _shown_url() -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(paths.store_url()).render_as_string(hide_password=True)
+    except Exception:  # the URL itself is what is wrong
+        return "(SCALEBENCH_STORE_URL)"
 
 
 def schema_revision(engine) -> str | None:

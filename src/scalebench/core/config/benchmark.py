@@ -137,6 +137,7 @@ class Benchmark(Strict):
     profiles: dict[Literal["smoke", "nightly", "full"], Sizes] = {}
 
     _b = field_validator("bounds")(lambda cls, v: _check_bounds(v))
+    _s = field_validator("schedule")(lambda cls, v: _check_schedule(v))
     _p = field_validator("precision", mode="before")(lambda cls, v: _precision_list(v))
     _i = field_validator("images")(lambda cls, v: _plain_images(v))
     _stack: Stack | None = PrivateAttr(default=None)  # set by load_benchmark from the stacks file
@@ -202,6 +203,21 @@ class Benchmark(Strict):
 
 
 # Fields that do not change what a cell measures: kept out of its config identity (config_sha).
+CRON_PRESETS = ("@once", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually")
+
+
+def _check_schedule(value: str | None) -> str | None:
+    """A cron expression (five fields, as Airflow reads it) or one of Airflow's presets."""
+    if value is None or value in CRON_PRESETS:
+        return value
+    from croniter import croniter
+
+    if len(value.split()) != 5 or not croniter.is_valid(value):
+        raise ValueError(f"{value!r} is not a cron expression (five fields, e.g. '0 2 * * *') or one of "
+                         f"{', '.join(CRON_PRESETS)}")
+    return value
+
+
 NOT_RESULT_FIELDS = {"title", "schedule", "estimate", "retries", "retry_delay_s", "profiles", "gpu_counts",
                      "cell_timeout_minutes", "bounds", "metrics", "time_to_accuracy", "confirm_reruns",
                      "ab_pairs", "ab_max_pairs", "alert_on_config_change",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scalebench_kit.names import Precision
 
@@ -33,11 +33,37 @@ class ConfigError(ValueError):
     """A config file that does not validate; the message names file, field, value, expectation."""
 
 
+def _numeric(annotation) -> bool:
+    """Whether a field takes a number (int or float, optional or constrained) and never a boolean."""
+    if annotation in (int, float):
+        return True
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return bool(args) and (annotation.__class__.__name__ in ("_AnnotatedAlias", "UnionType", "_UnionGenericAlias")) \
+        and all(_numeric(a) for a in args[:1])
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data):
+        """YAML's yes/no/true are booleans, which pydantic would read as 1 and 0 for a number."""
+        if isinstance(data, dict):
+            for name, f in cls.model_fields.items():
+                value = data.get(f.alias or name)
+                if isinstance(value, bool) and _numeric(f.annotation):
+                    raise ValueError(f"field {name!r}: expected a number, got the boolean {value!r} "
+                                     "(YAML reads yes/no/true/false as booleans)")
+        return data
+
 
 def _check_bounds(bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    from scalebench_kit.names import ALL_METRICS
+
+    unknown = sorted(set(bounds) - set(ALL_METRICS))
+    if unknown:
+        raise ValueError(f"bounds for unknown metrics {unknown}: the metrics are {sorted(ALL_METRICS)}")
     for name, (lo, hi) in bounds.items():
         if lo > hi:
             raise ValueError(f"bounds for {name!r}: lower {lo} is above upper {hi}")
@@ -100,11 +126,20 @@ def _format_errors(source: Path, exc: ValidationError) -> str:
 
 def _load_yaml(path: Path) -> dict:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, expected a YAML file") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: cannot be read (permission denied)") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    except yaml.YAMLError as exc:  # one line: where and what, not the parser's picture of the line
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ConfigError(f"{path}: not valid YAML{where}: {what}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(doc).__name__}")
     return doc

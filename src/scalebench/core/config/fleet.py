@@ -43,6 +43,30 @@ class Host(Strict):
             raise ValueError(f"device ids must be unique, got {ids}")
         return ids
 
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, queue: str) -> str:
+        if not queue.strip():
+            raise ValueError("a host's Celery queue must not be empty")
+        return queue
+
+    @model_validator(mode="after")
+    def _topology_of_its_devices(self):
+        """A topology names only this host's devices, each pair both ways alike."""
+        if not self.topology:
+            return self
+        named = set(self.topology) | {d for links in self.topology.values() for d in links}
+        stray = sorted(named - set(self.device_ids))
+        if stray:
+            raise ValueError(f"host {self.name!r}: topology names devices {stray} that are not in its device_ids "
+                             f"{self.device_ids}")
+        for a, links in self.topology.items():
+            for b, link in links.items():
+                back = self.topology.get(b, {}).get(a)
+                if back is not None and back != link:
+                    raise ValueError(f"host {self.name!r}: topology says {a}-{b} is {link!r} but {b}-{a} is {back!r}")
+        return self
+
 
 class HostProbe(Strict):
     """A short fixed cell run on every GPU host each night before the benchmarks (`scalebench_host_probe`):
@@ -95,6 +119,14 @@ class Fleet(Strict):
         names = [h.name for h in self.hosts]
         if len(set(names)) != len(names):
             raise ValueError(f"host names must be unique, got {names}")
+        # a GPU host's worker takes its cells from its own queue: two on one queue would run each
+        # other's cells on the wrong devices
+        queues: dict[str, str] = {}
+        for h in self.hosts_of("gpu"):
+            if h.queue in queues:
+                raise ValueError(f"GPU hosts {queues[h.queue]!r} and {h.name!r} share the queue {h.queue!r}; "
+                                 "give each GPU host its own queue")
+            queues[h.queue] = h.name
         return self
 
     @property

@@ -1,0 +1,240 @@
+"""The command line under hostile input, as data: each row runs `scalebench` (in process) on its
+own copy of the configs and its own home, and asserts that it ends in one `scalebench: ...`
+line naming the parameter, file or field (never a traceback), with exit status 2, and that the
+results store is byte for byte what it was. A new subcommand or config rule adds rows, not code."""
+import hashlib
+import os
+import shutil
+import sqlite3
+
+import pytest
+import yaml
+
+from scalebench import cli
+from tests.support import CONFIGS
+
+BENCH = "unet_torch_voc2007"
+
+# (id, argv, setup, what the line must name). setup: None, a store state ("garbage store",
+# "foreign store", "no driver", "bad url"), or a config edit (file, dotted field, value | ("text", bytes)).
+CASES = [
+    # arguments, checked by the parser's types
+    ("history nights huge", ["history", BENCH, "--nights", "99999999"], None, "--nights"),
+    ("history nights zero", ["history", BENCH, "--nights", "0"], None, "--nights"),
+    ("history nights word", ["history", BENCH, "--nights", "many"], None, "--nights"),
+    ("history gpus zero", ["history", BENCH, "--gpus", "0"], None, "--gpus"),
+    ("report bad night", ["report", "--night", "2026-13-45"], None, "--night"),
+    ("report night text", ["report", "--night", "yesterday"], None, "--night"),
+    ("results bad night", ["results", "--night", "2026-02-30"], None, "--night"),
+    ("results bad since", ["results", "--since", "tomorrow"], None, "--since"),
+    ("prune nan", ["prune", "--older-than", "nan", "--dry-run"], None, "--older-than"),
+    ("prune negative", ["prune", "--older-than", "-1", "--dry-run"], None, "--older-than"),
+    ("prune inf", ["prune", "--older-than", "inf"], None, "--older-than"),
+    ("plan negative repeats", ["plan", "--repeats", "-2"], None, "--repeats"),
+    ("plan zero repeats", ["plan", "--repeats", "0"], None, "--repeats"),
+    ("plan bad profile", ["plan", "--profile", "weekly"], None, "--profile"),
+    ("cells zero repeats", ["cells", BENCH, "--repeats", "0"], None, "--repeats"),
+    ("cells negative seed", ["cells", BENCH, "--seed", "-1"], None, "--seed"),
+    ("cells gpus words", ["cells", BENCH, "--gpus", "one,two"], None, "--gpus"),
+    ("cells bad output", ["cells", BENCH, "-o", "xml"], None, "-o"),
+    ("compare margin zero", ["compare", "a", "b", "--margin", "0"], None, "--margin"),
+    ("compare margin nan", ["compare", "a", "b", "--margin", "nan"], None, "--margin"),
+    ("compare bad nights", ["compare", "--nights", "2026-01-01", "soon"], None, "--nights"),
+    ("bisect zero gpus", ["bisect", BENCH, "--gpus", "0", "--good", "a", "--bad", "b"], None, "--gpus"),
+    ("bisect four pairs", ["bisect", BENCH, "--gpus", "1", "--good", "a", "--bad", "b", "--pairs", "4"], None, "--pairs"),
+    ("bisect no good", ["bisect", BENCH, "--gpus", "1", "--bad", "b"], None, "--good"),
+    ("rehearse scale inf", ["rehearse", "--scale", "inf"], None, "--scale"),
+    ("rehearse scale zero", ["rehearse", "--scale", "0"], None, "--scale"),
+    ("rehearse tolerance two", ["rehearse", "--tolerance", "2"], None, "--tolerance"),
+    ("rehearse repeats zero", ["rehearse", "--repeats", "0"], None, "--repeats"),
+    ("db bad action", ["db", "drop"], None, "action"),
+    ("unknown command", ["frobnicate"], None, "invalid choice"),
+    ("unknown option", ["configs", "--frobnicate"], None, "--frobnicate"),
+    ("fleet is a folder", ["--fleet", "/tmp", "configs"], None, "/tmp: is a folder"),
+    ("fleet missing", ["--fleet", "/nonexistent/fleet.yaml", "configs"], None, "/nonexistent/fleet.yaml"),
+    ("unknown benchmark", ["cells", "no_such_benchmark"], None, "no_such_benchmark"),
+    # the results store
+    ("garbage store: results", ["results"], "garbage store", "not a SQLite database"),
+    ("garbage store: history", ["history", BENCH], "garbage store", "not a SQLite database"),
+    ("garbage store: prune", ["prune", "--dry-run"], "garbage store", "not a SQLite database"),
+    ("garbage store: upgrade", ["db", "upgrade"], "garbage store", "not a SQLite database"),
+    ("foreign store: results", ["results"], "foreign store", "db upgrade"),
+    ("no driver", ["results"], "no driver", "pip install"),
+    ("bad store url", ["results"], "bad url", "not a database URL"),
+    # db restore never replaces a store, and refuses what is not a scalebench store before touching anything
+    ("restore garbage", ["db", "restore", "{backup}"], "garbage backup", "not a SQLite database"),
+    ("restore a foreign sqlite", ["db", "restore", "{backup}"], "foreign backup", "not a scalebench store"),
+    ("restore a newer store", ["db", "restore", "{backup}"], "newer backup", "newer than this scalebench"),
+    ("restore over a store", ["db", "restore", "{backup}"], "store and backup", "never over a store"),
+    ("restore a folder", ["db", "restore", "{home}"], None, "no such backup file"),
+    ("restore nothing", ["db", "restore"], None, "needs a FILE"),
+    ("backup nothing", ["db", "backup"], None, "needs a FILE"),
+    # config files, refused when they load (named by file and field)
+    ("per_gpu_batch yes", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "per_gpu_batch", True), "per_gpu_batch"),
+    ("warmup_steps true", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "warmup_steps", True), "warmup_steps"),
+    ("retries no", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "retries", False), "retries"),
+    ("bad cron", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "schedule", "every night"), "cron"),
+    ("cron six fields", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "schedule", "0 0 1 * * *"), "cron"),
+    ("cron out of range", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "schedule", "61 25 * * *"), "cron"),
+    ("id of the report", ["configs"], ("benchmarks", "copy as", "nightly_report"), "the nightly report DAG"),
+    ("id of the bisect", ["configs"], ("benchmarks", "copy as", "bisect"), "the bisect DAG"),
+    ("id of the host probe", ["configs"], ("benchmarks", "copy as", "host_probe"), "the host probe DAG"),
+    ("id with the accuracy suffix", ["configs"], ("benchmarks", "copy as", "unet_torch_voc2007_accuracy"), "_accuracy"),
+    ("id too long", ["configs"], ("benchmarks", "copy as", "u" * 245), "over Airflow's 250"),
+    ("id not the file name", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "id", "resnet50_keras_cifar10"),
+     "must equal the file name"),
+    ("not utf-8", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "text", b"id: caf\xe9\n"), "not UTF-8"),
+    ("not yaml", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "text", b"id: unet: [\n"), "not valid YAML"),
+    ("a list, not a mapping", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "text", b"- a\n- b\n"), "mapping"),
+    ("topology of stray devices", ["configs"], ("fleet.yaml", "hosts.0.topology", {"7": {"9": "NV12"}}), "topology"),
+    ("topology one-sided", ["configs"], ("fleet.yaml", "hosts.0.topology", {"0": {"1": "NV12"}, "1": {"0": "SYS"}}),
+     "topology"),
+    ("empty queue", ["configs"], ("fleet.yaml", "hosts.0.queue", " "), "queue"),
+    ("two gpu hosts one queue", ["configs"], ("fleet.yaml", "two gpu hosts", "q"), "share the queue"),
+    ("fleet device ids twice", ["configs"], ("fleet.yaml", "hosts.0.device_ids", ["0", "0"]), "device ids"),
+    ("bounds of an unknown metric", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "bounds", {"iuo": [0, 1]}), "iuo"),
+    ("bounds upside down", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "bounds", {"iou": [1, 0]}), "iou"),
+    ("a .yml benchmark file", ["configs"], ("benchmarks", "copy as", "extra.yml"), "rename it to"),
+    ("negative warm-up", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "warmup_steps", -1), "warmup_steps"),
+    ("zero GPUs", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "gpu_counts", [0]), "gpu_counts"),
+    ("schedule repeats eleven", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "schedule_repeats", 11),
+     "schedule_repeats"),
+    ("an unknown field", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "per_gpu_batchh", 4), "per_gpu_batchh"),
+    ("stacks not yaml", ["configs"], ("stacks.yaml", "text", b"stacks: [\n"), "stacks.yaml"),
+    ("fleet not utf-8", ["configs"], ("fleet.yaml", "text", b"hosts: caf\xe9\n"), "not UTF-8"),
+]
+
+
+def _edit(tree, file: str, field: str, value) -> None:
+    path = tree / file
+    if field == "copy as":  # a second benchmark file (the UNet one) under this name and id
+        doc = yaml.safe_load((tree / "benchmarks" / f"{BENCH}.yaml").read_text())
+        name = value if value.endswith((".yaml", ".yml")) else f"{value}.yaml"
+        (path / name).write_text(yaml.safe_dump({**doc, "id": name.rsplit(".", 1)[0]}))
+        return
+    if field == "text":
+        path.write_bytes(value)
+        return
+    doc = yaml.safe_load(path.read_text())
+    if field == "two gpu hosts":
+        host = {"name": "gpu-a", "kind": "gpu", "queue": value, "device_ids": ["0", "1"]}
+        doc["hosts"] += [host, {**host, "name": "gpu-b"}]
+    else:
+        *parents, last = field.split(".")
+        node = doc
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    tree = tmp_path / "configs"
+    shutil.copytree(CONFIGS, tree)
+    state = tmp_path / "home"
+    state.mkdir()
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    monkeypatch.setenv("SCALEBENCH_HOME", str(state))
+    for var in ("SCALEBENCH_STORE_URL", "SCALEBENCH_FLEET", "SCALEBENCH_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+    return tree, state
+
+
+def _store(state, setup, monkeypatch):
+    db = state / "results.db"
+    if setup == "garbage store":
+        db.write_bytes(os.urandom(4096))
+    elif setup == "foreign store":
+        with sqlite3.connect(db) as conn:
+            conn.execute("create table notes (id integer primary key, body text)")
+            conn.execute("insert into notes (body) values ('not scalebench')")
+    elif setup == "no driver":
+        monkeypatch.setenv("SCALEBENCH_STORE_URL", "postgresql+psycopg://u:secret@db.invalid/scalebench")
+    elif setup == "bad url":
+        monkeypatch.setenv("SCALEBENCH_STORE_URL", "a database somewhere")
+    backup = state.parent / "backup.db"  # beside the home: the file a restore reads
+    if setup == "garbage backup":
+        backup.write_bytes(os.urandom(8192))
+    elif setup in ("foreign backup", "newer backup", "store and backup"):
+        with sqlite3.connect(backup) as conn:
+            conn.execute("create table notes (id integer primary key, body text)")
+            if setup != "foreign backup":
+                conn.execute("create table alembic_version (version_num varchar(32) primary key)")
+                conn.execute("insert into alembic_version values ('9999_from_the_future')"
+                             if setup == "newer backup" else "insert into alembic_version values ('0001_initial')")
+        if setup == "store and backup":
+            db.write_bytes(b"SQLite format 3\x00" + os.urandom(4080))  # something already there
+    return db
+
+
+def _digest(folder) -> dict:
+    """Every file of the home (the store and any file beside it) by content; db upgrade's lock file
+    beside the store is no part of it."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.endswith(".migrate-lock")}
+
+
+@pytest.mark.parametrize("argv, setup, names", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_ends_in_one_line_that_names_it_and_changes_nothing(home, monkeypatch, capsys, argv, setup, names):
+    tree, state = home
+    if isinstance(setup, tuple):
+        _edit(tree, *setup)
+    elif setup:
+        _store(state, setup, monkeypatch)
+    argv = [a.format(backup=state.parent / "backup.db", home=state) for a in argv]
+    before = _digest(state)
+    try:
+        status = cli.main(argv)
+    except SystemExit as exc:  # argparse's exit, as the console script would see it
+        status = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert status == 2, (status, out, err)
+    lines = err.strip().splitlines()
+    assert lines and lines[0].startswith("scalebench: "), err
+    assert len(lines) <= 4, err  # a config error names each broken field (YAML: its place) on a line; no usage dump
+    assert names in err, err
+    assert "secret" not in err  # a store URL is shown without its password
+    assert _digest(state) == before  # nothing recorded is lost or replaced, no store file created
+
+
+def test_debug_shows_the_traceback_that_the_one_line_hides(home, monkeypatch, capsys):
+    _, state = home
+    _store(state, "garbage store", monkeypatch)
+    monkeypatch.setenv("SCALEBENCH_DEBUG", "1")
+    with pytest.raises(Exception, match="file is not a database"):
+        cli.main(["results"])
+
+
+def test_a_broken_pipe_ends_quietly(home, monkeypatch, capsys):
+    def stopped_reading(*a, **k):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "cmd_stacks", stopped_reading)
+    r, w = os.pipe()
+    saved = os.dup(1)
+    try:
+        assert cli.main(["stacks"]) == 1
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(r)
+        os.close(w)
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unexpected_error_is_one_line_with_the_way_to_its_traceback(home, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "cmd_stacks", lambda *a: {}["missing key"])
+    assert cli.main(["stacks"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == ("scalebench: stacks: KeyError: 'missing key'; this is a bug or an unexpected state: run it again "
+                    "with --debug (or SCALEBENCH_DEBUG=1) for the traceback")
+
+
+def test_one_broken_benchmark_file_does_not_stop_another_benchmarks_plan(home, capsys):
+    tree, _ = home
+    _edit(tree, "benchmarks/frcnn_mmdet_voc2007.yaml", "per_gpu_batch", "many")
+    assert cli.main(["plan", "--benchmark", BENCH]) in (0, 1)  # 1: the night does not fit; planned either way
+    out = capsys.readouterr().out
+    assert BENCH in out and "frcnn_mmdet_voc2007" not in out.split("\n\n")[0]
