@@ -130,8 +130,14 @@ def test_invalid_trigger_params_are_refused_with_the_reason(service, drill):
     api = service["api"]
     before = len(api.runs(RESNET))
     for conf, why in BAD_PARAMS:
-        r = httpx.post(f"{api.base}/api/v2/dags/{RESNET}/dagRuns", json={"logical_date": None, "conf": conf},
-                       headers={"Authorization": f"Bearer {api.token()}"}, timeout=60)
+        for _ in range(3):
+            r = httpx.post(f"{api.base}/api/v2/dags/{RESNET}/dagRuns", json={"logical_date": None, "conf": conf},
+                           headers={"Authorization": f"Bearer {api.token()}"}, timeout=60)
+            # Airflow answers 500 "Database error" when its SQLite metadata DB is momentarily locked by
+            # the scheduler (seen once in CI under load): that is not the refusal under test, ask again
+            if not (r.status_code == 500 and "Database error" in r.text):
+                break
+            time.sleep(2)
         assert r.status_code == 400 and why in r.json()["detail"], (conf, r.status_code, r.text[:300])
     assert len(api.runs(RESNET)) == before
     drill.update(happened="each refused with HTTP 400 naming the param and what was expected, e.g. `Invalid input "
