@@ -4,8 +4,10 @@ A night's figure (median of its scheduled repeats) is flagged when it is worse t
 baseline by a magnitude gate AND a noise gate (robust z on the baseline's median and spread).
 A flagged figure alerts when it is confirmed:
   - the same night, by reruns: the benchmark's DAG reruns a figure that looks off (`wants_rerun`)
-    k times, and a one-sided Mann-Whitney U test of the reruns against the baseline confirms or
-    clears the flag (`rerun_alpha`, and the reruns' median past the magnitude gate);
+    k times; a one-sided Mann-Whitney U test of the reruns against the baseline confirms the flag
+    (`rerun_alpha`, and the reruns' median past the magnitude gate), and only an equivalence test
+    clears it (the 90 % interval of the reruns' change inside ±magnitude); neither leaves the flag
+    standing, and the next night decides;
   - or, without reruns, on the next night (`confirm` consecutive flagged nights).
 Throughput is judged after dividing out the host's night factor, the median over the other
 benchmarks' figures on the host that night of value / their own trailing median: machine state,
@@ -117,7 +119,8 @@ class Judgement:
     note: str = ""
     reruns: tuple[float, ...] = ()    # the same night's reruns of this figure
     rerun_p: float | None = None      # Mann-Whitney U p-value of the reruns against the baseline
-    confirmed_by_reruns: bool | None = None  # None: no reruns; True: confirmed; False: cleared
+    confirmed_by_reruns: bool | None = None  # True: confirmed; False: cleared; None: no reruns, or undecided
+    rerun: "RerunVerdict | None" = None  # the reruns' verdict, p and interval
     changed_with: str | None = None   # the environment change that restarted the baseline this night
     factor: float | None = None       # the host's night factor divided out of the value
     suspect: "Change | None" = None   # the change under test this night's figure is judged with
@@ -144,10 +147,9 @@ class Judgement:
              f"{self.z:.1f}) on {self.night}")
         if self.ab is not None:
             s += f"; A/B: {self.ab.line()}"
-        if self.reruns:
-            verdict = "confirmed" if self.confirmed_by_reruns else "cleared"
-            s += (f"; reruns {', '.join(f'{v:.4g}' for v in self.reruns)}: {verdict} "
-                  f"(Mann-Whitney U p = {self.rerun_p:.3g})")
+        if self.reruns and self.rerun is not None:
+            s += (f"; reruns {', '.join(f'{v:.4g}' for v in self.reruns)}: "
+                  f"{self.rerun.text()}")
         if self.factor is not None and abs(self.factor - 1) >= 0.005:
             s += f"; host night factor {self.factor:.3f} divided out"
         if self.verdict in (FIXED, PARTLY_FIXED):
@@ -358,15 +360,56 @@ def wants_ab(j: Judgement, gates: Gates = Gates()) -> bool:
     return wants_rerun(j, gates) and j.suspect is not None and j.suspect.kind == "image" and j.news
 
 
-def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates: Gates) -> tuple[bool, float]:
-    """(confirmed, p): the reruns are worse than the baseline by a one-sided Mann-Whitney U test at
-    rerun_alpha, and their median is past the magnitude gate."""
-    from scipy.stats import mannwhitneyu
+RERUN_LEVEL = 0.90  # one look: two one-sided tests at 5 %
 
+
+@dataclass(frozen=True)
+class RerunVerdict:
+    """What a flagged figure's same-night reruns say against its baseline."""
+    verdict: str                      # "confirmed" | "cleared" | "undecided"
+    p: float                          # one-sided rank test, the reruns worse than the baseline
+    interval: tuple[float, float] | None  # the change's RERUN_LEVEL interval, in the bad direction
+    margin: float                     # the equivalence margin (the magnitude gate)
+
+    @property
+    def confirmed(self) -> bool | None:
+        """True: confirmed; False: cleared; None: undecided (the flag stands, the next night decides)."""
+        return {"confirmed": True, "cleared": False}.get(self.verdict)
+
+    def text(self) -> str:
+        s = f"{self.verdict} (Mann-Whitney U p = {self.p:.3g}"
+        if self.interval is not None:
+            lo, hi = self.interval
+            inside = "inside" if self.verdict == "cleared" else "not inside"
+            s += (f", {RERUN_LEVEL * 100:g} % interval {lo * 100:+.1f}..{hi * 100:+.1f}% worse, "
+                  f"{inside} ±{self.margin * 100:g} %")
+        return s + (")" if self.verdict != "undecided" else "): the next night decides")
+
+
+def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates: Gates) -> RerunVerdict:
+    """Confirmed: the reruns are worse than the baseline by a one-sided rank test at rerun_alpha
+    and their median is past the magnitude gate. Cleared only by equivalence: the RERUN_LEVEL
+    interval of the change (Moses' interval of the log shift, reruns vs baseline) inside
+    ±magnitude. Undecided otherwise: the flag stands and the next night decides."""
     med = statistics.median(base)
-    p = float(mannwhitneyu(reruns, base, alternative="less" if direction > 0 else "greater").pvalue)
+    p = rank_test_p(reruns, base, "less" if direction > 0 else "greater")
     change = -direction * (statistics.median(reruns) - med) / abs(med) if med else 0.0
-    return p <= gates.rerun_alpha and change >= gates.magnitude, p
+    if p <= gates.rerun_alpha and change >= gates.magnitude:
+        return RerunVerdict("confirmed", p, _change_interval(base, reruns, direction), gates.magnitude)
+    ci = _change_interval(base, reruns, direction)
+    cleared = ci is not None and -gates.magnitude < ci[0] and ci[1] < gates.magnitude
+    return RerunVerdict("cleared" if cleared else "undecided", p, ci, gates.magnitude)
+
+
+def _change_interval(before: Sequence[float], after: Sequence[float], direction: int
+                     ) -> tuple[float, float] | None:
+    """(low, high) of after's change against before in the bad direction (0.1: 10 % worse)."""
+    if not before or not after or min([*before, *after]) <= 0:
+        return None
+    got = shift_interval([math.log(v) for v in before], [math.log(v) for v in after], RERUN_LEVEL)
+    if got is None:
+        return None
+    return tuple(sorted(-direction * (math.exp(x) - 1) for x in got[1:]))  # type: ignore[return-value]
 
 
 def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
@@ -441,13 +484,15 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
             ab = ABTest(suspect.name("previous"), suspect.name("new"), series.host,
                         tuple(series.previous[night]), tuple(series.reruns.get(night, [])), direction, gates)
         reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
+        rerun: RerunVerdict | None = None
         confirmed: bool | None
         p: float | None
         if ab is not None:  # the same-night A/B decides: the host's night moves both images alike
             confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
             flagged = flagged or (confirmed is True and delta >= gates.rerun_magnitude)  # the A/B shows the step
         else:
-            confirmed, p = (reruns_confirm(reruns, base, direction, gates) if flagged and reruns else (None, None))
+            rerun = reruns_confirm(reruns, base, direction, gates) if flagged and reruns else None
+            confirmed, p = (rerun.confirmed, rerun.p) if rerun else (None, None)
         if confirmed is False:  # the reruns (or the A/B) cleared it: an unlucky cell, judged as not flagged
             flagged = False
         improved = not flagged and -delta >= gates.magnitude and -z >= gates.z
@@ -498,7 +543,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         if regressed is not None and suspect is regressed and alert:
             regressed_at.append(value)
         j = Judgement(series.key, night, value, med, delta, z, flagged, alert, note,
-                      reruns=tuple(reruns) if confirmed is not None and ab is None else (), rerun_p=p,
+                      reruns=tuple(reruns) if rerun else (), rerun_p=p, rerun=rerun,
                       confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
                       news=news and suspect is not None)
         out.append(j)

@@ -166,8 +166,9 @@ def _previous_missing(cells: list[FigureRow], reruns: list[PlannedCell], gpus: i
 
 
 def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates: Gates = Gates()) -> dict:
-    """Per flagged GPU count, whether its reruns confirm or clear the flag (the same test as the
-    report, without the night factor); where the reruns ran."""
+    """Per flagged GPU count, whether its reruns confirm the flag, clear it (equivalence with the
+    baseline) or leave it to the next night ("unknown"): the same test as the report, without the
+    night factor; where the reruns ran."""
     if not reruns:
         return {"confirmed": [], "cleared": [], "placements": {}}
     cells = _history(store, planned, reruns)
@@ -180,9 +181,10 @@ def verdicts(store, planned: list[PlannedCell], reruns: list[PlannedCell], gates
         line = j.line() + _previous_missing(cells, reruns, n)
         if j.confirmed_by_reruns:
             out["confirmed"].append(line)
-        elif j.reruns or j.confirmed_by_reruns is False or not j.flagged:
+        elif j.confirmed_by_reruns is False or not j.flagged:
             out["cleared"].append(line)
-        elif j.ab is not None or line != j.line():  # an A/B that stayed "unknown", or had no A: the next night decides
+        elif j.reruns or j.ab is not None or line != j.line():
+            # reruns or an A/B that showed neither the step nor equivalence, or no A: the next night decides
             out.setdefault("unknown", []).append(line)
     for c in reruns:
         out["placements"][c["label"]] = {"devices": _devices_of(c), "flagged_cell_devices": c.get("avoid_devices")}

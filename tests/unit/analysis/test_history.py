@@ -297,6 +297,35 @@ def test_reruns_at_the_usual_level_clear_the_flag_and_the_night_joins_the_baseli
     assert not judge(s)[-1].alert
 
 
+def test_reruns_that_show_neither_the_step_nor_equivalence_leave_the_flag_to_the_next_night():
+    s = series_with_reruns(850, [950, 1000, 930])
+    j = judge(s)[-1]
+    assert j.flagged and not j.alert and j.confirmed_by_reruns is None and j.rerun.verdict == "undecided"
+    assert re.search(r"reruns 950, 1000, 930: undecided \(Mann-Whitney U p = 0\.0\d+, 90 % interval "
+                     r"\+0\.\d\.\.\+7\.\d% worse, not inside ±5 %\): the next night decides", j.line()), j.line()
+    s.points.append((D0 + dt.timedelta(days=21), 852))
+    assert judge(s)[-1].alert  # the second flagged night confirms, as without reruns
+
+
+@pytest.mark.parametrize("cv, step, verdict, bound", [
+    (0.10, 0.10, "cleared", ("<=", 0.05)),  # a real 10 % step is (almost) never cleared, even at CV 10 %
+    (0.05, 0.10, "cleared", ("<=", 0.05)),
+    (0.02, 0.05, "cleared", ("<=", 0.05 + 0.015)),  # at the margin itself: the test's 5 % (+ 3 simulation SE)
+    (0.02, 0.00, "cleared", (">=", 0.80)),   # an unlucky cell among quiet nights is cleared
+    (0.05, 0.10, "undecided", ("between", 0.25, 0.35)),  # what the rule before cleared; now the next night decides
+])
+def test_reruns_clear_a_flag_only_by_equivalence_simulated(cv, step, verdict, bound):
+    """3 reruns against 20 baseline nights, normal noise at the cell's CV, 1000 draws."""
+    from scalebench.analysis.regress import reruns_confirm
+
+    rng, runs = random.Random(7), 1000
+    got = sum(reruns_confirm([1000 * (1 - step) * (1 + rng.gauss(0, cv)) for _ in range(3)],
+                             [1000 * (1 + rng.gauss(0, cv)) for _ in range(20)], +1, Gates()).verdict == verdict
+              for _ in range(runs)) / runs
+    low, high = {"<=": (0.0, bound[1]), ">=": (bound[1], 1.0), "between": bound[1:]}[bound[0]]
+    assert low <= got <= high, got
+
+
 def test_without_reruns_the_next_night_confirms_as_before():
     s = series_with_reruns(850, [])
     assert judge(s)[-1].flagged and not judge(s)[-1].alert
