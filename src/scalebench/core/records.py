@@ -109,7 +109,7 @@ class StoredCell(StoredCellFields):
 
 
 class Mark(TypedDict):
-    """A night's judgement shown on its summary: alert, flagged, cleared, restart, change or move."""
+    """A night's judgement shown on its summary: alert, fixed, flagged, cleared, restart, change or move."""
     kind: str
     text: str
 

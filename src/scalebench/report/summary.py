@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from scalebench.analysis.regress import FIXED
 from scalebench.core.figures import HISTORY_FIGURES
 from scalebench.core.records import FigureRow, Mark, NightSummary
 from scalebench.core.nights import choose_runs
@@ -64,8 +65,9 @@ def marks_of(rep: Report) -> dict[tuple[str, int, str], list[Mark]]:
     for j in rep.judged:
         if j.night != night:
             continue
-        kind = ("restart" if j.changed_with else "alert" if j.alert else "cleared" if j.confirmed_by_reruns is False
-                else "flagged" if j.flagged else "change" if j.news else None)
+        kind = ("restart" if j.changed_with else "alert" if j.alert else "fixed" if j.verdict == FIXED and j.news
+                else "cleared" if j.confirmed_by_reruns is False else "flagged" if j.flagged
+                else "change" if j.news else None)
         if kind:
             out.setdefault((j.key.benchmark, j.key.gpus, j.key.precision), []).append({"kind": kind, "text": j.line()})
     for m in rep.moves:  # a benchmark moved to another host: its series start there, the first night marked

@@ -174,6 +174,19 @@ def test_the_fix_is_said_once_in_changes_tonight_and_to_the_alert_channel():
     assert doc["kind"] == "fixed" and doc["text"].startswith(f"scalebench: {len(fixed)} regression(s) ended")
 
 
+def test_the_fix_is_a_mark_of_its_first_night_on_the_history_page():
+    from scalebench.report.summary import marks_of
+
+    cells = a_b_c(1.0)
+    nights = sorted({c["night"] for c in cells})
+    marks = marks_of(build([c for c in cells if c["night"] <= nights[30]], nights[30], Options(), []))
+    fixed = {key: [m["text"] for m in ms if m["kind"] == "fixed"] for key, ms in marks.items()}
+    assert fixed[("b", 4, "bf16")] and all("regression ended with image scalebench/torch:c" in t
+                                            for t in fixed[("b", 4, "bf16")])
+    later = marks_of(build([c for c in cells if c["night"] <= nights[31]], nights[31], Options(), []))
+    assert not any(m["kind"] == "fixed" for ms in later.values() for m in ms)  # once
+
+
 def test_a_partial_fix_says_how_far_it_got_and_the_regression_goes_on():
     """B at 80 % of A's throughput, C at 90 %: C is 12.5 % faster than B and still 10 % short of A.
     B's level does not become the baseline (the old rule restarted it there through C's

@@ -1,6 +1,6 @@
 // A benchmark's history charts, drawn with the vendored uPlot from the summaries embedded in the
 // page (#history-data). One series per GPU count and precision; vertical lines mark nights with an
-// alert, a flag, a cleared flag, a baseline restart, an acknowledged shift, reruns or a manual run.
+// alert, a regression fixed, a flag, a cleared flag, a baseline restart, an acknowledged shift, reruns or a manual run.
 (function () {
   "use strict";
   const doc = JSON.parse(document.getElementById("history-data").textContent);
@@ -19,7 +19,7 @@
     (at_key[keyOf(p)] = at_key[keyOf(p)] || {})[at[p.night]] = p;
   }
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"];
-  const markColors = { alert: "#c4320a", restart: "#175cd3", change: "#0e9384", move: "#dd2590", flagged: "#b54708", cleared: "#067647",
+  const markColors = { alert: "#c4320a", restart: "#175cd3", change: "#0e9384", move: "#dd2590", flagged: "#b54708", cleared: "#067647", fixed: "#079455",
                        shift: "#6941c6", rerun: "#98a2b3", manual: "#d0d5dd" };
 
   // per night: what happened (marks from the night's report, shifts, reruns, manual runs, retries)
@@ -64,12 +64,12 @@
     ctx.save();
     for (let i = 0; i < nights.length; i++) {
       const kinds = marks[i].map((m) => m.kind);
-      const kind = ["alert", "restart", "change", "move", "shift", "flagged", "cleared", "rerun", "manual"].find((k) => kinds.includes(k));
+      const kind = ["alert", "fixed", "restart", "change", "move", "shift", "flagged", "cleared", "rerun", "manual"].find((k) => kinds.includes(k));
       if (!kind) continue;
       const x = Math.round(u.valToPos(xs[i], "x", true));
       if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
       ctx.strokeStyle = markColors[kind];
-      ctx.lineWidth = kind === "alert" || kind === "restart" ? 2 : 1;
+      ctx.lineWidth = kind === "alert" || kind === "restart" || kind === "fixed" ? 2 : 1;
       ctx.setLineDash(kind === "restart" || kind === "shift" || kind === "change" || kind === "move" ? [6, 4] : []);
       ctx.beginPath();
       ctx.moveTo(x, u.bbox.top);
