@@ -16,17 +16,31 @@ from typing import Any, Literal, Mapping, Sequence
 from scalebench.analysis.compare import CompareError
 from scalebench.core import tables
 from scalebench.core.config import PROFILES, ConfigError, Configs
+from scalebench.core.config.common import SHIFTS_FILE
 from scalebench.cell.datasets import DatasetError
 from scalebench.cell.fetch import FetchError
 from scalebench.store.db import StoreNotReady
+from scalebench.core.errors import RunFailed
 from scalebench.core.paths import ProjectNotFound
 
 
 def _gpus(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        counts = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"--gpus expects a comma-separated list of integers like 1,2; got {text!r}") from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"--gpus expects distinct GPU counts of at least 1 like 1,2; got {text!r}")
+    return counts
+
+
+def _url(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https", "file") or not (parts.netloc or parts.path.strip("/")):
+        raise argparse.ArgumentTypeError(f"expects an http://, https:// or file:// URL; got {text!r}")
+    return text
 
 
 class Parser(argparse.ArgumentParser):
@@ -111,7 +125,13 @@ def cmd_configs(args, configs: Configs) -> Listing:
              "schedule": b.schedule or "manual"}
             for bid, b in sorted(configs.benchmarks.items())]
     hosts = ", ".join(f"{h.name} ({h.kind}, {len(h.device_ids)} devices, queue {h.queue})" for h in configs.fleet.hosts)
-    return Listing(list(rows[0]) if rows else [], rows, doc, notes=[f"fleet: {hosts}"])
+    alerts, shifts = configs.alerts(), configs.acknowledged_shifts()
+    for i, shift in enumerate(shifts):  # the report reads old entries too; validating names them
+        if shift.benchmark not in configs.benchmarks:
+            raise ConfigError(f"{configs.config_dir / SHIFTS_FILE}: field 'shifts.{i}.benchmark': unknown benchmark "
+                              f"{shift.benchmark!r}; known: {sorted(configs.benchmarks)}")
+    return Listing(list(rows[0]) if rows else [], rows, doc,
+                   notes=[f"fleet: {hosts}", f"alerts: {alerts.notifier}", f"acknowledged shifts: {len(shifts)}"])
 
 
 def cmd_stacks(args, configs: Configs) -> Listing | str:
@@ -155,7 +175,8 @@ def cmd_plan(args, configs: Configs) -> Listing:
              f"of {h.budget_name} ({h.budget_minutes:g} min): {'fits' if h.fits else 'does NOT fit'}"
              for h in night.hosts]
     if assignment:
-        notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" for b in sorted(benches)]
+        notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" if b in assignment.hosts
+                  else f"not assigned: {b}: {assignment.why[b]}" for b in sorted(benches)]
         notes += [f"moves: {m}" for m in assignment.moves(previous)]
     from scalebench.analysis.noise import MIN_NIGHTS
 
@@ -166,7 +187,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
     else:
         notes += [f"noise: {v.line()}" for v in noise]
     notes += [f"infeasible: {p}" for p in night.problems] or [f"feasible ({args.profile})"]
-    doc = night.to_json() | ({"assignment": {b: {"host": assignment.hosts[b], "why": assignment.why[b]}
+    doc = night.to_json() | ({"assignment": {b: {"host": assignment.hosts.get(b), "why": assignment.why[b]}
                                              for b in sorted(benches)}} if assignment else {})
     doc |= {"noise": [v.to_json() for v in noise]} if noise else {}
     return Listing(list(rows[0]) if rows else ["benchmark"], rows, doc, notes,
@@ -288,6 +309,8 @@ def cmd_history(args, configs: Configs) -> Listing:
 
     since = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=args.nights - 1)).isoformat()
     summaries = Store().summaries(benchmark=args.benchmark, since=None if args.all else since)
+    if not summaries and args.benchmark not in configs.load_all()[0]:
+        configs.benchmark(args.benchmark)  # no night and no such benchmark: says which ones there are
     if args.gpus:
         summaries = [s for s in summaries if s["gpus"] == args.gpus]
     text = tables.text(tables.build(history_table(), summaries)) if summaries else None
@@ -363,6 +386,8 @@ def cmd_bisect(args, configs: Configs) -> Listing:
     from scalebench.store.results import Store
 
     bench = configs.benchmark(args.benchmark)
+    if args.gpus not in bench.gpu_counts:
+        raise ConfigError(f"--gpus {args.gpus}: {bench.id} runs on {bench.gpu_counts} GPUs; bisect one of them")
     kind: Literal["cpu", "gpu"] = "gpu" if args.profile != "smoke" else "cpu"
     images = image_list(bench, kind, args.good, args.bad, args.candidates)
     store = Store()
@@ -386,8 +411,19 @@ def cmd_report(args, configs: Configs) -> str:
     from scalebench.report.build import write_report
     from scalebench.store.results import Store
 
+    if args.out:
+        _writable_folder(Path(args.out), "--out")  # before the work, not after it
     path = write_report(Store(), args.out, night=args.night)
     return f"report written: {path} (and report.html, table.json and plots beside it; index: {path.parent.parent / 'index.html'})"
+
+
+def _writable_folder(path: Path, option: str) -> None:
+    """Refuse a folder option that names a file, or a place this user cannot create or write."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path}: is a file, not a folder; name a folder for the output")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: {existing} is not writable; name a folder you can write")
 
 
 def cmd_data(args, configs: Configs) -> dict:
@@ -433,8 +469,19 @@ def cmd_pools(args, configs: Configs) -> Listing:
     if args.apply:
         from airflow.models.pool import Pool
 
-        for h in configs.fleet.hosts:
-            Pool.create_or_update_pool(h.pool, len(h.device_ids), f"scalebench host {h.name} ({h.kind})", False)
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            for h in configs.fleet.hosts:
+                Pool.create_or_update_pool(h.pool, len(h.device_ids), f"scalebench host {h.name} ({h.kind})", False)
+        except DBAPIError as exc:
+            from airflow.configuration import conf
+            from sqlalchemy.engine import make_url
+
+            url = make_url(conf.get("database", "sql_alchemy_conn")).render_as_string(hide_password=True)
+            raise ConfigError(f"pools --apply: the Airflow metadata DB {url} refused the pools "
+                              f"({str(exc.orig).splitlines()[0][:200]}); run `airflow db migrate` with this "
+                              "AIRFLOW_HOME first (make airflow-db does)") from None
     rows = [{"pool": h.pool, "slots": len(h.device_ids), "host": h.name, "queue": h.queue} for h in configs.fleet.hosts]
     return Listing(["pool", "slots", "host", "queue"], rows, {"pools": wanted, "applied": bool(args.apply)},
                    notes=["applied to the Airflow metadata DB" if args.apply else "not applied (--apply writes them)"])
@@ -598,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fetch", action="store_true", help="download the real archives (resumable, sha256-checked) "
                                                         "and unpack them into the data root")
     p.add_argument("--data-root", help="where datasets live (default: the fleet host's data_root)")
-    p.add_argument("--mirror", help="base URL serving the same archive names (default: the official mirrors; "
+    p.add_argument("--mirror", type=_url, help="base URL serving the same archive names (default: the official mirrors; "
                                     "env SCALEBENCH_DATA_MIRROR)")
     p = _listing(sub.add_parser("pools", help="the Airflow pools of the fleet (one per host)"))
     p.add_argument("--apply", action="store_true", help="create or update them in the Airflow metadata DB")
@@ -655,6 +702,8 @@ def explain(exc: BaseException, cmd: str) -> tuple[str | None, int]:
         return None, 1
     if isinstance(exc, KeyboardInterrupt):
         return f"{cmd}: interrupted", 130
+    if isinstance(exc, RunFailed):
+        return str(exc), 1
     if isinstance(exc, (ConfigError, DatasetError, FetchError, StoreNotReady, ProjectNotFound, CompareError)):
         return str(exc), 2
     from scalebench.store.db import store_error

@@ -102,6 +102,57 @@ CASES = [
     ("an unknown field", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "per_gpu_batchh", 4), "per_gpu_batchh"),
     ("stacks not yaml", ["configs"], ("stacks.yaml", "text", b"stacks: [\n"), "stacks.yaml"),
     ("fleet not utf-8", ["configs"], ("fleet.yaml", "text", b"hosts: caf\xe9\n"), "not UTF-8"),
+    ("per_gpu_batch zero", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "per_gpu_batch", 0), "per_gpu_batch"),
+    ("gpu_counts repeated", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "gpu_counts", [1, 1]), "gpu_counts"),
+    ("gpu_counts beyond every host", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "gpu_counts", [1, 64]), "gpu_counts"),
+    ("confirm_reruns eleven", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "confirm_reruns", 11), "confirm_reruns"),
+    ("epochs empty", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "epochs", []), "epochs"),
+    ("unknown stack", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "stack", "jax"), "jax"),
+    ("unknown profile", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "profiles.weekly", {"epochs": [1]}), "weekly"),
+    ("negative cell timeout", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "cell_timeout_minutes", -5), "cell_timeout_minutes"),
+    ("time to accuracy of an unknown metric", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "time_to_accuracy", {"metric": "map", "target": 0.5}),
+     "time_to_accuracy"),
+    ("fleet retention zero", ["configs"], ("fleet.yaml", "retention_days", 0), "retention_days"),
+    ("fleet budget negative", ["configs"], ("fleet.yaml", "night_budget_minutes", -5), "night_budget_minutes"),
+    ("fleet host kind tpu", ["configs"], ("fleet.yaml", "hosts.0.kind", "tpu"), "kind"),
+    ("fleet no hosts", ["configs"], ("fleet.yaml", "hosts", []), "hosts"),
+    ("alerts unknown notifier", ["configs"], ("alerts.yaml", "notifier", "pager"), "notifier"),
+    ("alerts report url a script", ["configs"], ("alerts.yaml", "report_url", "javascript:alert(1)"), "report_url"),
+    ("alerts not yaml", ["configs"], ("alerts.yaml", "text", b"notifier: [\n"), "alerts.yaml"),
+    ("shift of an unknown benchmark", ["configs"], ("acknowledged_shifts.yaml", "shifts",
+                                                     [{"benchmark": "nope", "since": "2026-12-01", "reason": "x"}]), "nope"),
+    ("shift on no date", ["configs"], ("acknowledged_shifts.yaml", "shifts",
+                                        [{"benchmark": BENCH, "since": "2026-13-01", "reason": "x"}]), "since"),
+    ("shift without a reason", ["configs"], ("acknowledged_shifts.yaml", "shifts",
+                                              [{"benchmark": BENCH, "since": "2026-12-01"}]), "reason"),
+    # more arguments
+    ("cells gpus twice", ["cells", BENCH, "--gpus", "1,1"], None, "--gpus"),
+    ("cells gpus zero", ["cells", BENCH, "--gpus", "0,1"], None, "--gpus"),
+    ("cells beyond the host", ["cells", BENCH, "--gpus", "64"], None, "64"),
+    ("configs bad output", ["configs", "-o", "yaml"], None, "-o"),
+    ("data unknown benchmark", ["data", "no_such"], None, "no_such"),
+    ("data bad profile", ["data", BENCH, "--profile", "huge"], None, "--profile"),
+    ("data nothing named", ["data"], None, "name a benchmark"),
+    ("fetch mirror not a url", ["data", "--fetch", "--data-root", "{tmp}/data", "--mirror", "notaurl", BENCH], None,
+     "--mirror"),
+    ("fetch mirror without the archive", ["data", "--fetch", "--data-root", "{tmp}/data", "--mirror",
+                                           "file:///nonexistent", BENCH], None, "file:///nonexistent/"),
+    ("fetch data root is a file", ["data", "--fetch", "--data-root", "{backup}", BENCH], "garbage backup",
+     "Not a directory"),
+    ("bisect a count it does not run", ["bisect", BENCH, "--gpus", "5", "--good", "a", "--bad", "b"], None, "--gpus 5"),
+    ("bisect one image twice", ["bisect", BENCH, "--gpus", "1", "--good", "a", "--bad", "a"], None, "distinct"),
+    ("report out is a file", ["report", "--out", "{backup}"], "garbage backup", "--out"),
+    ("rehearse names its own benchmark", ["rehearse", "--profile", "full", "--benchmark", "maskrcnn_mmdet_voc2012"],
+     None, "maskrcnn_mmdet_voc2012: no GPU host"),
+    # a store that exists (and stays byte for byte as it was)
+    ("prune on a new home", ["prune", "--dry-run"], None, "db upgrade"),
+    ("history of an unknown benchmark", ["history", "no_such"], "fresh store", "no_such"),
+    ("repro of an unknown key", ["repro", "nothing"], "fresh store", "'nothing'"),
+    ("repro of a path outside", ["repro", "../../etc/passwd"], "fresh store", "'../../etc/passwd'"),
+    ("diff of unknown images", ["diff", "a", "b"], "fresh store", "image 'a'"),
+    ("compare unknown runs", ["compare", "a", "b"], "fresh store", "run 'a'"),
+    ("compare nights without runs", ["compare", "--nights", "2026-01-01", "2026-01-02"], "fresh store", "2026-01-01"),
+    ("backup over the store", ["db", "backup", "{home}/results.db"], "fresh store", "never overwrites"),
 ]
 
 
@@ -143,7 +194,13 @@ def home(tmp_path, monkeypatch):
 
 def _store(state, setup, monkeypatch):
     db = state / "results.db"
-    if setup == "garbage store":
+    if setup == "fresh store":
+        from scalebench.store.db import upgrade
+
+        upgrade(f"sqlite:///{db}")
+        with sqlite3.connect(db) as conn:  # as the store runs (WAL), so that a read leaves the file as it was
+            conn.execute("pragma journal_mode=wal")
+    elif setup == "garbage store":
         db.write_bytes(os.urandom(4096))
     elif setup == "foreign store":
         with sqlite3.connect(db) as conn:
@@ -170,9 +227,11 @@ def _store(state, setup, monkeypatch):
 
 def _digest(folder) -> dict:
     """Every file of the home (the store and any file beside it) by content; db upgrade's lock file
-    beside the store is no part of it."""
+    beside the store, SQLite's shared-memory index and an empty write-ahead log (what any reader
+    of a WAL database leaves) are no part of it."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.endswith(".migrate-lock")}
+            if p.is_file() and not p.name.endswith((".migrate-lock", "-shm"))
+            and not (p.name.endswith("-wal") and p.stat().st_size == 0)}
 
 
 @pytest.mark.parametrize("argv, setup, names", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -182,7 +241,7 @@ def test_bad_input_ends_in_one_line_that_names_it_and_changes_nothing(home, monk
         _edit(tree, *setup)
     elif setup:
         _store(state, setup, monkeypatch)
-    argv = [a.format(backup=state.parent / "backup.db", home=state) for a in argv]
+    argv = [a.format(backup=state.parent / "backup.db", home=state, tmp=state.parent) for a in argv]
     before = _digest(state)
     try:
         status = cli.main(argv)

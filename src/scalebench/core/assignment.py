@@ -31,6 +31,12 @@ class Assignment:
     why: dict[str, str] = field(default_factory=dict)       # benchmark -> "kept", "new" or why it moved
     load: dict[str, float] = field(default_factory=dict)    # host -> planned night minutes
 
+    def host_of(self, benchmark: str) -> str:
+        """The benchmark's host; ConfigError naming it when no GPU host fits it."""
+        if benchmark not in self.hosts:
+            raise ConfigError(f"{benchmark}: {self.why.get(benchmark, 'not assigned to a host')}")
+        return self.hosts[benchmark]
+
     def changed(self, previous: dict[str, str]) -> dict[str, str]:
         return {b: h for b, h in self.hosts.items() if previous.get(b) != h}
 
@@ -44,16 +50,18 @@ def assign(benchmarks: dict[str, Benchmark], fleet: Fleet, minutes: dict[str, fl
            previous: dict[str, str] | None = None, reserved: float = 0.0) -> Assignment:
     """Each benchmark's host. `minutes`: each benchmark's planned night (cells, repeats and rerun
     reserve); `previous`: the stored assignment; `reserved`: minutes every GPU host spends
-    before its benchmarks (the host probe). Raises ConfigError for a benchmark no host fits."""
+    before its benchmarks (the host probe). A benchmark no host fits gets no host, and `why`
+    says why (`host_of` refuses it): it harms only itself."""
     previous = previous or {}
     budget = fleet.night_budget_minutes
     allowed = {b: [h.name for h in candidates(bench, fleet)] for b, bench in benchmarks.items()}
+    out = Assignment({}, {}, {h.name: reserved for h in fleet.hosts_of("gpu")})
     for b, hosts in sorted(allowed.items()):
         if not hosts:
-            raise ConfigError(f"{b}: no GPU host fits it (needs {max(benchmarks[b].gpu_counts)} devices"
-                              + (f" among hosts {benchmarks[b].hosts}" if benchmarks[b].hosts else "")
-                              + f"; GPU hosts: {[(h.name, len(h.device_ids)) for h in fleet.hosts_of('gpu')]})")
-    out = Assignment({}, {}, {h.name: reserved for h in fleet.hosts_of("gpu")})
+            out.why[b] = (f"no GPU host fits it (needs {max(benchmarks[b].gpu_counts)} devices"
+                          + (f" among hosts {benchmarks[b].hosts}" if benchmarks[b].hosts else "")
+                          + f"; GPU hosts: {[(h.name, len(h.device_ids)) for h in fleet.hosts_of('gpu')]})")
+    benchmarks = {b: bench for b, bench in benchmarks.items() if allowed[b]}
     for b in sorted(benchmarks):
         was = previous.get(b)
         if was is not None and was in allowed[b]:

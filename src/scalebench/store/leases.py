@@ -441,6 +441,7 @@ class LeaseManager:
         log.info("released lease %s on %s devices %s", lease.lease_id, lease.host, lease.device_ids)
 
     def holders(self, host: str | None = None) -> list[DeviceLeaseRow]:
+        self._check_schema()  # a store that does not exist yet is refused, never created by a read
         with self.engine.connect() as conn:
             q = select(DeviceLeaseRow)
             if host:

@@ -36,6 +36,7 @@ from pathlib import Path
 import yaml
 
 from scalebench.core import paths
+from scalebench.core.errors import RunFailed, telling_line
 from scalebench.core.config import STACKS_FILE, ConfigError, Configs
 from scalebench.core.plan import NightPlan, PlanRow, assigned_plan, night_plan
 
@@ -349,12 +350,12 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         env.pop(own, None)
     rc, out = _airflow(env, "db", "migrate")
     if rc:
-        raise RuntimeError(f"airflow db migrate failed:\n{out[-3000:]}")
+        raise RunFailed(f"rehearse: airflow db migrate failed: {telling_line(out)}")
     scalebench = Path(sys.executable).parent / "scalebench"
     for cmd in (["db", "upgrade"], ["pools", "--apply"]):
         done = subprocess.run([str(scalebench), *cmd], env=env, capture_output=True, text=True)
         if done.returncode:
-            raise RuntimeError(f"scalebench {' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+            raise RunFailed(f"rehearse: scalebench {' '.join(cmd)} failed: {telling_line(done.stderr)}")
     today = dt.datetime.now(dt.timezone.utc).date()
     night = (today - dt.timedelta(days=1) if regression else today).isoformat()  # the baseline pass's night
     result = Rehearsal(night, plan, planted, regression=regression, weekly=weeks)

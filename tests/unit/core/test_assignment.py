@@ -93,10 +93,13 @@ def test_a_benchmark_that_fits_no_host_is_refused_at_load_naming_it(config_tree,
     assert "resnet50_keras_cifar10" in good
 
 
-def test_no_gpu_host_with_enough_devices_is_refused(benches):
+def test_a_benchmark_no_gpu_host_fits_is_refused_alone(benches):
     small = Fleet(hosts=[{"name": "gpu-small", "kind": "gpu", "queue": "q", "device_ids": ["0", "1"]}])
+    fits = {b for b, bench in benches.items() if max(bench.gpu_counts) <= 2}
+    a = assign(benches, small, {b: 1.0 for b in benches})
+    assert set(a.hosts) == fits and set(a.hosts.values()) <= {"gpu-small"}  # the others are assigned as before
     with pytest.raises(ConfigError, match=r"frcnn_mmdet_voc2007: no GPU host fits it \(needs 4 devices"):
-        assign(benches, small, {b: 1.0 for b in benches})
+        a.host_of("frcnn_mmdet_voc2007")
 
 
 def test_settle_stores_the_assignment_and_keeps_it(isolated_state, monkeypatch, tmp_path):

@@ -107,7 +107,8 @@ def test_cli_configs_prints_all_six(capsys):
     assert main(["configs"]) == 0  # a table for a person: one row per benchmark, then the fleet
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["benchmark", "stack", "model"]
-    assert sorted(line.split()[0] for line in lines[1:-1]) == sorted(STUDY) and lines[-1].startswith("fleet: local")
+    assert sorted(line.split()[0] for line in lines[1:-3]) == sorted(STUDY) and lines[-3].startswith("fleet: local")
+    assert lines[-2:] == ["alerts: none", "acknowledged shifts: 0"]  # the other two files are validated too
 
 
 def test_cli_reports_config_errors_without_a_traceback(config_tree, capsys, monkeypatch):

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from pydantic import field_validator, model_validator
+
 from scalebench.core.config.common import ALERTS_FILE, Strict, _load_model
 
 
@@ -14,6 +16,19 @@ class AlertConfig(Strict):
     endpoint: str = ""                         # webhook: path below the connection's base URL
     to: list[str] = []                         # email: recipients
     report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
+
+    @field_validator("report_url")
+    @classmethod
+    def _web_address(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")) or len(v) < 11:
+            raise ValueError(f"expected an http:// or https:// address of the report pages, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _recipients(self) -> "AlertConfig":
+        if self.notifier == "email" and not self.to:
+            raise ValueError("field 'to': the email notifier needs at least one recipient")
+        return self
 
 
 def load_alerts(config_dir: Path | str) -> AlertConfig:

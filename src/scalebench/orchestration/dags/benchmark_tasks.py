@@ -127,7 +127,7 @@ def _assigned_host(configs: Configs, bench, profile: str):
 
     if profile not in ASSIGNED_PROFILES or not configs.fleet.hosts_of("gpu"):
         return None
-    return configs.fleet.host(settle(configs, Store()).hosts[bench.id])
+    return configs.fleet.host(settle(configs, Store()).host_of(bench.id))
 
 
 def _in_accuracy_window(bench, configs: Configs, params: RunParams, run) -> str | None:

@@ -18,6 +18,7 @@ from typing import Callable, Literal
 from scalebench.analysis.bisect import Bisection
 from scalebench.analysis.changes import diff_line, package_diff
 from scalebench.core import paths
+from scalebench.core.errors import RunFailed, telling_line
 from scalebench.core.cells import BISECT
 from scalebench.core.config import IMAGE_TAG, Benchmark, ConfigError, image_repository
 
@@ -93,9 +94,8 @@ def dags_test_runner(benchmark: str, store, timeout_s: float = 3600) -> Callable
                              env=airflow_env(), capture_output=True, text=True, timeout=timeout_s)
         made = sorted({c["run_id"] for c in store.cells(benchmark=benchmark) if c["role"] == BISECT} - before)
         if not made:
-            tail = "\n".join((out.stdout + out.stderr).splitlines()[-20:])
-            raise RuntimeError(f"the bisect step's run of scalebench_{benchmark} recorded no cell (exit code "
-                               f"{out.returncode}):\n{tail}")
+            raise RunFailed(f"the bisect step's run of scalebench_{benchmark} recorded no cell (airflow dags test "
+                            f"exit code {out.returncode}: {telling_line(out.stdout + out.stderr)})")
         return made[-1]
 
     return run
