@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
+from scalebench.analysis.alert_groups import STATES
 from scalebench.analysis.compare import CompareError
 from scalebench.core import tables
 from scalebench.core.config import PROFILES, ConfigError, Configs
@@ -549,6 +550,51 @@ def _summarize_all(url: str) -> str:
     return f"history summaries rebuilt: {rows} rows for {len(nights)} (benchmark, night) pairs"
 
 
+def cmd_alerts(args, configs: Configs) -> Listing:
+    """Alert groups: list (open first), show one with its figures and events, set a state / owner / note."""
+    import getpass
+
+    from scalebench.analysis.alert_groups import AlertStateError
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+
+    groups = AlertGroups(Store())
+    try:
+        if args.action == "list":
+            found = groups.groups(state=args.state, benchmark=args.benchmark, owner=args.owner)
+        else:
+            if args.id is None:
+                raise ConfigError(f"alerts {args.action}: needs a group ID (scalebench alerts list shows them)")
+            if args.action == "set":
+                if args.state is None and args.owner is None and not args.note:
+                    raise ConfigError("alerts set: give a STATE, --owner or --note")
+                groups.set(args.id, args.who or getpass.getuser(), state=args.state, owner=args.owner, note=args.note)
+            one = groups.group(args.id)
+            if one is None:
+                raise ConfigError(f"alerts {args.action}: no alert group #{args.id} (scalebench alerts list shows them)")
+            found = [one]
+    except AlertStateError as exc:
+        raise ConfigError(f"alerts {args.action}: {exc}") from None
+    rows = [{"id": g["id"], "state": g["state"], "owner": g["owner"] or "", "first": g["first_night"],
+             "last": g["last_night"], "figures": len(g["figures"]), "benchmarks": " ".join(g["benchmarks"]),
+             "suspect": (g["suspect"] or "none")[:60]} for g in found]
+    notes = []
+    if args.action != "list":
+        g = found[0]
+        notes = [f"- {f['line']}" for f in g["figures"]]
+        notes += [f"{e['at']} {e['who']}: {e['kind']}" + (f" {e['from'] or ''} -> {e['to']}" if e["to"] else "")
+                  + (f": {e['note']}" if e["note"] else "") for e in g.get("events", [])]
+    doc = found if args.action == "list" else found[0]
+    return Listing(["id", "state", "owner", "first", "last", "figures", "benchmarks", "suspect"], rows, doc, notes,
+                   empty="no alert group" + (f" in state {args.state}" if args.state else ""))
+
+
+def _group_id(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 2**31:
+        raise argparse.ArgumentTypeError(f"expects a group number like 12 (scalebench alerts list); got {text!r}")
+    return int(text)
+
+
 def _listing(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=OUTPUTS, default="table", help="table (default), json or csv")
     p.add_argument("--json", dest="output", action="store_const", const="json",
@@ -658,6 +704,17 @@ def main(argv: list[str] | None = None) -> int:
                                      "command); --run runs it into a new folder under a device lease")
     p.add_argument("target", help="an attempt folder, or a cell key (its newest attempt that started a container)")
     p.add_argument("--run", action="store_true", help="run it now (outside the store: nothing is recorded)")
+    p = _listing(sub.add_parser("alerts", help="alert groups (one per change that regressed): list, show ID, "
+                                               "set ID STATE [--owner] [--note]"))
+    p.add_argument("action", choices=["list", "show", "set"])
+    p.add_argument("id", nargs="?", type=_group_id, help="the group's number (show, set)")
+    p.add_argument("state", nargs="?", choices=STATES, help="set: the new state")
+    p.add_argument("--state", dest="state", choices=STATES + ("open",), help="list: only this state (open: new, "
+                                                                          "triaged, investigating)")
+    p.add_argument("--benchmark", help="list: only groups with this benchmark")
+    p.add_argument("--owner", help="set: who owns it (needed for triaged); list: only theirs")
+    p.add_argument("--note", help="set: a note for the event log")
+    p.add_argument("--who", help="set: who makes the change (default: this user)")
     p = sub.add_parser("db", help="the results database")
     p.add_argument("action", choices=["upgrade", "backup", "restore", "summarize"],
                    help="upgrade: create or migrate the schema (idempotent, locked); backup FILE: the whole store to "
@@ -674,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"configs": cmd_configs, "stacks": cmd_stacks, "plan": cmd_plan, "rehearse": cmd_rehearse,
                   "cells": cmd_cells, "results": cmd_results, "history": cmd_history, "compare": cmd_compare,
                   "report": cmd_report, "data": cmd_data, "pools": cmd_pools, "db": cmd_db, "prune": cmd_prune,
-                  "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect}[args.cmd](args, configs)
+                  "repro": cmd_repro, "diff": cmd_diff, "bisect": cmd_bisect, "alerts": cmd_alerts}[args.cmd](args, configs)
         if isinstance(result, Listing):
             print(result.render(args.output))
             return result.exit_code

@@ -127,6 +127,7 @@ class Judgement:
     verdict: str | None = None        # the suspect's verdict: REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE
     ab: "ABTest | None" = None        # the same-night A/B of the previous and the new image
     news: bool = False                # the suspect appeared tonight, or its verdict was decided tonight
+    ended: "Change | None" = None     # FIXED: the change whose confirmed regression this night ended
 
     @property
     def head(self) -> str:
@@ -429,11 +430,12 @@ def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
     return max(starts, default=None)
 
 
-def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), config_alerts: bool = False
-          ) -> list[Judgement]:
+def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), config_alerts: bool = False,
+          invalid: Sequence[tuple[dt.date, dt.date]] = ()) -> list[Judgement]:
     """Judge every night of a series against the nights before it. A change under test is judged
     against the baseline before it; `config_alerts`: a confirmed regression that came with a config
-    change alerts too (else it is reported, not alerted: whoever edited the profile knows)."""
+    change alerts too (else it is reported, not alerted: whoever edited the profile knows);
+    `invalid`: night ranges of alert groups a person called not a regression (never flagged)."""
     direction = DIRECTION.get(series.key.metric, +1)
     since = _shift_start(series, list(shifts))
     out: list[Judgement] = []
@@ -495,6 +497,8 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
             confirmed, p = (rerun.confirmed, rerun.p) if rerun else (None, None)
         if confirmed is False:  # the reruns (or the A/B) cleared it: an unlucky cell, judged as not flagged
             flagged = False
+        if any(a <= night <= b for a, b in invalid):  # a person said so: it rejoins the baseline
+            flagged, confirmed = False, None
         improved = not flagged and -delta >= gates.magnitude and -z >= gates.z
         if flagged:
             streak += 1
@@ -511,7 +515,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         # an A/B that could not decide clears nothing: the image stays under judgement against the
         # old baseline, and the next nights decide
         undecided = ab is not None and ab.verdict == "unknown"
-        verdict, note = None, ""
+        verdict, note, ended = None, "", None
         if suspect is not None:
             verdict = (REGRESSION if alert else INCONCLUSIVE if flagged or undecided else
                        IMPROVEMENT if improved or (ab is not None and ab.verdict == "better") else NO_EFFECT)
@@ -521,7 +525,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
                 gain = (-direction * (b_level - value) / abs(b_level)) if b_level else 0.0
                 if not flagged and not undecided:
                     verdict, note = FIXED, f"regression ended with {suspect.text} ({regressed.text}'s regression fixed)"
-                    regressed, regressed_at = None, []
+                    ended, regressed, regressed_at = regressed, None, []
                 elif flagged and gain >= gates.magnitude:
                     verdict = PARTLY_FIXED
                     note = (f"partly fixed: {suspect.text} is {gain * 100:.1f} % better than {regressed.text}, "
@@ -545,7 +549,7 @@ def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), 
         j = Judgement(series.key, night, value, med, delta, z, flagged, alert, note,
                       reruns=tuple(reruns) if rerun else (), rerun_p=p, rerun=rerun,
                       confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
-                      news=news and suspect is not None)
+                      news=news and suspect is not None, ended=ended)
         out.append(j)
         if suspect is not None and verdict == IMPROVEMENT:
             history = [[h[0], "in"] for h in better]  # a confirmed better level: the new image's own baseline

@@ -15,6 +15,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
+from scalebench.analysis.alert_groups import change_key
 from scalebench.analysis.regress import FIXED, PARTLY_FIXED, judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
@@ -62,7 +63,9 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
     missing = sorted(set(expected) - recorded)
     today = dt.date.fromisoformat(night)
     series = history.build_series(cells, opts.lineage(), opts.gates)
-    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts, opts.config_alerts(s.key.benchmark))]
+    judged = [j for s in series for j in judge(s, opts.gates, opts.shifts, opts.config_alerts(s.key.benchmark),
+                                               opts.invalid.get((s.key.benchmark, s.key.gpus, s.key.precision,
+                                                                 s.key.metric), ()))]
     tonight = [j for j in judged if j.night == today]
 
     diff_of: dict[tuple, str] = {}  # per (digest before, digest after, config changed): many figures share one
@@ -89,6 +92,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         fixed=[j.line() for j in tonight if j.verdict in (FIXED, PARTLY_FIXED) and j.news],
+        fixed_details=[{"key": change_key(j.ended.kind, j.ended.new_image, j.ended.text), "line": j.line()}
+                       for j in tonight if j.verdict == FIXED and j.news and j.ended is not None],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),
@@ -110,11 +115,24 @@ def options_from_configs() -> Options:
                    config_errors={stem: str(err) for stem, err in broken.items()})
 
 
+def with_alert_groups(opts: Options, store) -> Options:
+    """The options with what closed alert groups do to the baselines (accepted: a shift; invalid:
+    nights never flagged)."""
+    from dataclasses import replace
+
+    from scalebench.analysis.alert_groups import baseline_effects
+    from scalebench.store.alert_groups import AlertGroups
+
+    groups = AlertGroups(store)
+    shifts, invalid = baseline_effects(groups.closed_as("accepted"), groups.closed_as("invalid"))
+    return replace(opts, shifts=[*opts.shifts, *shifts], invalid={**opts.invalid, **invalid})
+
+
 def build_report(store, night: str | None = None, opts: Options | None = None) -> Report:
     """The report of one night (default: today, UTC) from the store: figures over the lookback
     window, the night's runs, and each chosen run's model size from its contract."""
     night = night or nights.today()
-    opts = opts or options_from_configs()
+    opts = with_alert_groups(opts or options_from_configs(), store)
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
     cells = store.figures(up_to_night=night, since_night=since)
 

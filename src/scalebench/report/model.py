@@ -4,6 +4,7 @@ the report itself. Computed by `figures`, `prose` and `checks`, assembled by `bu
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field, fields
 
 from scalebench.analysis.regress import Gates, Judgement, Shift
@@ -28,6 +29,8 @@ class Options:
     config_errors: dict[str, str] = field(default_factory=dict)  # file stem -> why its config does not load
     expected: list[str] | None = None   # benchmarks that must record every night (default: the scheduled ones)
     shifts: list[Shift] = field(default_factory=list)
+    # alert groups a person called invalid: (benchmark, gpus, precision, metric) -> night ranges never flagged
+    invalid: dict[tuple[str, int, str, str], list[tuple[dt.date, dt.date]]] = field(default_factory=dict)
     margin: float = 0.01                # accuracy equivalence margin: ±1 point
     gates: Gates = field(default_factory=Gates)
     n_boot: int = 1000
@@ -156,6 +159,7 @@ class Report:
     study_average: dict[int, float] = field(default_factory=dict)  # their average: the one set beside the study's
     moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
     fixed: list[str] = field(default_factory=list)  # confirmed regressions a new change ended (or partly): said once
+    fixed_details: list[dict] = field(default_factory=list)  # ended ones: {key: the alert group's key, line}
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:

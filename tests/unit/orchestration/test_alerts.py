@@ -131,6 +131,7 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
         "unet_torch_voc2007: no run recorded by the report's deadline (its run is still going, stuck or never started)",
         f"{BENCH}: 3 GPUs · fp32 · 1 epoch · repeat 1: failed (oom)"]
     assert got["path"] == "/alerts" and got["body"]["night"] == "2026-11-30"
+    assert got["body"]["group"]["reason"] == "new" and got["body"]["group"]["benchmarks"] == [BENCH]  # its alert group
     [alert] = got["body"]["alerts"]
     assert (alert["benchmark"], alert["gpus"], alert["metric"]) == (BENCH, 2, "images_per_s")
     assert alert["confirmed_by"] == "reruns" and len(alert["reruns"]) == 3 and alert["rerun_p"] < 0.01

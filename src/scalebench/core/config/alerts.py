@@ -4,7 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import field_validator, model_validator
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
 
 from scalebench.core.config.common import ALERTS_FILE, Strict, _load_model
 
@@ -16,6 +18,7 @@ class AlertConfig(Strict):
     endpoint: str = ""                         # webhook: path below the connection's base URL
     to: list[str] = []                         # email: recipients
     report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
+    remind_after_days: Annotated[int, Field(ge=1, le=365)] = 3  # an alert group still "new": told again
 
     @field_validator("report_url")
     @classmethod

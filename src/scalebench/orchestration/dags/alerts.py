@@ -35,6 +35,35 @@ def payload(night: str, details: list[dict], cfg: AlertConfig) -> dict:
                                                     if d.get("bisect") else "") for d in details)}
 
 
+def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], ended: list[dict]
+                   ) -> list[tuple[int, str, dict]]:
+    """One night's regressions into their alert groups (scalebench.store.alert_groups), then one
+    message per group that is owed one tonight: (group id, reason, message). A group is told once
+    when it opens, again when it gains a benchmark, changes state (fixed included) or stays new
+    for remind_after_days; later nights of its figures add nothing."""
+    from scalebench.analysis.alert_groups import group_key, message_text, owed
+
+    groups.record_night(night, details, ended)
+    link = f"{cfg.report_url.rstrip('/')}/{night}/"
+    tonight: dict[str, list[dict]] = {}
+    for d in details:
+        tonight.setdefault(group_key(d.get("suspect"), d["benchmark"]), []).append(d)
+    out = []
+    for g in groups.needing_news():
+        why = owed(g, night, cfg.remind_after_days)
+        if not why:
+            continue
+        alerts = tonight.get(g["key"]) if why.reason in ("new", "grew") and g["state"] != "fixed" else None
+        doc = payload(night, alerts or [dict(f, night=f["last_night"]) for f in g["figures"]], cfg)
+        doc["kind"] = "fixed" if why.reason == "fixed" else "regression"
+        doc["group"] = {k: g[k] for k in ("id", "state", "owner", "suspect", "benchmarks", "first_night",
+                                          "last_night", "what_changed")} | {"reason": why.reason}
+        doc["text"] = message_text(g, why.reason, link) + "".join(
+            f"\nbisect: {a['bisect']['dag']} ({a['bisect']['command']})" for a in doc["alerts"][:1] if a.get("bisect"))
+        out.append((g["id"], why.reason, doc))
+    return out
+
+
 def fixed_payload(night: str, lines: list[str], cfg: AlertConfig) -> dict:
     """The night a change ended a confirmed regression (or part of it): said once, as its alert was."""
     link = f"{cfg.report_url.rstrip('/')}/{night}/"

@@ -47,29 +47,46 @@ def write_report(**context) -> dict:
                   if rep.source == "scheduled"]  # a manual trial's failures break no night
         summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
                           "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details,
-                          "fixed": rep.fixed})
+                          "fixed": rep.fixed, "fixed_details": rep.fixed_details})
     deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
                 or bool(context["params"].get("deadline")))
     return {"nights": summaries, "deadline": deadline}
 
 @task
 def send_alerts(summary: dict, **context) -> dict:
-    """Each night's confirmed regressions and, at its deadline, what broke, through the
+    """Each night's confirmed regressions into their alert groups, one message per group owed one
+    (new, grown, changed state, fixed, reminder) and, at the deadline, what broke, through the
     configured Airflow notifier."""
-    from scalebench.orchestration.dags.alerts import broken_payload, deliver, fixed_payload, send, to_send
+    from scalebench.orchestration.dags.alerts import broken_payload, deliver, fixed_payload, group_messages, to_send
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
 
     cfg = Configs().alerts()
+    groups = AlertGroups(Store())
     sent = {}
     for night in summary["nights"]:
         regressions, broken = to_send(night, summary["deadline"])
+        in_time = night["complete"] != summary["deadline"]  # once per night, as the regressions are
+        ended = night.get("fixed_details", []) if in_time else []
+        grouped = {g["key"] for g in groups.groups(state="open")}
+        told = 0
+        for group_id, reason, message in group_messages(groups, cfg, night["night"], regressions, ended):
+            if deliver(cfg, message, context):
+                groups.mark_notified(group_id, night["night"], reason)
+                told += 1
+                print(f"night {night['night']}: alert group #{group_id}: {reason} message sent by the "
+                      f"{cfg.notifier} notifier")
         if regressions:
-            doc = send(cfg, night["night"], regressions, context)
-            sent[night["night"]] = len(regressions) if doc else 0
+            sent[night["night"]] = len(regressions) if told else 0
             print(f"night {night['night']}: {len(regressions)} alert(s) "
-                  + (f"sent by the {cfg.notifier} notifier" if doc else "not sent (notifier: none)"))
-        if night.get("fixed") and night["complete"] != summary["deadline"]:  # once, as the alerts are
-            doc = deliver(cfg, fixed_payload(night["night"], night["fixed"], cfg), context)
-            print(f"night {night['night']}: {len(night['fixed'])} regression(s) ended or partly fixed "
+                  + (f"sent by the {cfg.notifier} notifier" if told else
+                     "not sent (notifier: none)" if cfg.notifier == "none" else "in groups already told"))
+        # a partial fix, or an end of a regression that no open group holds, is said as before
+        closed = {e["line"] for e in ended if e["key"] in grouped}
+        loose = [line for line in night.get("fixed", []) if line not in closed] if in_time else []
+        if loose:
+            doc = deliver(cfg, fixed_payload(night["night"], loose, cfg), context)
+            print(f"night {night['night']}: {len(loose)} regression(s) ended or partly fixed "
                   + (f"(sent by the {cfg.notifier} notifier)" if doc else "(not sent: notifier none)"))
         if broken:
             doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)

@@ -2,7 +2,8 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-import scalebench.store.lease_tables  # noqa: F401  (their tables join Base.metadata)
+import scalebench.store.alert_tables  # noqa: F401  (their tables join Base.metadata)
+import scalebench.store.lease_tables  # noqa: F401
 import scalebench.store.results  # noqa: F401
 from scalebench.store.db import Base
 

@@ -1,0 +1,123 @@
+"""Alert groups: what a team triages. A confirmed regression joins the open group of its suspect
+(the image or config change it came with; without one, its benchmark's open group), so one new
+image that slows several GPU counts, precisions and benchmarks is one group and one message.
+
+States (as Perfherder's alert summaries, fewer of them):
+  new            nobody has looked yet (reminded every `remind_after_days` while it stays new)
+  triaged        someone owns it
+  investigating  being worked on
+  fixed          the figures are back within the gates (set by the report when a later change
+                 ended the regression), or said so by a person
+  invalid        not a regression: its nights rejoin the baseline
+  accepted       an intended change: the baseline of its figures restarts at the group's first night
+
+This module decides (keys, allowed states, which message a group is owed tonight); the store keeps
+the groups and their events (scalebench.store.alert_groups); the report DAG sends the messages."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+STATES = ("new", "triaged", "investigating", "fixed", "invalid", "accepted")
+OPEN = ("new", "triaged", "investigating")
+REMIND_AFTER_DAYS = 3
+OWNER_MAX = 100
+NOTE_MAX = 2000
+
+
+class AlertStateError(ValueError):
+    """A state change that is not allowed, in one line naming the field."""
+
+
+def group_key(suspect: dict | None, benchmark: str) -> str:
+    """Which group a regression joins: its suspect change (the new image's reference, which names
+    its digest, or the config change in words), else its benchmark."""
+    if suspect and suspect.get("kind") in ("image", "config"):
+        return f"{suspect['kind']}:{suspect.get('new_image') or suspect.get('text')}"[:300]
+    return f"benchmark:{benchmark}"
+
+
+def change_key(kind: str, new_image: str | None, text: str) -> str:
+    """The group key of a Change (the regression a later change ended)."""
+    return group_key({"kind": kind, "new_image": new_image, "text": text}, "")
+
+
+def check_change(state: str | None, owner: str | None, note: str | None, has_owner: bool = False) -> None:
+    """Refuse a state, owner or note a person may not set (the CLI and the page call this)."""
+    if state is not None and state not in STATES:
+        raise AlertStateError(f"state: {state!r} is not one of {', '.join(STATES)}")
+    if owner is not None and (not owner.strip() or len(owner) > OWNER_MAX or any(ord(c) < 32 for c in owner)):
+        raise AlertStateError(f"owner: expected a name of 1-{OWNER_MAX} printable characters, got {owner[:40]!r}")
+    if note is not None and len(note) > NOTE_MAX:
+        raise AlertStateError(f"note: at most {NOTE_MAX} characters, got {len(note)}")
+    if state == "triaged" and owner is None and not has_owner:
+        raise AlertStateError("owner: triaged means someone owns it; give --owner")
+
+
+@dataclass(frozen=True)
+class Owed:
+    """Why a group is owed a message tonight ("" when it is not)."""
+    reason: str   # new | grew | state | fixed | reminder | ""
+
+    def __bool__(self) -> bool:
+        return bool(self.reason)
+
+
+def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) -> Owed:
+    """The message a group is owed on `night`: "new" once; then "fixed" / "state" when its state
+    differs from the one last sent; "grew" when it gained a benchmark; "reminder" while it stays
+    new for remind_after_days since the last message; else none."""
+    if group["notified_state"] is None:
+        return Owed("new")
+    if group["state"] != group["notified_state"]:
+        return Owed("fixed" if group["state"] == "fixed" else "state")
+    if set(group["benchmarks"]) - set(group["notified_benchmarks"]):
+        return Owed("grew")
+    if group["state"] == "new" and group["notified_night"] and \
+            (dt.date.fromisoformat(night) - dt.date.fromisoformat(group["notified_night"])).days >= remind_after_days:
+        return Owed("reminder")
+    return Owed("")
+
+
+def message_text(group: dict, reason: str, report_link: str) -> str:
+    """The message's text: what happened to the group, then its figures."""
+    suspect = group["suspect"] or f"no change of image or config (benchmark {', '.join(group['benchmarks'])})"
+    joined = sorted(set(group["benchmarks"]) - set(group["notified_benchmarks"]))
+    head = {
+        "new": f"new regression group #{group['id']}: {len(group['figures'])} figure(s) of "
+               f"{', '.join(group['benchmarks'])} with {suspect}",
+        "grew": f"regression group #{group['id']} now also slows {', '.join(joined)}",
+        "state": f"regression group #{group['id']} is {group['state']}"
+                 + (f" (owner {group['owner']})" if group["owner"] else ""),
+        "fixed": f"regression group #{group['id']} fixed: regression ended"
+                 + (f" ({group['fixed_by']})" if group.get("fixed_by") else ""),
+        "reminder": f"regression group #{group['id']} is still new (first night {group['first_night']}): "
+                    "nobody has triaged it",
+    }[reason]
+    lines = [f"scalebench: {head} ({report_link})"]
+    lines += [f"- {f['line']}" for f in group["figures"]]
+    if group.get("what_changed"):
+        lines.append(f"what changed: {group['what_changed']}")
+    return "\n".join(lines)
+
+
+INVALID_LOOKBACK_DAYS = 7  # an invalid group's figures rejoin the baseline from this long before their first alert
+
+
+def baseline_effects(accepted: list[dict], invalid: list[dict]):
+    """What closed groups do to the baselines: (shifts, invalid nights). An accepted group restarts
+    the baseline of each of its figures at the group's first night (an acknowledged shift, across
+    precisions as the YAML file's are); an invalid group's flagged nights, from a week before each
+    figure's first alert (the nights that waited for confirmation) to its last, are judged as not
+    flagged, so they rejoin the baseline."""
+    from scalebench.analysis.regress import Shift
+
+    shifts = [Shift(f["benchmark"], dt.date.fromisoformat(g["first_night"]), f"alert group #{g['id']} accepted",
+                    (f["gpus"],), f["metric"]) for g in accepted for f in g["figures"]]
+    nights: dict[tuple[str, int, str, str], list[tuple[dt.date, dt.date]]] = {}
+    for g in invalid:
+        for f in g["figures"]:
+            start = dt.date.fromisoformat(f["first_night"]) - dt.timedelta(days=INVALID_LOOKBACK_DAYS)
+            nights.setdefault((f["benchmark"], f["gpus"], f["precision"], f["metric"]), []).append(
+                (start, dt.date.fromisoformat(f["last_night"])))
+    return shifts, nights

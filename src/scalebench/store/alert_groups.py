@@ -1,0 +1,181 @@
+"""Alert groups in the results store (tables: scalebench.store.alert_tables; rules:
+scalebench.analysis.alert_groups). The report adds each night's confirmed regressions to the open
+group of their suspect and closes a group as fixed when a later change ended its regression; a
+person sets states, owners and notes. Every change is an event; nothing is deleted."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from scalebench.analysis.alert_groups import OPEN, STATES, AlertStateError, check_change, group_key
+from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
+
+REPORT = "scalebench"  # who the report's own events are by
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class AlertGroups:
+    def __init__(self, store):
+        self.engine = store.engine
+
+    # the report's side
+    def record_night(self, night: str, details: Iterable[dict], ended: Iterable[dict] = ()) -> list[int]:
+        """Add a night's confirmed regressions (the report's alert details) to the open group of
+        their suspect, opening one where none is; then close as fixed each open group whose
+        regression a later change ended tonight (`ended`: {"key", "line"}) and none of whose
+        figures alerted tonight. Idempotent for a night. Returns the groups touched."""
+        touched: set[int] = set()
+        alerting: set[int] = set()
+        with Session(self.engine) as s, s.begin():
+            for d in details:
+                key = group_key(d.get("suspect"), d["benchmark"])
+                g = self._open_group(s, key)
+                if g is None:
+                    suspect = d.get("suspect") or {}
+                    g = AlertGroupRow(key=key, suspect_kind=suspect.get("kind"), suspect=suspect.get("text"),
+                                      previous_image=suspect.get("previous_image"), new_image=suspect.get("new_image"),
+                                      what_changed=suspect.get("what_changed"), state="new", owner=None,
+                                      first_night=night, last_night=night, created_at=_now())
+                    s.add(g)
+                    s.flush()
+                    self._event(s, g.id, REPORT, "opened", None, "new", f"first figure: {d['line']}")
+                g.last_night = max(g.last_night, night)
+                self._add_figure(s, g, d, night)
+                touched.add(g.id)
+                alerting.add(g.id)
+            for e in ended:
+                g = self._open_group(s, e["key"])
+                if g is None or g.id in alerting:
+                    continue
+                self._event(s, g.id, REPORT, "state", g.state, "fixed", e["line"])
+                g.state = "fixed"
+                touched.add(g.id)
+        return sorted(touched)
+
+    def mark_notified(self, group_id: int, night: str, reason: str) -> None:
+        """The alert channel was told: the group's state and benchmarks as of now."""
+        with Session(self.engine) as s, s.begin():
+            g = s.get(AlertGroupRow, group_id)
+            if g is None:
+                return
+            g.notified_state, g.notified_night = g.state, night
+            g.notified_benchmarks = ",".join(sorted({f.benchmark for f in self._figures(s, group_id)}))
+            self._event(s, group_id, REPORT, "notified", None, None, reason)
+
+    def needing_news(self) -> list[dict]:
+        """Groups that may be owed a message: open ones, and closed ones not yet told of their state."""
+        with Session(self.engine) as s:
+            rows = s.scalars(select(AlertGroupRow).order_by(AlertGroupRow.id)).all()
+            return [self._doc(s, g) for g in rows if g.state in OPEN or g.state != g.notified_state]
+
+    # a person's side
+    def set(self, group_id: int, who: str, *, state: str | None = None, owner: str | None = None,
+            note: str | None = None) -> dict:
+        """Change a group's state, owner or add a note (each an event); AlertStateError names a bad field."""
+        check_change(state, owner, note, has_owner=True)  # the fields; the owner rule once the group is read
+        check_change(None, who, None)
+        if state is None and owner is None and not note:
+            raise AlertStateError("nothing to change: give a state, an owner or a note")
+        with Session(self.engine) as s, s.begin():
+            g = s.get(AlertGroupRow, group_id)
+            if g is None:
+                raise AlertStateError(f"group: no alert group #{group_id}")
+            check_change(state, owner, note, has_owner=g.owner is not None)
+            if owner is not None and owner != g.owner:
+                self._event(s, g.id, who, "owner", None, None, f"{g.owner or 'nobody'} -> {owner}")
+                g.owner = owner
+            if state is not None and state != g.state:
+                self._event(s, g.id, who, "state", g.state, state, note)
+                g.state = state
+            elif note:
+                self._event(s, g.id, who, "note", None, None, note)
+            return self._doc(s, g)
+
+    # reading
+    def groups(self, state: str | None = None, benchmark: str | None = None, owner: str | None = None) -> list[dict]:
+        """Groups, open ones first (newest first within each), filtered by state, benchmark, owner."""
+        if state is not None and state not in STATES + ("open",):
+            raise AlertStateError(f"state: {state!r} is not one of open, {', '.join(STATES)}")
+        with Session(self.engine) as s:
+            rows = s.scalars(select(AlertGroupRow).order_by(AlertGroupRow.id.desc())).all()
+            docs = [self._doc(s, g) for g in rows
+                    if (state is None or g.state == state or (state == "open" and g.state in OPEN))
+                    and (owner is None or g.owner == owner)]
+        docs = [d for d in docs if benchmark is None or benchmark in d["benchmarks"]]
+        return sorted(docs, key=lambda d: d["state"] not in OPEN)  # stable: newest first within each
+
+    def group(self, group_id: int) -> dict | None:
+        with Session(self.engine) as s:
+            g = s.get(AlertGroupRow, group_id)
+            return self._doc(s, g, events=True) if g is not None else None
+
+    def closed_as(self, state: str) -> list[dict]:
+        """Groups in a closed state that changes the baseline (invalid, accepted), with their figures."""
+        with Session(self.engine) as s:
+            return [self._doc(s, g) for g in s.scalars(select(AlertGroupRow).where(AlertGroupRow.state == state))]
+
+    # helpers
+    @staticmethod
+    def _open_group(s: Session, key: str) -> AlertGroupRow | None:
+        return s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state.in_(OPEN))
+                         .order_by(AlertGroupRow.id.desc())).first()
+
+    def _add_figure(self, s: Session, g: AlertGroupRow, d: dict, night: str) -> None:
+        precision = d.get("precision") or "fp32"
+        f = s.scalars(select(AlertFigureRow).where(
+            AlertFigureRow.group_id == g.id, AlertFigureRow.benchmark == d["benchmark"],
+            AlertFigureRow.gpus == d["gpus"], AlertFigureRow.precision == precision,
+            AlertFigureRow.metric == d["metric"])).first()
+        change = float(d.get("change") or 0.0)
+        if f is None:
+            s.add(AlertFigureRow(group_id=g.id, benchmark=d["benchmark"], gpus=d["gpus"], precision=precision,
+                                 metric=d["metric"], first_night=night, last_night=night, worst_change=change,
+                                 line=d["line"]))
+            if g.first_night != night:  # a figure that joined later
+                self._event(s, g.id, REPORT, "figures", None, None, f"joined on {night}: {d['line']}")
+            return
+        if night >= f.last_night:
+            f.last_night, f.line = night, d["line"]
+        f.first_night = min(f.first_night, night)
+        f.worst_change = max(f.worst_change, change)
+
+    @staticmethod
+    def _figures(s: Session, group_id: int) -> list[AlertFigureRow]:
+        return list(s.scalars(select(AlertFigureRow).where(AlertFigureRow.group_id == group_id)
+                              .order_by(AlertFigureRow.benchmark, AlertFigureRow.precision, AlertFigureRow.gpus,
+                                        AlertFigureRow.metric)))
+
+    @staticmethod
+    def _event(s: Session, group_id: int, who: str, kind: str, from_state: str | None, to_state: str | None,
+               note: str | None) -> None:
+        s.add(AlertEventRow(group_id=group_id, at=_now(), who=who, kind=kind, from_state=from_state,
+                            to_state=to_state, note=note))
+
+    def _doc(self, s: Session, g: AlertGroupRow, events: bool = False) -> dict:
+        rows = self._figures(s, g.id)
+        figures = [{"benchmark": f.benchmark, "gpus": f.gpus, "precision": f.precision, "metric": f.metric,
+                    "first_night": f.first_night, "last_night": f.last_night, "worst_change": f.worst_change,
+                    "line": f.line} for f in rows]
+        doc: dict = {"id": g.id, "key": g.key, "state": g.state, "owner": g.owner, "suspect_kind": g.suspect_kind,
+               "suspect": g.suspect, "previous_image": g.previous_image, "new_image": g.new_image,
+               "what_changed": g.what_changed, "first_night": g.first_night, "last_night": g.last_night,
+               "benchmarks": sorted({f.benchmark for f in rows}), "figures": figures,
+               "notified_state": g.notified_state, "notified_night": g.notified_night,
+               "notified_benchmarks": [b for b in (g.notified_benchmarks or "").split(",") if b]}
+        if g.state == "fixed":  # what ended it: the note of the event that fixed it
+            doc["fixed_by"] = s.scalars(select(AlertEventRow.note).where(
+                AlertEventRow.group_id == g.id, AlertEventRow.to_state == "fixed").order_by(AlertEventRow.id.desc())
+            ).first()
+        if events:
+            doc["events"] = [{"at": e.at.isoformat(timespec="seconds") if e.at else None, "who": e.who, "kind": e.kind,
+                              "from": e.from_state, "to": e.to_state, "note": e.note}
+                             for e in s.scalars(select(AlertEventRow).where(AlertEventRow.group_id == g.id)
+                                                .order_by(AlertEventRow.id))]
+        return doc
+

@@ -1,0 +1,171 @@
+"""Alert groups: one group per change, the messages a group is owed, the states a person sets and
+what the closed ones do to the baselines. The month runs the report's own build over hand-made
+nights (image A, then B slower at 2-4 GPUs on two benchmarks, then C back at A's level) and the
+report DAG's own group_messages against a real store, counting what would be delivered."""
+import datetime as dt
+import random
+
+import pytest
+
+from scalebench.analysis.alert_groups import AlertStateError, baseline_effects, check_change, group_key, owed
+from scalebench.core.config import AlertConfig
+from scalebench.orchestration.dags.alerts import group_messages
+from scalebench.report.build import build, with_alert_groups
+from scalebench.report.model import Options
+from tests.unit.analysis.test_history import IMAGE_A, IMAGE_B, nights_of, study
+
+IMAGE_C = {**IMAGE_A, "image": "scalebench/torch:c", "image_digest": "sha256:" + "c" * 64, "framework_version": "2.6.1"}
+SLOW = 1 / 0.85  # B: each step of 2-4 GPUs 15 % longer
+
+
+@pytest.fixture
+def store(tmp_path):
+    from scalebench.store.db import upgrade
+    from scalebench.store.results import Store
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    return Store(url)
+
+
+def month(nights=40, b_from=25, c_from=33):
+    """Two benchmarks on image A, B from night `b_from` (2-4 GPUs slower), C from `c_from` (as A)."""
+    days = nights_of(nights)
+    rng = random.Random(11)
+    cells = []
+    for bench in ("b", "c"):
+        cells += study(bench, days[:b_from], rng, cv=0.01, fingerprint=IMAGE_A)
+        cells += study(bench, days[b_from:c_from], rng, cv=0.01, slow=lambda i, g: SLOW if g > 1 else 1.0,
+                       fingerprint=IMAGE_B)
+        cells += study(bench, days[c_from:], rng, cv=0.01, fingerprint=IMAGE_C)
+    return days, cells
+
+
+def report(cells, night, store):
+    return build([c for c in cells if c["night"] <= night], night, with_alert_groups(Options(), store), [])
+
+
+def run_night(cells, night, store, cfg=AlertConfig(notifier="webhook")):
+    """What the report DAG's send_alerts does for a complete night: the messages, each marked sent."""
+    from scalebench.store.alert_groups import AlertGroups
+
+    rep = report(cells, night, store)
+    groups = AlertGroups(store)
+    sent = group_messages(groups, cfg, night, rep.alert_details, rep.fixed_details)
+    for gid, reason, _ in sent:
+        groups.mark_notified(gid, night, reason)
+    return rep, [(gid, reason) for gid, reason, _ in sent], [doc for *_, doc in sent]
+
+
+def test_a_month_sends_one_message_per_thing_that_happened_to_one_group(store):
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month()
+    said = {}
+    for i, night in enumerate(days[25:], start=25):
+        if i == 30:  # before night 30's report a person takes it
+            AlertGroups(store).set(1, "alice", state="triaged", owner="alice", note="looking at the NCCL bump")
+        rep, sent, docs = run_night(cells, night, store)
+        said[i] = sent
+        if i == 26:
+            assert len(rep.alert_details) >= 6  # 2-4 GPUs of two benchmarks (and their efficiency)
+            [doc] = docs
+            assert {(a["benchmark"], a["gpus"]) for a in doc["alerts"] if a["metric"] == "images_per_s"} == \
+                {(b, g) for b in "bc" for g in (2, 3, 4)}
+            assert doc["text"].startswith("scalebench: new regression group #1:") and "image scalebench/torch:b" in doc["text"]
+    assert said[26] == [(1, "new")]                     # one group, one message on its first alert
+    assert said[27] == said[28] == []                   # later nights add figures, no message
+    assert said[29] == [(1, "reminder")]                # still new three days after it was sent
+    assert said[30] == [(1, "state")]                   # triaged
+    assert said[31] == said[32] == []
+    assert said[33] == [(1, "fixed")]                   # image C ended it
+    assert all(said[i] == [] for i in range(34, 40))
+    [group] = AlertGroups(store).groups()
+    assert group["state"] == "fixed" and group["owner"] == "alice" and group["benchmarks"] == ["b", "c"]
+    assert "regression ended with image scalebench/torch:c" in group["fixed_by"]
+    kinds = [(e["kind"], e["to"]) for e in AlertGroups(store).group(1)["events"] if e["kind"] != "notified"]
+    assert kinds[0] == ("opened", "new") and ("owner", None) in kinds and ("state", "triaged") in kinds
+    assert kinds[-1] == ("state", "fixed")
+
+
+def test_the_same_night_twice_changes_nothing(store):
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month()
+    for night in days[25:28]:
+        run_night(cells, night, store)
+    before = AlertGroups(store).group(1)
+    _, sent, _ = run_night(cells, days[27], store)  # a late run regenerates night 27
+    assert sent == [] and AlertGroups(store).group(1)["figures"] == before["figures"]
+
+
+def test_invalid_puts_the_nights_back_into_the_baseline(store):
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month(c_from=40)
+    for night in days[25:29]:
+        run_night(cells, night, store)
+    without = [j for j in report(cells, days[28], store).judged
+               if j.key.benchmark == "b" and j.key.gpus == 4 and j.key.metric == "images_per_s"]
+    AlertGroups(store).set(1, "bob", state="invalid", note="a noisy neighbour, not the image")
+    judged = [j for j in report(cells, days[28], store).judged
+              if j.key.benchmark == "b" and j.key.gpus == 4 and j.key.metric == "images_per_s"]
+    assert any(j.alert for j in without) and not any(j.flagged or j.alert for j in judged)
+    # the slow nights joined the baseline: the last night's baseline is lower than before
+    assert judged[-1].baseline < without[-1].baseline
+
+
+def test_accepted_restarts_the_baseline_at_the_groups_first_night(store):
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month(c_from=40)
+    for night in days[25:29]:
+        run_night(cells, night, store)
+    first = AlertGroups(store).group(1)["first_night"]
+    AlertGroups(store).set(1, "carol", state="accepted", note="the new default: fp8 allreduce")
+    rep, sent, _ = run_night(cells, days[29], store)
+    judged = [j for j in rep.judged if j.key.benchmark == "b" and j.key.gpus == 4 and j.key.metric == "images_per_s"]
+    assert judged[0].night.isoformat() == first and all(j.note == "building baseline" for j in judged[1:])
+    assert not rep.alert_details and sent == [(1, "state")]  # accepted is said once; nothing alerts
+
+
+@pytest.mark.parametrize("group, night, reason", [
+    ({"notified_state": None, "state": "new"}, "2026-01-01", "new"),
+    ({"notified_state": "new", "state": "triaged"}, "2026-01-02", "state"),
+    ({"notified_state": "triaged", "state": "fixed"}, "2026-01-02", "fixed"),
+    ({"notified_state": "new", "state": "new", "benchmarks": ["b", "c"], "notified_benchmarks": ["b"]}, "2026-01-02",
+     "grew"),
+    ({"notified_state": "new", "state": "new", "notified_night": "2026-01-01"}, "2026-01-03", ""),
+    ({"notified_state": "new", "state": "new", "notified_night": "2026-01-01"}, "2026-01-04", "reminder"),
+    ({"notified_state": "triaged", "state": "triaged", "notified_night": "2026-01-01"}, "2026-01-09", ""),
+    ({"notified_state": "invalid", "state": "invalid", "notified_night": "2026-01-01"}, "2026-01-09", ""),
+])
+def test_what_a_group_is_owed(group, night, reason):
+    doc = {"benchmarks": ["b"], "notified_benchmarks": ["b"], "notified_night": "2026-01-01", **group}
+    assert owed(doc, night, remind_after_days=3).reason == reason
+
+
+@pytest.mark.parametrize("state, owner, note, field", [
+    ("closed", None, None, "state"),
+    ("triaged", None, None, "owner"),
+    (None, "", None, "owner"),
+    (None, "x" * 101, None, "owner"),
+    (None, "eve\n<script>", None, "owner"),
+    (None, None, "n" * 2001, "note"),
+])
+def test_a_bad_change_names_its_field(state, owner, note, field):
+    with pytest.raises(AlertStateError, match=f"^{field}: "):
+        check_change(state, owner, note)
+
+
+def test_group_keys_and_the_baseline_effects_of_closed_groups():
+    assert group_key({"kind": "image", "new_image": "r/t@sha256:b", "text": "image r:t"}, "x") == "image:r/t@sha256:b"
+    assert group_key({"kind": "config", "text": "config_sha 1 -> 2"}, "x") == "config:config_sha 1 -> 2"
+    assert group_key(None, "unet") == "benchmark:unet"
+    fig = {"benchmark": "b", "gpus": 2, "precision": "bf16", "metric": "images_per_s", "first_night": "2026-01-10",
+           "last_night": "2026-01-12"}
+    shifts, invalid = baseline_effects([{"id": 4, "first_night": "2026-01-09", "figures": [fig]}],
+                                       [{"id": 5, "first_night": "2026-01-10", "figures": [fig]}])
+    [shift] = shifts
+    assert (shift.benchmark, shift.since, shift.gpus, shift.metric) == ("b", dt.date(2026, 1, 9), (2,), "images_per_s")
+    assert invalid == {("b", 2, "bf16", "images_per_s"): [(dt.date(2026, 1, 3), dt.date(2026, 1, 12))]}
