@@ -105,7 +105,12 @@ from mmcv.utils import ext_loader
 ext = ext_loader.load_ext("_ext", ["nms"])
 boxes = torch.tensor([[0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]], dtype=torch.float)
 kept = nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5)[1].tolist()
-ldd = subprocess.run(["ldd", ext.__file__], capture_output=True, text=True).stdout
+# where the loader finds them once torch is imported: torch's own lib folder and its CUDA wheels
+import glob, os
+libs = [os.path.join(os.path.dirname(torch.__file__), "lib")] + glob.glob(
+    os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia", "*", "lib"))
+ldd = subprocess.run(["ldd", ext.__file__], capture_output=True, text=True,
+                     env={**os.environ, "LD_LIBRARY_PATH": ":".join(libs)}).stdout
 print(json.dumps({"mmcv": mmcv.__version__, "cuda": get_compiling_cuda_version(), "compiler": get_compiler_version(),
                   "torch_cuda": torch.version.cuda, "kept": kept, "ldd": ldd,
                   "build": open("/opt/openmmlab/mmcv-build.txt").read()}))
@@ -120,8 +125,16 @@ def test_mmcvs_cuda_ops_load_without_a_driver_and_carry_every_arch_of_the_list()
     assert "libc10_cuda.so" in got["ldd"] and "not found" not in got["ldd"], got["ldd"]
     build = got["build"]
     assert f"nvcc CUDA {got['torch_cuda']} = torch" in build, build
-    # the Dockerfile's default TORCH_CUDA_ARCH_LIST, read back from the built extension by cuobjdump
-    assert "SASS sm_80 sm_86 sm_89 sm_90; PTX compute_90" in build, build
+    # the TORCH_CUDA_ARCH_LIST it was built with (the Dockerfile's default unless the build set one),
+    # read back from the built extension by cuobjdump: every arch, nothing missing
+    listed = re.search(r"TORCH_CUDA_ARCH_LIST=([^)]+)\)", build).group(1)
+    sass, ptx = tc.expected_archs(listed)
+    want = (f"SASS {' '.join(f'sm_{a}' for a in tc._ordered(sass))}; "
+            f"PTX {' '.join(f'compute_{a}' for a in tc._ordered(ptx)) or 'none'}")
+    assert f"_ext.cpython-311-x86_64-linux-gnu.so: {want}" in build, (want, build)
+    default = re.search(r'ARG TORCH_CUDA_ARCH_LIST="([^"]+)"', (ROOT / "containers/mmdet/Dockerfile").read_text()).group(1)
+    if listed == default:
+        assert want == "SASS sm_80 sm_86 sm_89 sm_90; PTX compute_90", want
     print("\n" + build)
 
 
