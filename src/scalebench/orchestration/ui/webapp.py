@@ -292,6 +292,129 @@ def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, m
                    f"compare-{a}-{b}", asdict(cmp))
 
 
+# Alert groups: the triage list, a group's page, and its actions (edit access, same-site, a token).
+GROUP_ID = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
+STATE_QUERY = Annotated[str | None, Query(pattern=r"^[a-z]{0,16}$", max_length=16)]
+OWNER_QUERY = Annotated[str | None, Query(max_length=100)]
+EXPECTED.update({"group_id": "an alert group number", "state": "a state: open, " + ", ".join(
+    ("new", "triaged", "investigating", "fixed", "invalid", "accepted")), "owner": "a name of at most 100 characters"})
+ALERT_FIELDS = {"state": "one of the states the form offers", "owner": "a name of 1-100 printable characters",
+                "note": "at most 2000 characters", "nothing to change": "a state or a note",
+                "group": "an existing alert group"}
+
+
+async def current_user(request: Request):
+    """The logged-in Airflow user (the app's login dependency has already checked the token)."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    return await get_user(request, None, await bearer_scheme(request))
+
+
+def may_edit(user) -> bool:
+    """Whether the user may change alert groups: edit access to the report DAG, which sends them."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    return get_auth_manager().is_authorized_dag(method="PUT", user=user, details=DagDetails(id=REPORT_DAG_ID))
+
+
+def _action_token(user, group_id: int) -> str:
+    """The token a group page's forms carry: tied to the user and the group, keyed by the
+    deployment's JWT secret, so a page on another site cannot make one."""
+    import hashlib
+    import hmac
+
+    from airflow.configuration import conf
+
+    key = conf.get("api_auth", "jwt_secret", fallback="") or conf.get("api", "secret_key", fallback="")
+    if not key:
+        raise HTTPException(503, "The deployment has no [api_auth] jwt_secret: alert actions are off.")
+    return hmac.new(key.encode(), f"{user.get_id()}:{group_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def _same_site(request: Request) -> bool:
+    """A browser's POST from this site: Sec-Fetch-Site same-origin (or absent), and an Origin, when
+    sent, of this host."""
+    from urllib.parse import urlsplit
+
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def _groups():
+    from scalebench.store.alert_groups import AlertGroups
+
+    return AlertGroups(store())
+
+@browsing.get("/alerts", response_class=HTMLResponse)
+def alerts(request: Request, state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None, owner: OWNER_QUERY = None):
+    from scalebench.analysis.alert_groups import STATES, AlertStateError
+
+    base, _ = _bases(request)
+    try:
+        found = _groups().groups(state=state or None, benchmark=benchmark or None, owner=owner or None)
+    except AlertStateError:
+        raise HTTPException(422, f"state: expected {EXPECTED['state']}.") from None
+    return pages.alerts_page(base, found, state, benchmark, owner, STATES)
+
+@browsing.get("/api/alerts.json")
+def alerts_export(state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None):
+    from scalebench.analysis.alert_groups import AlertStateError
+
+    try:
+        return JSONResponse(_groups().groups(state=state or None, benchmark=benchmark or None))
+    except AlertStateError:
+        raise HTTPException(422, f"state: expected {EXPECTED['state']}.") from None
+
+@browsing.get("/alerts/{group_id}", response_class=HTMLResponse)
+def alert(request: Request, group_id: GROUP_ID, user=Depends(current_user)):
+    from scalebench.analysis.alert_groups import STATES
+
+    base, ui = _bases(request)
+    group = _groups().group(group_id)
+    if group is None:
+        raise HTTPException(404, "No such alert group (the alerts page lists them).")
+    editor = may_edit(user)
+    return pages.alert_page(base, ui, group, editor, _action_token(user, group_id) if editor else "", STATES)
+
+@browsing.post("/alerts/{group_id}")
+async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(current_user)):
+    """Take a group, set its state or add a note; then back to its page. Refused (403) for a user
+    without edit access, a request from another site or without the page's token; a bad field is
+    a 422 naming it."""
+    import hmac
+
+    from scalebench.analysis.alert_groups import AlertStateError
+
+    if not may_edit(user):
+        raise HTTPException(403, "Changing an alert group needs edit access to the report DAG.")
+    if not _same_site(request):
+        raise HTTPException(403, "Refused: a change must come from this site's own alert page.")
+    form = await request.form(max_files=0, max_fields=8, max_part_size=8192)
+    token, action = str(form.get("token") or ""), form.get("action")
+    if not hmac.compare_digest(token, _action_token(user, group_id)):
+        raise HTTPException(403, "Refused: the form's token is missing or not this page's; reload the page.")
+    who = str(user.get_name())
+    note = str(form.get("note") or "") or None
+    try:
+        if action == "take":
+            _groups().set(group_id, who, state="triaged", owner=who, note=note)
+        elif action == "state":
+            _groups().set(group_id, who, state=str(form.get("state") or ""), note=note)
+        elif action == "note":
+            _groups().set(group_id, who, note=note)
+        else:
+            raise HTTPException(422, "action: expected take, state or note.")
+    except AlertStateError as exc:
+        field = str(exc).split(":", 1)[0]
+        raise HTTPException(404 if field == "group" else 422,
+                            f"{field}: expected {ALERT_FIELDS.get(field, 'a valid value')}.") from None
+    base, _ = _bases(request)
+    return RedirectResponse(f"{base}/alerts/{group_id}", status_code=303)
+
+
 # The nightly report files written by the report DAG, and the index of nights.
 reports = APIRouter()
 

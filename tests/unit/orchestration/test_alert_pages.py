@@ -1,0 +1,111 @@
+"""The triage pages (/scalebench/alerts): the list and a group's page from the store, and the
+actions a user with edit access may take, refused for a read-only user, a request from another
+site or one without the page's token; each refusal names what was wrong, never the value sent."""
+import re
+
+import pytest
+
+from scalebench.orchestration.ui import webapp
+from scalebench.store.alert_groups import AlertGroups
+from scalebench.store.results import Store
+
+DETAIL = {"benchmark": "unet_torch_voc2007", "gpus": 4, "precision": "bf16", "metric": "images_per_s", "change": 0.12,
+          "line": "unet_torch_voc2007 4 GPUs bf16 images_per_s: regressed with image <script>alert(1)</script>",
+          "suspect": {"kind": "image", "text": "image scalebench/torch:b <b>bold</b>", "previous_image": "scalebench/torch:a",
+                      "new_image": "scalebench/torch:b", "what_changed": "torch 2.12 -> 2.13"}}
+
+
+class User:
+    def __init__(self, name):
+        self.name = name
+
+    def get_id(self):
+        return self.name
+
+    def get_name(self):
+        return self.name
+
+
+@pytest.fixture
+def site(isolated_state, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "a-test-secret")
+    AlertGroups(Store()).record_night("2026-12-01", [DETAIL])
+    who = {"user": User("alice"), "editor": True}
+    monkeypatch.setattr(webapp, "may_edit", lambda user: who["editor"])
+    app = webapp.create_app()
+    for route in app.routes:  # the login is Airflow's JWT check (tested against a real api-server elsewhere)
+        for dep in getattr(getattr(route, "dependant", None), "dependencies", []):
+            app.dependency_overrides[dep.call] = lambda: None
+    app.dependency_overrides[webapp.current_user] = lambda: who["user"]
+    return TestClient(app, root_path="/scalebench", base_url="http://airflow.test"), who
+
+
+def token_of(page: str) -> str:
+    return re.search(r'name="token" value="([0-9a-f]{64})"', page).group(1)
+
+
+def test_the_list_shows_open_groups_and_filters(site):
+    client, _ = site
+    page = client.get("/alerts")
+    assert page.status_code == 200 and 'href="/scalebench/alerts/1"' in page.text and "unet_torch_voc2007" in page.text
+    assert "<b>bold</b>" not in page.text and "&lt;b&gt;bold&lt;/b&gt;" in page.text  # stored text is text
+    assert "/scalebench/alerts/1" not in client.get("/alerts?state=fixed").text
+    assert client.get("/alerts?state=open&benchmark=unet_torch_voc2007").text.count('href="/scalebench/alerts/1"') == 1
+    assert client.get("/alerts?state=gone").status_code == 422
+    assert client.get("/api/alerts.json").json()[0]["figures"][0]["gpus"] == 4
+
+
+def test_an_editor_takes_the_group_and_sets_a_state_with_a_note(site):
+    client, _ = site
+    page = client.get("/alerts/1")
+    assert "<script>alert(1)</script>" not in page.text and 'id="take"' in page.text
+    token = token_of(page.text)
+    done = client.post("/alerts/1", data={"token": token, "action": "take"}, follow_redirects=False,
+                       headers={"Origin": "http://airflow.test", "Sec-Fetch-Site": "same-origin"})
+    assert done.status_code == 303 and done.headers["location"] == "/scalebench/alerts/1"
+    client.post("/alerts/1", data={"token": token, "action": "state", "state": "investigating", "note": "NCCL 2.29"})
+    group = AlertGroups(Store()).group(1)
+    assert (group["state"], group["owner"]) == ("investigating", "alice")
+    assert [(e["who"], e["kind"], e["to"], e["note"]) for e in group["events"][-2:]] == [
+        ("alice", "state", "triaged", None), ("alice", "state", "investigating", "NCCL 2.29")]
+    assert "NCCL 2.29" in client.get("/alerts/1").text  # the event log
+
+
+def test_a_read_only_user_sees_no_action_and_cannot_post_one(site):
+    client, who = site
+    token = token_of(client.get("/alerts/1").text)
+    who["editor"] = False
+    page = client.get("/alerts/1")
+    assert page.status_code == 200 and 'name="token"' not in page.text and "needs edit access" in page.text
+    refused = client.post("/alerts/1", data={"token": token, "action": "take"})
+    assert refused.status_code == 403 and AlertGroups(Store()).group(1)["state"] == "new"
+
+
+@pytest.mark.parametrize("headers, data, status, says", [
+    ({"Origin": "https://evil.example"}, {"action": "take"}, 403, "own alert page"),
+    ({"Sec-Fetch-Site": "cross-site"}, {"action": "take"}, 403, "own alert page"),
+    ({}, {"action": "take", "token": "0" * 64}, 403, "token"),
+    ({}, {"action": "take", "token": None}, 403, "token"),
+    ({}, {"action": "state", "state": "<img src=x onerror=alert(1)>"}, 422, "state: expected"),
+    ({}, {"action": "state", "state": "invalid", "note": "n" * 2001}, 422, "note: expected"),
+    ({}, {"action": "drop"}, 422, "action: expected"),
+])
+def test_a_forged_or_bad_post_is_refused_and_changes_nothing(site, headers, data, status, says):
+    client, _ = site
+    token = token_of(client.get("/alerts/1").text)
+    data = {"token": token, **data}
+    got = client.post("/alerts/1", data={k: v for k, v in data.items() if v is not None}, headers=headers,
+                      follow_redirects=False)
+    assert got.status_code == status and says in got.text, got.text
+    assert "onerror" not in got.text and "evil.example" not in got.text
+    assert AlertGroups(Store()).group(1)["state"] == "new"
+
+
+def test_a_token_is_the_users_own_for_one_group(site):
+    client, who = site
+    token = token_of(client.get("/alerts/1").text)
+    who["user"] = User("mallory")  # another user replaying alice's token
+    assert client.post("/alerts/1", data={"token": token, "action": "take"}).status_code == 403
+    assert client.get("/alerts/2").status_code == 404
