@@ -3,6 +3,7 @@
 Starts the api-server, scheduler, dag-processor and triggerer on the LocalExecutor with the
 SQLite metadata DB in $AIRFLOW_HOME, one admin user with a generated password (printed as
 where it is, never itself), a `notes` account of the USER role for the task-note connection, a
+read-only `viewer` account (its password in the same file),
 Fernet key that encrypts connections made in the UI, the api-server on 127.0.0.1 unless
 SCALEBENCH_BIND says otherwise, and the settings a new user would otherwise guess (sizing,
 plugins, examples off, DAGs unpaused at creation). Records each process it started, so `stop` ends those processes and
@@ -30,6 +31,7 @@ import psutil
 COMPONENTS = ["api-server", "scheduler", "dag-processor", "triggerer"]  # api-server first: the others call it
 USER = "admin"
 NOTES_USER = "notes"  # the task-note connection's account: role USER, not the admin login
+VIEWER = "viewer"     # a read-only login (role VIEWER): pages and alert groups, no action
 HOME = Path(os.environ["AIRFLOW_HOME"])
 SERVICE = HOME / "service"
 PIDS = SERVICE / "pids.json"
@@ -56,9 +58,11 @@ def load_secrets() -> dict:
     kept = json.loads(SECRETS.read_text()) if SECRETS.exists() else {}
     made = {"password": secrets.token_urlsafe(12), "jwt_secret": secrets.token_urlsafe(32),
             "api_secret_key": secrets.token_urlsafe(32), "notes_password": secrets.token_urlsafe(24),
+            "viewer_password": secrets.token_urlsafe(12),
             "fernet_key": fernet_key(), **kept}
     if made != kept:
-        for path, doc in ((SECRETS, made), (PASSWORDS, {USER: made["password"], NOTES_USER: made["notes_password"]})):
+        for path, doc in ((SECRETS, made), (PASSWORDS, {USER: made["password"], NOTES_USER: made["notes_password"],
+                                                VIEWER: made["viewer_password"]})):
             path.touch(mode=0o600)
             path.write_text(json.dumps(doc))
     return made
@@ -74,7 +78,7 @@ def parallelism() -> int:
 def service_env(keys: dict) -> dict:
     env = dict(os.environ)
     env.update({
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{NOTES_USER}:user",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{NOTES_USER}:user,{VIEWER}:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(PASSWORDS),
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],

@@ -239,6 +239,53 @@ def test_a_browser_sees_the_trigger_form_the_failed_cell_log_and_the_report(serv
         assert "failed: unknown, exit code 3: last output line" in driver.find_element(By.TAG_NAME, "body").text
 
 
+@chromium
+def test_a_browser_takes_an_alert_group_through_the_triage_page_and_a_viewer_sees_no_action(service, runs):
+    """The triage page as a team uses it: the admin takes a group and sets a state with a note in
+    the browser; a read-only login sees the group and no action; a cross-site POST with the
+    admin's credentials is refused and changes nothing."""
+    import httpx
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+
+    api = service["api"]
+    groups = AlertGroups(Store(f"sqlite:///{service['home'] / 'results.db'}"))
+    detail = {"benchmark": "resnet50_keras_cifar10", "gpus": 2, "precision": "fp32", "metric": "images_per_s",
+              "change": 0.11, "line": "resnet50_keras_cifar10 2 GPUs images_per_s: regressed with image B",
+              "suspect": {"kind": "image", "text": "image scalebench/tensorflow:b", "new_image": "scalebench/tensorflow:b",
+                          "previous_image": "scalebench/tensorflow:a"}}
+    [gid] = groups.record_night("2026-12-01", [detail])
+    page = f"{api.base}/scalebench/alerts/{gid}"
+    with browser(service["tmp"] / "chrome-alerts") as driver:
+        wait = ui_login(driver, api.base, api.user, api.password, "/")
+        driver.get(page)
+        wait.until(lambda d: d.find_elements(By.ID, "take")).pop().click()
+        wait.until(lambda d: "State triaged, owner admin" in d.find_element(By.TAG_NAME, "body").text)
+        Select(driver.find_element(By.ID, "state")).select_by_visible_text("investigating")
+        driver.find_element(By.ID, "note").send_keys("bisecting the two tags")
+        driver.find_element(By.ID, "set-state").click()
+        wait.until(lambda d: "bisecting the two tags" in d.find_element(By.TAG_NAME, "body").text)
+        save_screenshot(driver, service["tmp"], "alert-group.png")
+    group = groups.group(gid)
+    assert (group["state"], group["owner"]) == ("investigating", "admin")
+    assert [(e["who"], e["to"]) for e in group["events"] if e["kind"] == "state"] == [("admin", "triaged"),
+                                                                                    ("admin", "investigating")]
+    forged = httpx.post(page, data={"action": "state", "state": "invalid", "token": "0" * 64}, timeout=30,
+                        headers={"Authorization": f"Bearer {api.token()}", "Origin": "https://evil.example",
+                                 "Sec-Fetch-Site": "cross-site"})
+    assert forged.status_code == 403 and groups.group(gid)["state"] == "investigating"
+    viewer = json.loads((service["home"] / "airflow" / "service" / "passwords.json").read_text())["viewer"]
+    with browser(service["tmp"] / "chrome-viewer") as driver:
+        wait = ui_login(driver, api.base, "viewer", viewer, "/")
+        driver.get(page)
+        body = wait.until(lambda d: d.find_element(By.TAG_NAME, "body")).text
+        assert "State investigating, owner admin" in body and "needs edit access" in body
+        assert not driver.find_elements(By.ID, "take") and not driver.find_elements(By.ID, "set-state")
+
+
 def test_every_dag_answers_airflows_grid_and_graph_structure(service, runs):
     """What the Grid and Graph views ask the api-server for, for every DAG it has parsed: a task
     group graph with a cycle answers 500 there."""
