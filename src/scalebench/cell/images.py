@@ -71,3 +71,29 @@ def keep_image(cli, store, image: str, inspected: dict | None = None) -> tuple[s
     if store.image_packages(digest) is None:
         store.save_image_packages(digest, image, ref, read_packages(cli, image))
     return digest, ref
+
+
+def tags_between(images: list[dict], good: str, bad: str) -> list[str] | str:
+    """The tags of one repository built after the good image and before the bad one (by creation
+    time), oldest first: a bisection's candidates. `images`: [{"tags": [...], "created": ISO
+    time}] of the repository (the engine's `images.list(name=repo)`). Kept digest tags
+    (sha256-...) are never candidates. A string says why there are none."""
+    created = {t: img["created"] for img in images for t in img["tags"]}
+    missing = [t for t in (good, bad) if t not in created]
+    if missing:
+        return f"the engine holds no image tagged {' or '.join(missing)}"
+    low, high = created[good], created[bad]
+    if low >= high:
+        return f"{good} was not built before {bad}"
+    between = sorted((c, t) for t, c in created.items() if low < c < high and not KEEP_TAG.match(t) and t not in (good, bad))
+    return [t for _, t in between] or f"no tag was built between {good} and {bad}"
+
+
+def repository_images(cli, repository: str) -> list[dict]:
+    """[{"tags", "created"}] of a repository on an engine (`cli`: docker's high-level client)."""
+    out = []
+    for img in cli.images.list(name=repository):
+        tags = [t.rsplit(":", 1)[1] for t in img.tags if image_repository(t) == repository]
+        if tags:
+            out.append({"tags": tags, "created": img.attrs.get("Created", "")})
+    return out

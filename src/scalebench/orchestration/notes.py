@@ -23,31 +23,52 @@ def _base_url(conn) -> str:
     return f"{scheme}://{host}{f':{conn.port}' if conn.port else ''}"
 
 
+def _connection():
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(CONN_ID)
+
+
+def _api(conn, timeout_s: float):
+    """(an httpx client, the api-server's base URL, its auth header), logged in as the connection's account."""
+    import httpx
+
+    base = _base_url(conn)
+    client = httpx.Client(timeout=timeout_s)
+    r = client.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password})
+    r.raise_for_status()
+    return client, base, {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+
 def set_note(ti, note: str, timeout_s: float = 15) -> str:
     """Set the note of task instance `ti`; returns 'set' or why it was skipped. Never raises."""
     try:
-        from airflow.sdk import BaseHook
-
-        conn = BaseHook.get_connection(CONN_ID)
+        conn = _connection()
     except Exception:
         return f"skipped (no Airflow connection {CONN_ID!r})"
     try:
-        import httpx
-
-        base = _base_url(conn)
-        with httpx.Client(timeout=timeout_s) as client:
-            r = client.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password})
-            r.raise_for_status()
-            token = r.json()["access_token"]
+        client, base, auth = _api(conn, timeout_s)
+        with client:
             map_index = getattr(ti, "map_index", -1)
             path = (f"/api/v2/dags/{quote(ti.dag_id)}/dagRuns/{quote(ti.run_id, safe='')}/taskInstances/"
                     f"{quote(ti.task_id)}" + (f"/{map_index}" if map_index is not None and map_index >= 0 else ""))
             r = client.patch(f"{base}{path}", params={"update_mask": "note"}, json={"note": note[:MAX_NOTE]},
-                             headers={"Authorization": f"Bearer {token}"})
+                             headers=auth)
             r.raise_for_status()
         return "set"
     except Exception as exc:  # the note is a convenience; the failure itself must still surface
         return f"skipped ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def trigger(dag_id: str, conf: dict, timeout_s: float = 15) -> str:
+    """Trigger a run of `dag_id` with `conf` through the REST API; returns its run id. Raises
+    with the reason when it cannot (no connection, refused)."""
+    client, base, auth = _api(_connection(), timeout_s)
+    with client:
+        r = client.post(f"{base}/api/v2/dags/{quote(dag_id)}/dagRuns", json={"logical_date": None, "conf": conf},
+                        headers=auth)
+        r.raise_for_status()
+        return r.json()["dag_run_id"]
 
 
 def note(ti, text: str, log: Callable[[str], None] = print) -> str:

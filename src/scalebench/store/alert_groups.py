@@ -68,6 +68,11 @@ class AlertGroups:
             g.notified_benchmarks = ",".join(sorted({f.benchmark for f in self._figures(s, group_id)}))
             self._event(s, group_id, REPORT, "notified", None, None, reason)
 
+    def add_event(self, group_id: int, kind: str, note: str, who: str = REPORT) -> None:
+        """An event of the report's own (a bisection started or not) in the group's log."""
+        with Session(self.engine) as s, s.begin():
+            self._event(s, group_id, who, kind, None, None, note)
+
     def needing_news(self) -> list[dict]:
         """Groups that may be owed a message: open ones, and closed ones not yet told of their state."""
         with Session(self.engine) as s:

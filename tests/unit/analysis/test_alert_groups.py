@@ -169,3 +169,70 @@ def test_group_keys_and_the_baseline_effects_of_closed_groups():
     [shift] = shifts
     assert (shift.benchmark, shift.since, shift.gpus, shift.metric) == ("b", dt.date(2026, 1, 9), (2,), "images_per_s")
     assert invalid == {("b", 2, "bf16", "images_per_s"): [(dt.date(2026, 1, 3), dt.date(2026, 1, 12))]}
+
+
+IMAGES = [{"tags": ["a"], "created": "2026-11-01T00:00:00Z"}, {"tags": ["n1", "sha256-0123456789ab"],
+                                                                "created": "2026-11-02T00:00:00Z"},
+          {"tags": ["n2"], "created": "2026-11-03T00:00:00Z"}, {"tags": ["b"], "created": "2026-11-04T00:00:00Z"},
+          {"tags": ["later"], "created": "2026-11-05T00:00:00Z"}]
+
+
+@pytest.mark.parametrize("good, bad, found", [
+    ("a", "b", ["n1", "n2"]),                    # by creation time, oldest first; kept digest tags never
+    ("n2", "b", "no tag was built between n2 and b"),
+    ("b", "a", "b was not built before a"),
+    ("a", "gone", "the engine holds no image tagged gone"),
+])
+def test_the_candidates_of_a_bisection_are_the_tags_built_between(good, bad, found):
+    from scalebench.cell.images import tags_between
+
+    assert tags_between(IMAGES, good, bad) == found
+
+
+def test_a_new_image_group_starts_its_bisection_once_and_says_so(store):
+    from scalebench.orchestration.dags.alerts import start_bisects
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month(c_from=40)
+    cfg = AlertConfig(notifier="webhook")
+    detail_night = days[26]
+    rep = report(cells, detail_night, store)
+    for d in rep.alert_details:  # the images as an engine keeps them: a tag per build
+        d["suspect"] = {**d["suspect"], "previous_image": "scalebench/torch:a", "new_image": "scalebench/torch:b"}
+    groups = AlertGroups(store)
+    messages = group_messages(groups, cfg, detail_night, rep.alert_details, [])
+    triggered = []
+    start_bisects(groups, messages, rep.alert_details, cfg, lambda repo: IMAGES,
+                  lambda dag, conf: triggered.append((dag, conf)) or "manual__1", "smoke")
+    [(dag, conf)] = triggered
+    assert dag == "scalebench_bisect" and (conf["good"], conf["bad"], conf["candidates"]) == ("a", "b", ["n1", "n2"])
+    assert conf["benchmark"] in ("b", "c") and conf["profile"] == "smoke"
+    [(_, reason, doc)] = messages
+    assert reason == "new" and doc["text"].endswith("over 2 tag(s) built between a and b: n1, n2")
+    assert groups.group(1)["events"][-1]["kind"] == "bisect"
+    for mark in messages:
+        groups.mark_notified(mark[0], detail_night, mark[1])
+    later = group_messages(groups, cfg, days[27], report(cells, days[27], store).alert_details, [])
+    start_bisects(groups, later, [], cfg, lambda repo: IMAGES, lambda dag, conf: triggered.append(conf) or "x", "smoke")
+    assert later == [] and len(triggered) == 1  # once per group
+
+
+@pytest.mark.parametrize("images_of, auto, says", [
+    (lambda repo: IMAGES[3:], True, "bisect not started: the engine holds no image tagged a in scalebench/torch"),
+    (lambda repo: (_ for _ in ()).throw(ConnectionError("no Docker engine")), True,
+     "bisect not started: ConnectionError: no Docker engine"),
+    (lambda repo: IMAGES, False, None),
+])
+def test_without_candidates_or_an_engine_the_group_says_why(store, images_of, auto, says):
+    from scalebench.orchestration.dags.alerts import start_bisects
+    from scalebench.store.alert_groups import AlertGroups
+
+    days, cells = month(c_from=40)
+    rep = report(cells, days[26], store)
+    for d in rep.alert_details:
+        d["suspect"] = {**d["suspect"], "previous_image": "scalebench/torch:a", "new_image": "scalebench/torch:b"}
+    groups = AlertGroups(store)
+    messages = group_messages(groups, AlertConfig(notifier="webhook", auto_bisect=auto), days[26], rep.alert_details, [])
+    start_bisects(groups, messages, rep.alert_details, AlertConfig(notifier="webhook", auto_bisect=auto), images_of,
+                  lambda dag, conf: pytest.fail("no bisection to start"), "smoke")
+    assert messages[0][2]["group"].get("bisect") == says

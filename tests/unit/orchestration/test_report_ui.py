@@ -44,7 +44,8 @@ def _routes() -> list[str]:
     from tests.support.routes import routes, url
 
     valid = {"night": NIGHT, "fmt": "csv", "benchmark": "resnet50_keras_cifar10", "dag_id": "a", "run_id": "b",
-             "a": "2026-11-27", "b": NIGHT, "static:name": "history.js", "night_file:name": "report.html"}
+             "a": "2026-11-27", "b": NIGHT, "static:name": "history.js", "night_file:name": "report.html",
+             "group_id": "1"}
     return ["/scalebench" + url(r, valid) for r in routes(create_app())]
 
 
@@ -55,8 +56,10 @@ def test_every_plugin_route_refuses_requests_without_the_airflow_login(server):
         answers[route] = (httpx.get(base + route, follow_redirects=False).status_code,
                           httpx.get(base + route, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False).status_code,
                           httpx.get(base + route, cookies={"_token": "forged"}, follow_redirects=False).status_code)
-    assert len(answers) == 16 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
+    assert len(answers) == 19 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
     assert {r: a for r, a in answers.items() if a[0] != 401 or not set(a[1:]) <= {401, 403}} == {}
+    # the one action route: a POST without a login changes nothing
+    assert httpx.post(f"{base}/scalebench/alerts/1", data={"action": "take"}).status_code == 401
 
 
 def test_no_path_leaves_the_reports_folder(server):

@@ -19,6 +19,7 @@ class AlertConfig(Strict):
     to: list[str] = []                         # email: recipients
     report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
     remind_after_days: Annotated[int, Field(ge=1, le=365)] = 3  # an alert group still "new": told again
+    auto_bisect: bool = True  # a new group whose suspect is an image starts scalebench_bisect over the tags between
 
     @field_validator("report_url")
     @classmethod

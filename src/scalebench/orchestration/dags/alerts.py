@@ -7,6 +7,7 @@ not recorded or cells without a valid result sends one broken-night alert naming
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from scalebench.core.config import AlertConfig
 
@@ -56,12 +57,46 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
         alerts = tonight.get(g["key"]) if why.reason in ("new", "grew") and g["state"] != "fixed" else None
         doc = payload(night, alerts or [dict(f, night=f["last_night"]) for f in g["figures"]], cfg)
         doc["kind"] = "fixed" if why.reason == "fixed" else "regression"
-        doc["group"] = {k: g[k] for k in ("id", "state", "owner", "suspect", "benchmarks", "first_night",
+        doc["group"] = {k: g[k] for k in ("id", "key", "state", "owner", "suspect", "benchmarks", "first_night",
                                           "last_night", "what_changed")} | {"reason": why.reason}
         doc["text"] = message_text(g, why.reason, link) + "".join(
             f"\nbisect: {a['bisect']['dag']} ({a['bisect']['command']})" for a in doc["alerts"][:1] if a.get("bisect"))
         out.append((g["id"], why.reason, doc))
     return out
+
+
+def start_bisects(groups, messages: list[tuple[int, str, dict]], details: list[dict], cfg: AlertConfig,
+                  images_of: Callable[[str], list[dict]], trigger: Callable[[str, dict], str], profile: str) -> None:
+    """For each group opened tonight whose suspect is an image: the scalebench_bisect DAG over
+    the repository's tags built between the previous and the new image (by creation time), once;
+    the line (started, or why not) goes into the group's events and its message."""
+    from scalebench.analysis.alert_groups import group_key
+    from scalebench.cell.images import tags_between
+    from scalebench.core.config import image_repository
+    from scalebench.core.dag_ids import BISECT_DAG_ID
+
+    if not cfg.auto_bisect:
+        return
+    for group_id, reason, doc in messages:
+        mine = [d for d in details if group_key(d.get("suspect"), d["benchmark"]) == doc["group"].get("key")]
+        hint = bisect_hint(max(mine, key=lambda d: d.get("change") or 0.0), cfg) if mine and reason == "new" else None
+        if hint is None:
+            continue
+        conf = hint["conf"]
+        repo = image_repository(mine[0]["suspect"]["new_image"])
+        try:
+            found = tags_between(images_of(repo), conf["good"], conf["bad"])
+            if isinstance(found, str):
+                line = f"bisect not started: {found} in {repo}"
+            else:
+                run_id = trigger(BISECT_DAG_ID, {**conf, "candidates": found[:62], "profile": profile, "pairs": 5})
+                line = (f"bisect started: {BISECT_DAG_ID} run {run_id} over {len(found)} tag(s) built between "
+                        f"{conf['good']} and {conf['bad']}: {', '.join(found[:62])}")
+        except Exception as exc:  # no engine here, the API refused: said, and the alert still goes out
+            line = f"bisect not started: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        groups.add_event(group_id, "bisect", line)
+        doc["group"]["bisect"] = line
+        doc["text"] += f"\n{line}"
 
 
 def fixed_payload(night: str, lines: list[str], cfg: AlertConfig) -> dict:

@@ -52,16 +52,34 @@ def write_report(**context) -> dict:
                 or bool(context["params"].get("deadline")))
     return {"nights": summaries, "deadline": deadline}
 
+def _engine_images(repository: str) -> list[dict]:
+    """The repository's images on this worker's Docker engine."""
+    import docker
+
+    from scalebench.cell.images import repository_images
+
+    return repository_images(docker.from_env(), repository)
+
+
+def _trigger(dag_id: str, conf: dict) -> str:
+    from scalebench.orchestration.notes import trigger
+
+    return trigger(dag_id, conf)
+
+
 @task
 def send_alerts(summary: dict, **context) -> dict:
     """Each night's confirmed regressions into their alert groups, one message per group owed one
     (new, grown, changed state, fixed, reminder) and, at the deadline, what broke, through the
     configured Airflow notifier."""
-    from scalebench.orchestration.dags.alerts import broken_payload, deliver, fixed_payload, group_messages, to_send
+    from scalebench.orchestration.dags.alerts import (broken_payload, deliver, fixed_payload, group_messages,
+                                                      start_bisects, to_send)
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
 
-    cfg = Configs().alerts()
+    configs = Configs()
+    cfg = configs.alerts()
+    profile = "nightly" if configs.fleet.hosts_of("gpu") else "smoke"  # as the bisect DAG's form defaults
     groups = AlertGroups(Store())
     sent = {}
     for night in summary["nights"]:
@@ -70,7 +88,9 @@ def send_alerts(summary: dict, **context) -> dict:
         ended = night.get("fixed_details", []) if in_time else []
         grouped = {g["key"] for g in groups.groups(state="open")}
         told = 0
-        for group_id, reason, message in group_messages(groups, cfg, night["night"], regressions, ended):
+        messages = group_messages(groups, cfg, night["night"], regressions, ended)
+        start_bisects(groups, messages, regressions, cfg, _engine_images, _trigger, profile)
+        for group_id, reason, message in messages:
             if deliver(cfg, message, context):
                 groups.mark_notified(group_id, night["night"], reason)
                 told += 1
