@@ -136,3 +136,77 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
     assert (alert["benchmark"], alert["gpus"], alert["metric"]) == (BENCH, 2, "images_per_s")
     assert alert["confirmed_by"] == "reruns" and len(alert["reruns"]) == 3 and alert["rerun_p"] < 0.01
     assert alert["baseline"] == pytest.approx(200, rel=0.03) and alert["value"] == pytest.approx(160, rel=0.03)
+
+
+MMDET = ("frcnn_mmdet_voc2007", "maskrcnn_mmdet_voc2012")
+
+
+def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int) -> None:
+    """Two benchmarks of one image line, 1-4 GPUs a night: image a, then b (2-4 GPUs 15 % slower
+    from night `b_from`), then c (back at a's level from night `c_from`)."""
+    rng = random.Random(5)
+    for i in range(nights):
+        day = (first + dt.timedelta(days=i)).isoformat()
+        run_id = f"scheduled__{day}"
+        tag = "a" if i < b_from else "b" if i < c_from else "c"
+        for bench in MMDET:
+            for gpus in (1, 2, 3, 4):
+                cell = sample_cell(gpus, 1, run_id=run_id, dag_id=f"scalebench_{bench}", benchmark=bench,
+                                   run_type="scheduled", night=day)
+                c = sample_contract(cell)
+                c["provenance"].update(image=f"scalebench/mmdet:{tag}", image_digest="sha256:" + tag * 64)
+                c["system"].update(framework="pytorch", framework_version={"a": "2.5", "b": "2.6", "c": "2.6.1"}[tag])
+                slow = 0.85 if tag == "b" and gpus > 1 else 1.0
+                c["timing"]["images_per_s"] = 100.0 * gpus * slow * (1 + rng.gauss(0, 0.01))
+                store.record_attempt(cell, 1, "valid", contract=c)
+            store.record_run(dag_id=f"scalebench_{bench}", run_id=run_id, benchmark=bench, run_type="scheduled",
+                             night=day, counts={"valid": 4})
+
+
+@pytest.mark.slow
+def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happened(receiver, tmp_path):
+    """An image slows 3 GPU counts of two benchmarks: one group, one message on its first alert,
+    none the next night, a reminder three days later while it is new, one when a person triages
+    it (`scalebench alerts set`), one when image c ends it; counted at the webhook."""
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+    from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+
+    configs = tmp_path / "configs"
+    new_config_tree(configs)
+    for bench in MMDET:
+        (configs / "benchmarks" / f"{bench}.yaml").write_text((CONFIGS / "benchmarks" / f"{bench}.yaml").read_text())
+    (configs / "alerts.yaml").write_text(yaml.safe_dump({"notifier": "webhook", "connection": "scalebench_alerts",
+                                                         "endpoint": "alerts", "auto_bisect": False}))
+    home = tmp_path / "state"
+    env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(configs),
+           "AIRFLOW_CONN_SCALEBENCH_ALERTS": f"http://127.0.0.1:{receiver.port}"}
+    prepare_homes(env)
+    first = dt.date(2026, 10, 1)
+    store = Store(f"sqlite:///{home / 'results.db'}")
+    seed_month(store, first, 34, b_from=25, c_from=33)
+    said = {}
+    for i in (26, 27, 29, 30, 33):
+        night = (first + dt.timedelta(days=i)).isoformat()
+        if i == 30:  # before night 30's report a person takes the group
+            done = run([BIN / "scalebench", "alerts", "set", "1", "triaged", "--owner", "dana", "--note", "mmcv ops"],
+                       env, 60)
+            assert done[0] == 0, done[1]
+        before = len(receiver.received)
+        rc, log = run([BIN / "airflow", "dags", "test", "scalebench_nightly_report", "-c",
+                       json.dumps({"night": night})], env, 600)
+        (tmp_path / f"report-{i}.log").write_text(log)
+        assert "DagRun Finished" in log, log[-3000:]
+        said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in receiver.received[before:]]
+    assert said == {26: [(1, "new")], 27: [], 29: [(1, "reminder")], 30: [(1, "state")], 33: [(1, "fixed")]}
+    new = receiver.received[0]["body"]
+    assert {(a["benchmark"], a["gpus"]) for a in new["alerts"] if a["metric"] == "images_per_s"} == \
+        {(b, g) for b in MMDET for g in (2, 3, 4)}
+    assert new["group"]["benchmarks"] == sorted(MMDET) and "image scalebench/mmdet:b" in new["text"]
+    assert "regression ended with image scalebench/mmdet:c" in receiver.received[-1]["body"]["text"]
+    [group] = AlertGroups(store).groups()
+    assert (group["state"], group["owner"]) == ("fixed", "dana")
+    shown = run([BIN / "scalebench", "alerts", "show", "1", "-o", "json"], env, 60)
+    doc = json.loads(shown[1])
+    assert doc["state"] == "fixed" and [e["note"] for e in doc["events"] if e["kind"] == "notified"] == \
+        ["new", "reminder", "state", "fixed"]
