@@ -17,7 +17,7 @@ from scalebench.analysis.alert_groups import STATES
 from scalebench.analysis.compare import CompareError
 from scalebench.core import tables
 from scalebench.core.config import PROFILES, ConfigError, Configs
-from scalebench.core.config.common import SHIFTS_FILE
+from scalebench.core.config.common import ALERTS_FILE, SHIFTS_FILE
 from scalebench.cell.datasets import DatasetError
 from scalebench.cell.fetch import FetchError
 from scalebench.store.db import StoreNotReady
@@ -127,6 +127,13 @@ def cmd_configs(args, configs: Configs) -> Listing:
             for bid, b in sorted(configs.benchmarks.items())]
     hosts = ", ".join(f"{h.name} ({h.kind}, {len(h.device_ids)} devices, queue {h.queue})" for h in configs.fleet.hosts)
     alerts, shifts = configs.alerts(), configs.acknowledged_shifts()
+    stacks = set(configs.stacks.stacks)
+    for i, route in enumerate(alerts.routes):  # a route that can never match is a typo
+        for what, names, known in (("benchmarks", route.benchmarks, configs.benchmarks), ("stacks", route.stacks, stacks)):
+            unknown = sorted(set(names) - set(known))
+            if unknown:
+                raise ConfigError(f"{configs.config_dir / ALERTS_FILE}: field 'routes.{i}.{what}': unknown {unknown}; "
+                                  f"known: {sorted(known)}")
     for i, shift in enumerate(shifts):  # the report reads old entries too; validating names them
         if shift.benchmark not in configs.benchmarks:
             raise ConfigError(f"{configs.config_dir / SHIFTS_FILE}: field 'shifts.{i}.benchmark': unknown benchmark "

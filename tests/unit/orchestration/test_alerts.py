@@ -176,8 +176,9 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     new_config_tree(configs)
     for bench in MMDET:
         (configs / "benchmarks" / f"{bench}.yaml").write_text((CONFIGS / "benchmarks" / f"{bench}.yaml").read_text())
-    (configs / "alerts.yaml").write_text(yaml.safe_dump({"notifier": "webhook", "connection": "scalebench_alerts",
-                                                         "endpoint": "alerts", "auto_bisect": False}))
+    (configs / "alerts.yaml").write_text(yaml.safe_dump({  # and every message of a group with Mask R-CNN to its team
+        "notifier": "webhook", "connection": "scalebench_alerts", "endpoint": "alerts", "auto_bisect": False,
+        "routes": [{"benchmarks": ["maskrcnn_mmdet_voc2012"], "connection": "scalebench_alerts", "endpoint": "masks"}]}))
     home = tmp_path / "state"
     env = {**airflow_env(home), "SCALEBENCH_CONFIG_DIR": str(configs),
            "AIRFLOW_CONN_SCALEBENCH_ALERTS": f"http://127.0.0.1:{receiver.port}"}
@@ -197,13 +198,16 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
                        json.dumps({"night": night})], env, 600)
         (tmp_path / f"report-{i}.log").write_text(log)
         assert "DagRun Finished" in log, log[-3000:]
-        said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in receiver.received[before:]]
+        got = receiver.received[before:]
+        said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in got if m["path"] == "/alerts"]
+        assert [m["body"] for m in got if m["path"] == "/masks"] == [m["body"] for m in got if m["path"] == "/alerts"]
     assert said == {26: [(1, "new")], 27: [], 29: [(1, "reminder")], 30: [(1, "state")], 33: [(1, "fixed")]}
-    new = receiver.received[0]["body"]
+    new = next(m["body"] for m in receiver.received if m["path"] == "/alerts")
     assert {(a["benchmark"], a["gpus"]) for a in new["alerts"] if a["metric"] == "images_per_s"} == \
         {(b, g) for b in MMDET for g in (2, 3, 4)}
     assert new["group"]["benchmarks"] == sorted(MMDET) and "image scalebench/mmdet:b" in new["text"]
     assert "regression ended with image scalebench/mmdet:c" in receiver.received[-1]["body"]["text"]
+    assert len(receiver.received) == 8  # four messages, each to the main channel and the route
     [group] = AlertGroups(store).groups()
     assert (group["state"], group["owner"]) == ("fixed", "dana")
     shown = run([BIN / "scalebench", "alerts", "show", "1", "-o", "json"], env, 60)

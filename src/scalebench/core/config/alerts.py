@@ -11,6 +11,24 @@ from pydantic import Field, field_validator, model_validator
 from scalebench.core.config.common import ALERTS_FILE, Strict, _load_model
 
 
+class AlertRoute(Strict):
+    """Where a group's messages also go: for groups with any of these benchmarks, or of these stacks."""
+    benchmarks: list[str] = []
+    stacks: list[str] = []
+    connection: str                            # the Airflow connection this route's notifier uses
+    endpoint: str | None = None                # webhook: its path (default: the main one's)
+    to: list[str] = []                         # email: its recipients
+
+    @model_validator(mode="after")
+    def _selects(self) -> "AlertRoute":
+        if not self.benchmarks and not self.stacks:
+            raise ValueError("a route names the benchmarks or stacks it is for")
+        return self
+
+    def wants(self, benchmarks: list[str], stack_of: dict[str, str]) -> bool:
+        return any(b in self.benchmarks or stack_of.get(b) in self.stacks for b in benchmarks)
+
+
 class AlertConfig(Strict):
     """include/configs/alerts.yaml: which of Airflow's notifiers delivers confirmed regressions."""
     notifier: Literal["webhook", "slack", "email", "none"]
@@ -20,6 +38,15 @@ class AlertConfig(Strict):
     report_url: str = "http://localhost:8080/scalebench"  # where the report pages are served
     remind_after_days: Annotated[int, Field(ge=1, le=365)] = 3  # an alert group still "new": told again
     auto_bisect: bool = True  # a new group whose suspect is an image starts scalebench_bisect over the tags between
+    routes: list[AlertRoute] = []  # a group's messages also go to each route that wants its benchmarks
+
+    def for_group(self, benchmarks: list[str], stack_of: dict[str, str]) -> list["AlertConfig"]:
+        """The channels one group's message goes to: this one, then each route that wants it (its
+        connection, endpoint and recipients, with this notifier)."""
+        return [self] + [self.model_copy(update={"connection": r.connection, "to": r.to or self.to,
+                                                 "endpoint": self.endpoint if r.endpoint is None else r.endpoint,
+                                                 "routes": []})
+                         for r in self.routes if r.wants(benchmarks, stack_of)]
 
     @field_validator("report_url")
     @classmethod

@@ -80,6 +80,7 @@ def send_alerts(summary: dict, **context) -> dict:
     configs = Configs()
     cfg = configs.alerts()
     profile = "nightly" if configs.fleet.hosts_of("gpu") else "smoke"  # as the bisect DAG's form defaults
+    stack_of = {b: bench.stack for b, bench in configs.load_all()[0].items()}  # for the alert routes
     groups = AlertGroups(Store())
     sent = {}
     for night in summary["nights"]:
@@ -91,7 +92,8 @@ def send_alerts(summary: dict, **context) -> dict:
         messages = group_messages(groups, cfg, night["night"], regressions, ended)
         start_bisects(groups, messages, regressions, cfg, _engine_images, _trigger, profile)
         for group_id, reason, message in messages:
-            if deliver(cfg, message, context):
+            channels = cfg.for_group(message["group"]["benchmarks"], stack_of)
+            if [deliver(channel, message, context) for channel in channels][0]:
                 groups.mark_notified(group_id, night["night"], reason)
                 told += 1
                 print(f"night {night['night']}: alert group #{group_id}: {reason} message sent by the "
