@@ -206,7 +206,7 @@ def test_a_new_image_group_starts_its_bisection_once_and_says_so(store):
                   lambda dag, conf: triggered.append((dag, conf)) or "manual__1", "smoke")
     [(dag, conf)] = triggered
     assert dag == "scalebench_bisect" and (conf["good"], conf["bad"], conf["candidates"]) == ("a", "b", ["n1", "n2"])
-    assert conf["benchmark"] in ("b", "c") and conf["profile"] == "smoke"
+    assert conf["benchmark"] in ("b", "c") and conf["profile"] == "smoke" and conf["alert_group"] == 1
     [(_, reason, doc)] = messages
     assert reason == "new" and doc["text"].endswith("over 2 tag(s) built between a and b: n1, n2")
     assert groups.group(1)["events"][-1]["kind"] == "bisect"
@@ -236,3 +236,21 @@ def test_without_candidates_or_an_engine_the_group_says_why(store, images_of, au
     start_bisects(groups, messages, rep.alert_details, AlertConfig(notifier="webhook", auto_bisect=auto), images_of,
                   lambda dag, conf: pytest.fail("no bisection to start"), "smoke")
     assert messages[0][2]["group"].get("bisect") == says
+
+
+def test_the_bisect_dags_result_lands_in_the_group_that_started_it(store, monkeypatch):
+    from types import SimpleNamespace
+
+    from scalebench.analysis.bisect import Bisection
+    from scalebench.orchestration.dags.bisect_dag import result
+    from scalebench.store.alert_groups import AlertGroups
+    from tests.unit.analysis.test_bisect import TAGS, run as bisect_run
+
+    monkeypatch.setattr("scalebench.store.results.Store", lambda *a, **k: store)
+    days, cells = month(c_from=40)
+    run_night(cells, days[26], store)
+    b = bisect_run(Bisection("b", 4, TAGS[:5]), lambda im: 800.0 if TAGS.index(im) >= 2 else 1000.0)
+    lines = result.function({"bisect_id": "b-4g", "state": b.to_json()}, params={"alert_group": 1},
+                            dag_run=SimpleNamespace(run_id="manual__bisect"))
+    [event] = [e for e in AlertGroups(store).group(1)["events"] if e["kind"] == "bisect"]
+    assert event["note"] == "bisect manual__bisect: " + "; ".join(lines) and TAGS[2] in event["note"]

@@ -89,7 +89,8 @@ def start_bisects(groups, messages: list[tuple[int, str, dict]], details: list[d
             if isinstance(found, str):
                 line = f"bisect not started: {found} in {repo}"
             else:
-                run_id = trigger(BISECT_DAG_ID, {**conf, "candidates": found[:62], "profile": profile, "pairs": 5})
+                run_id = trigger(BISECT_DAG_ID, {**conf, "candidates": found[:62], "profile": profile, "pairs": 5,
+                                                 "alert_group": group_id})
                 line = (f"bisect started: {BISECT_DAG_ID} run {run_id} over {len(found)} tag(s) built between "
                         f"{conf['good']} and {conf['bad']}: {', '.join(found[:62])}")
         except Exception as exc:  # no engine here, the API refused: said, and the alert still goes out

@@ -72,16 +72,21 @@ def judge_step(state: dict, k: int, **context) -> dict:
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
-def result(state: dict) -> list[str]:
-    """The culprits with their package diffs, or what stayed unresolved (then the run fails)."""
+def result(state: dict, **context) -> list[str]:
+    """The culprits with their package diffs, or what stayed unresolved (then the run fails); an
+    alert group that started this bisection gets the same lines in its events."""
     from scalebench.analysis.bisect import from_json
     from scalebench.orchestration.dags.bisect import culprit_lines
+    from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
 
     store = Store()
     b = from_json(state["state"])
     lines = culprit_lines(b, lambda ref: (store.image_packages(ref) or {}).get("packages"))
     print("\n".join(lines))
+    group = context["params"].get("alert_group")
+    if group:
+        AlertGroups(store).add_event(int(group), "bisect", f"bisect {context['dag_run'].run_id}: " + "; ".join(lines))
     if not b.done or not b.culprits:
         raise AirflowFailException("no culprit named: " + "; ".join(lines))
     return lines
@@ -109,6 +114,8 @@ def build_bisect_dag(configs: Configs | None = None) -> DAG:
                              enum=["smoke", "nightly", "full"], title="Profile"),
             "pairs": Param(5, type="integer", minimum=5, maximum=10, title="Cells per image per step",
                            description="At least 5: 4 + 4 cells cannot reach p <= 0.01 with a rank test."),
+            "alert_group": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Alert group",
+                                 description="The alert group that started it (0: none): its events get the result."),
         },
     ) as dag:
         state = start()
