@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-from scalebench.analysis.alert_groups import STATES
+from scalebench.core.alert_rules import STATES
 from scalebench.analysis.compare import CompareError
 from scalebench.core import tables
 from scalebench.core.config import PROFILES, ConfigError, Configs
@@ -561,7 +561,7 @@ def cmd_alerts(args, configs: Configs) -> Listing:
     """Alert groups: list (open first), show one with its figures and events, set a state / owner / note."""
     import getpass
 
-    from scalebench.analysis.alert_groups import AlertStateError
+    from scalebench.core.alert_rules import AlertStateError
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
 

@@ -11,47 +11,16 @@ States (as Perfherder's alert summaries, fewer of them):
   invalid        not a regression: its nights rejoin the baseline
   accepted       an intended change: the baseline of its figures restarts at the group's first night
 
-This module decides (keys, allowed states, which message a group is owed tonight); the store keeps
-the groups and their events (scalebench.store.alert_groups); the report DAG sends the messages."""
+The states, keys and who may set what are scalebench.core.alert_rules (the store checks them too);
+this module decides which message a group is owed tonight and what closed groups do to the
+baselines; the store keeps the groups and their events (scalebench.store.alert_groups); the
+report DAG sends the messages."""
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 
-STATES = ("new", "triaged", "investigating", "fixed", "invalid", "accepted")
-OPEN = ("new", "triaged", "investigating")
-REMIND_AFTER_DAYS = 3
-OWNER_MAX = 100
-NOTE_MAX = 2000
-
-
-class AlertStateError(ValueError):
-    """A state change that is not allowed, in one line naming the field."""
-
-
-def group_key(suspect: dict | None, benchmark: str) -> str:
-    """Which group a regression joins: its suspect change (the new image's reference, which names
-    its digest, or the config change in words), else its benchmark."""
-    if suspect and suspect.get("kind") in ("image", "config"):
-        return f"{suspect['kind']}:{suspect.get('new_image') or suspect.get('text')}"[:300]
-    return f"benchmark:{benchmark}"
-
-
-def change_key(kind: str, new_image: str | None, text: str) -> str:
-    """The group key of a Change (the regression a later change ended)."""
-    return group_key({"kind": kind, "new_image": new_image, "text": text}, "")
-
-
-def check_change(state: str | None, owner: str | None, note: str | None, has_owner: bool = False) -> None:
-    """Refuse a state, owner or note a person may not set (the CLI and the page call this)."""
-    if state is not None and state not in STATES:
-        raise AlertStateError(f"state: {state!r} is not one of {', '.join(STATES)}")
-    if owner is not None and (not owner.strip() or len(owner) > OWNER_MAX or any(ord(c) < 32 for c in owner)):
-        raise AlertStateError(f"owner: expected a name of 1-{OWNER_MAX} printable characters, got {owner[:40]!r}")
-    if note is not None and len(note) > NOTE_MAX:
-        raise AlertStateError(f"note: at most {NOTE_MAX} characters, got {len(note)}")
-    if state == "triaged" and owner is None and not has_owner:
-        raise AlertStateError("owner: triaged means someone owns it; give --owner")
+from scalebench.core.alert_rules import REMIND_AFTER_DAYS
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
-from scalebench.analysis.alert_groups import change_key
+from scalebench.core.alert_rules import change_key
 from scalebench.analysis.regress import FIXED, PARTLY_FIXED, judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID

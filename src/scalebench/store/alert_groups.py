@@ -10,7 +10,7 @@ from typing import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from scalebench.analysis.alert_groups import OPEN, STATES, AlertStateError, check_change, group_key
+from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, group_key
 from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
 
 REPORT = "scalebench"  # who the report's own events are by

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from scalebench.analysis.alert_groups import AlertStateError, baseline_effects, check_change, group_key, owed
+from scalebench.analysis.alert_groups import baseline_effects, owed
+from scalebench.core.alert_rules import AlertStateError, check_change, group_key
 from scalebench.core.config import AlertConfig
 from scalebench.orchestration.dags.alerts import group_messages
 from scalebench.report.build import build, with_alert_groups

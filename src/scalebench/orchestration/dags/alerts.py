@@ -42,7 +42,8 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
     message per group that is owed one tonight: (group id, reason, message). A group is told once
     when it opens, again when it gains a benchmark, changes state (fixed included) or stays new
     for remind_after_days; later nights of its figures add nothing."""
-    from scalebench.analysis.alert_groups import group_key, message_text, owed
+    from scalebench.analysis.alert_groups import message_text, owed
+    from scalebench.core.alert_rules import group_key
 
     groups.record_night(night, details, ended)
     link = f"{cfg.report_url.rstrip('/')}/{night}/"
@@ -70,7 +71,7 @@ def start_bisects(groups, messages: list[tuple[int, str, dict]], details: list[d
     """For each group opened tonight whose suspect is an image: the scalebench_bisect DAG over
     the repository's tags built between the previous and the new image (by creation time), once;
     the line (started, or why not) goes into the group's events and its message."""
-    from scalebench.analysis.alert_groups import group_key
+    from scalebench.core.alert_rules import group_key
     from scalebench.cell.images import tags_between
     from scalebench.core.config import image_repository
     from scalebench.core.dag_ids import BISECT_DAG_ID

@@ -350,7 +350,7 @@ def _groups():
 
 @browsing.get("/alerts", response_class=HTMLResponse)
 def alerts(request: Request, state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None, owner: OWNER_QUERY = None):
-    from scalebench.analysis.alert_groups import STATES, AlertStateError
+    from scalebench.core.alert_rules import STATES, AlertStateError
 
     base, _ = _bases(request)
     try:
@@ -361,7 +361,7 @@ def alerts(request: Request, state: STATE_QUERY = None, benchmark: BENCHMARK_QUE
 
 @browsing.get("/api/alerts.json")
 def alerts_export(state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None):
-    from scalebench.analysis.alert_groups import AlertStateError
+    from scalebench.core.alert_rules import AlertStateError
 
     try:
         return JSONResponse(_groups().groups(state=state or None, benchmark=benchmark or None))
@@ -370,7 +370,7 @@ def alerts_export(state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None):
 
 @browsing.get("/alerts/{group_id}", response_class=HTMLResponse)
 def alert(request: Request, group_id: GROUP_ID, user=Depends(current_user)):
-    from scalebench.analysis.alert_groups import STATES
+    from scalebench.core.alert_rules import STATES
 
     base, ui = _bases(request)
     group = _groups().group(group_id)
@@ -386,7 +386,7 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
     a 422 naming it."""
     import hmac
 
-    from scalebench.analysis.alert_groups import AlertStateError
+    from scalebench.core.alert_rules import AlertStateError
 
     if not may_edit(user):
         raise HTTPException(403, "Changing an alert group needs edit access to the report DAG.")
