@@ -35,9 +35,13 @@ def _api(conn, timeout_s: float):
 
     base = _base_url(conn)
     client = httpx.Client(timeout=timeout_s)
-    r = client.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password})
-    r.raise_for_status()
-    return client, base, {"Authorization": f"Bearer {r.json()['access_token']}"}
+    try:
+        r = client.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password})
+        r.raise_for_status()
+        return client, base, {"Authorization": f"Bearer {r.json()['access_token']}"}
+    except BaseException:
+        client.close()
+        raise
 
 
 def set_note(ti, note: str, timeout_s: float = 15) -> str:
@@ -48,13 +52,15 @@ def set_note(ti, note: str, timeout_s: float = 15) -> str:
         return f"skipped (no Airflow connection {CONN_ID!r})"
     try:
         client, base, auth = _api(conn, timeout_s)
-        with client:
+        try:
             map_index = getattr(ti, "map_index", -1)
             path = (f"/api/v2/dags/{quote(ti.dag_id)}/dagRuns/{quote(ti.run_id, safe='')}/taskInstances/"
                     f"{quote(ti.task_id)}" + (f"/{map_index}" if map_index is not None and map_index >= 0 else ""))
             r = client.patch(f"{base}{path}", params={"update_mask": "note"}, json={"note": note[:MAX_NOTE]},
                              headers=auth)
             r.raise_for_status()
+        finally:
+            client.close()
         return "set"
     except Exception as exc:  # the note is a convenience; the failure itself must still surface
         return f"skipped ({type(exc).__name__}: {str(exc)[:200]})"
@@ -64,11 +70,13 @@ def trigger(dag_id: str, conf: dict, timeout_s: float = 15) -> str:
     """Trigger a run of `dag_id` with `conf` through the REST API; returns its run id. Raises
     with the reason when it cannot (no connection, refused)."""
     client, base, auth = _api(_connection(), timeout_s)
-    with client:
+    try:
         r = client.post(f"{base}/api/v2/dags/{quote(dag_id)}/dagRuns", json={"logical_date": None, "conf": conf},
                         headers=auth)
         r.raise_for_status()
         return r.json()["dag_run_id"]
+    finally:
+        client.close()
 
 
 def note(ti, text: str, log: Callable[[str], None] = print) -> str:
