@@ -573,8 +573,6 @@ def cmd_alerts(args, configs: Configs) -> Listing:
             if args.id is None:
                 raise ConfigError(f"alerts {args.action}: needs a group ID (scalebench alerts list shows them)")
             if args.action == "set":
-                if args.state is None and args.owner is None and not args.note:
-                    raise ConfigError("alerts set: give a STATE, --owner or --note")
                 groups.set(args.id, args.who or getpass.getuser(), state=args.state, owner=args.owner, note=args.note)
             one = groups.group(args.id)
             if one is None:

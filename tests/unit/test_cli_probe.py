@@ -161,7 +161,7 @@ CASES = [
     ("alerts id not a number", ["alerts", "show", "1;drop"], None, "group number"),
     ("alerts unknown group", ["alerts", "show", "7"], "fresh store", "no alert group #7"),
     ("alerts set an unknown state", ["alerts", "set", "1", "closed"], None, "invalid choice"),
-    ("alerts set nothing", ["alerts", "set", "1"], "fresh store", "give a STATE"),
+    ("alerts set nothing", ["alerts", "set", "1"], "fresh store", "nothing to change"),
     ("alerts set an unknown group", ["alerts", "set", "7", "investigating"], "fresh store", "no alert group #7"),
     ("alerts owner with a newline", ["alerts", "set", "7", "triaged", "--owner", "a\nb"], "fresh store", "owner"),
     ("alerts list a bad state", ["alerts", "list", "--state", "gone"], None, "--state"),

@@ -174,7 +174,7 @@ class ABTest:
         """B relative to A in the bad direction (0.1: B 10 % worse), from the Hodges-Lehmann shift
         of the log values (the median of every pair's log ratio)."""
         got = self._interval()
-        return self._in_bad_direction(got[0]) if got else 0.0
+        return got[0] if got else 0.0
 
     @property
     def level(self) -> float:
@@ -188,17 +188,10 @@ class ABTest:
         """The interval of the change (low, high) at `level`, in the bad direction: exact and
         distribution-free (Moses' interval of the log shift); None with too few cells."""
         got = self._interval()
-        if got is None:
-            return None
-        return tuple(sorted((self._in_bad_direction(got[1]), self._in_bad_direction(got[2]))))  # type: ignore[return-value]
-
-    def _in_bad_direction(self, log_shift: float) -> float:
-        return -self.direction * (math.exp(log_shift) - 1)
+        return (got[1], got[2]) if got else None
 
     def _interval(self) -> tuple[float, float, float] | None:
-        if not self.a or not self.b or min(self.a + self.b) <= 0:
-            return None
-        return shift_interval([math.log(v) for v in self.a], [math.log(v) for v in self.b], self.level)
+        return relative_change(self.a, self.b, self.direction, self.level)
 
     def p(self, worse: bool = True) -> float:
         """One-sided Mann-Whitney U, B worse than A (or, worse=False, better): exact by permutation
@@ -395,22 +388,26 @@ def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates
     med = statistics.median(base)
     p = rank_test_p(reruns, base, "less" if direction > 0 else "greater")
     change = -direction * (statistics.median(reruns) - med) / abs(med) if med else 0.0
+    got = relative_change(base, reruns, direction, RERUN_LEVEL)
+    ci = (got[1], got[2]) if got else None
     if p <= gates.rerun_alpha and change >= gates.magnitude:
-        return RerunVerdict("confirmed", p, _change_interval(base, reruns, direction), gates.magnitude)
-    ci = _change_interval(base, reruns, direction)
+        return RerunVerdict("confirmed", p, ci, gates.magnitude)
     cleared = ci is not None and -gates.magnitude < ci[0] and ci[1] < gates.magnitude
     return RerunVerdict("cleared" if cleared else "undecided", p, ci, gates.magnitude)
 
 
-def _change_interval(before: Sequence[float], after: Sequence[float], direction: int
-                     ) -> tuple[float, float] | None:
-    """(low, high) of after's change against before in the bad direction (0.1: 10 % worse)."""
+def relative_change(before: Sequence[float], after: Sequence[float], direction: int, level: float
+                    ) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of after's change against before in the bad direction (0.1: 10 %
+    worse): the Hodges-Lehmann shift of the log values and Moses' exact interval at `level`; None
+    with too few cells for that level, or a value <= 0."""
     if not before or not after or min([*before, *after]) <= 0:
         return None
-    got = shift_interval([math.log(v) for v in before], [math.log(v) for v in after], RERUN_LEVEL)
+    got = shift_interval([math.log(v) for v in before], [math.log(v) for v in after], level)
     if got is None:
         return None
-    return tuple(sorted(-direction * (math.exp(x) - 1) for x in got[1:]))  # type: ignore[return-value]
+    bad = [-direction * (math.exp(x) - 1) for x in got]
+    return bad[0], min(bad[1:]), max(bad[1:])
 
 
 def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:

@@ -1,5 +1,5 @@
 """Alert groups in the results store (tables: scalebench.store.alert_tables; rules:
-scalebench.analysis.alert_groups). The report adds each night's confirmed regressions to the open
+scalebench.core.alert_rules). The report adds each night's confirmed regressions to the open
 group of their suspect and closes a group as fixed when a later change ended its regression; a
 person sets states, owners and notes. Every change is an event; nothing is deleted."""
 from __future__ import annotations
@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, group_key
+from scalebench.core.records import DEFAULT_PRECISION
 from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
 
 REPORT = "scalebench"  # who the report's own events are by
@@ -76,8 +77,10 @@ class AlertGroups:
     def needing_news(self) -> list[dict]:
         """Groups that may be owed a message: open ones, and closed ones not yet told of their state."""
         with Session(self.engine) as s:
-            rows = s.scalars(select(AlertGroupRow).order_by(AlertGroupRow.id)).all()
-            return [self._doc(s, g) for g in rows if g.state in OPEN or g.state != g.notified_state]
+            rows = s.scalars(select(AlertGroupRow).where(or_(
+                AlertGroupRow.state.in_(OPEN), AlertGroupRow.notified_state.is_(None),
+                AlertGroupRow.state != AlertGroupRow.notified_state)).order_by(AlertGroupRow.id))
+            return [self._doc(s, g) for g in rows]
 
     # a person's side
     def set(self, group_id: int, who: str, *, state: str | None = None, owner: str | None = None,
@@ -107,11 +110,13 @@ class AlertGroups:
         """Groups, open ones first (newest first within each), filtered by state, benchmark, owner."""
         if state is not None and state not in STATES + ("open",):
             raise AlertStateError(f"state: {state!r} is not one of open, {', '.join(STATES)}")
+        q = select(AlertGroupRow).order_by(AlertGroupRow.id.desc())
+        if state is not None:
+            q = q.where(AlertGroupRow.state.in_(OPEN if state == "open" else (state,)))
+        if owner is not None:
+            q = q.where(AlertGroupRow.owner == owner)
         with Session(self.engine) as s:
-            rows = s.scalars(select(AlertGroupRow).order_by(AlertGroupRow.id.desc())).all()
-            docs = [self._doc(s, g) for g in rows
-                    if (state is None or g.state == state or (state == "open" and g.state in OPEN))
-                    and (owner is None or g.owner == owner)]
+            docs = [self._doc(s, g) for g in s.scalars(q)]
         docs = [d for d in docs if benchmark is None or benchmark in d["benchmarks"]]
         return sorted(docs, key=lambda d: d["state"] not in OPEN)  # stable: newest first within each
 
@@ -132,7 +137,7 @@ class AlertGroups:
                          .order_by(AlertGroupRow.id.desc())).first()
 
     def _add_figure(self, s: Session, g: AlertGroupRow, d: dict, night: str) -> None:
-        precision = d.get("precision") or "fp32"
+        precision = d.get("precision") or DEFAULT_PRECISION
         f = s.scalars(select(AlertFigureRow).where(
             AlertFigureRow.group_id == g.id, AlertFigureRow.benchmark == d["benchmark"],
             AlertFigureRow.gpus == d["gpus"], AlertFigureRow.precision == precision,

@@ -203,7 +203,7 @@ def test_a_new_image_group_starts_its_bisection_once_and_says_so(store):
     groups = AlertGroups(store)
     messages = group_messages(groups, cfg, detail_night, rep.alert_details, [])
     triggered = []
-    start_bisects(groups, messages, rep.alert_details, cfg, lambda repo: IMAGES,
+    start_bisects(groups, messages, cfg, lambda repo: IMAGES,
                   lambda dag, conf: triggered.append((dag, conf)) or "manual__1", "smoke")
     [(dag, conf)] = triggered
     assert dag == "scalebench_bisect" and (conf["good"], conf["bad"], conf["candidates"]) == ("a", "b", ["n1", "n2"])
@@ -214,8 +214,11 @@ def test_a_new_image_group_starts_its_bisection_once_and_says_so(store):
     for mark in messages:
         groups.mark_notified(mark[0], detail_night, mark[1])
     later = group_messages(groups, cfg, days[27], report(cells, days[27], store).alert_details, [])
-    start_bisects(groups, later, [], cfg, lambda repo: IMAGES, lambda dag, conf: triggered.append(conf) or "x", "smoke")
+    start_bisects(groups, later, cfg, lambda repo: IMAGES, lambda dag, conf: triggered.append(conf) or "x", "smoke")
     assert later == [] and len(triggered) == 1  # once per group
+    # a "new" message again (its channel had not taken the first one) starts no second bisection
+    start_bisects(groups, messages, cfg, lambda repo: IMAGES, lambda dag, conf: triggered.append(conf) or "x", "smoke")
+    assert len(triggered) == 1
 
 
 @pytest.mark.parametrize("images_of, auto, says", [
@@ -234,7 +237,7 @@ def test_without_candidates_or_an_engine_the_group_says_why(store, images_of, au
         d["suspect"] = {**d["suspect"], "previous_image": "scalebench/torch:a", "new_image": "scalebench/torch:b"}
     groups = AlertGroups(store)
     messages = group_messages(groups, AlertConfig(notifier="webhook", auto_bisect=auto), days[26], rep.alert_details, [])
-    start_bisects(groups, messages, rep.alert_details, AlertConfig(notifier="webhook", auto_bisect=auto), images_of,
+    start_bisects(groups, messages, AlertConfig(notifier="webhook", auto_bisect=auto), images_of,
                   lambda dag, conf: pytest.fail("no bisection to start"), "smoke")
     assert messages[0][2]["group"].get("bisect") == says
 

@@ -66,12 +66,12 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
     return out
 
 
-def start_bisects(groups, messages: list[tuple[int, str, dict]], details: list[dict], cfg: AlertConfig,
+def start_bisects(groups, messages: list[tuple[int, str, dict]], cfg: AlertConfig,
                   images_of: Callable[[str], list[dict]], trigger: Callable[[str, dict], str], profile: str) -> None:
     """For each group opened tonight whose suspect is an image: the scalebench_bisect DAG over
-    the repository's tags built between the previous and the new image (by creation time), once;
-    the line (started, or why not) goes into the group's events and its message."""
-    from scalebench.core.alert_rules import group_key
+    the repository's tags built between the previous and the new image (by creation time), once,
+    at its worst figure's GPU count (that figure's bisect hint); the line (started, or why not)
+    goes into the group's events and its message."""
     from scalebench.cell.images import tags_between
     from scalebench.core.config import image_repository
     from scalebench.core.dag_ids import BISECT_DAG_ID
@@ -79,12 +79,12 @@ def start_bisects(groups, messages: list[tuple[int, str, dict]], details: list[d
     if not cfg.auto_bisect:
         return
     for group_id, reason, doc in messages:
-        mine = [d for d in details if group_key(d.get("suspect"), d["benchmark"]) == doc["group"].get("key")]
-        hint = bisect_hint(max(mine, key=lambda d: d.get("change") or 0.0), cfg) if mine and reason == "new" else None
-        if hint is None:
-            continue
+        worst = max(doc["alerts"], key=lambda d: d.get("change") or 0.0)  # tonight's figures of a new group
+        hint = worst.get("bisect") if reason == "new" else None
+        if hint is None or any(e["kind"] == "bisect" for e in groups.group(group_id)["events"]):
+            continue  # not an image, or started (or said why not) already: a group still unsent is "new" again
         conf = hint["conf"]
-        repo = image_repository(mine[0]["suspect"]["new_image"])
+        repo = image_repository(worst["suspect"]["new_image"])
         try:
             found = tags_between(images_of(repo), conf["good"], conf["bad"])
             if isinstance(found, str):

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core.config import Configs
+from scalebench.orchestration.dags.dag_factory import default_profile
 
 from scalebench.core.dag_ids import BISECT_DAG_ID
 MAX_STEPS = 6  # 2**6 - 1 images between good and bad with one culprit
@@ -110,7 +111,7 @@ def build_bisect_dag(configs: Configs | None = None) -> DAG:
             "bad": Param("", type="string", pattern=TAG, title="Bad image (tag)"),
             "candidates": Param([], type="array", items={"type": "string", "pattern": TAG}, maxItems=62,
                                 title="Candidates", description="The tags between good and bad, oldest first."),
-            "profile": Param("nightly" if configs.fleet.hosts_of("gpu") else "smoke", type="string",
+            "profile": Param(default_profile(configs.fleet), type="string",
                              enum=["smoke", "nightly", "full"], title="Profile"),
             "pairs": Param(5, type="integer", minimum=5, maximum=10, title="Cells per image per step",
                            description="At least 5: 4 + 4 cells cannot reach p <= 0.01 with a rank test."),

@@ -17,7 +17,7 @@ from scalebench.core import nights
 from scalebench.core.config import Configs
 from scalebench.core.dag_ids import REPORT_DAG_ID
 from scalebench.orchestration.dags.benchmark_tasks import results_asset
-from scalebench.orchestration.dags.dag_factory import nightly
+from scalebench.orchestration.dags.dag_factory import default_profile, nightly
 
 REPORT_CRON = "0 7 * * *"
 
@@ -79,7 +79,7 @@ def send_alerts(summary: dict, **context) -> dict:
 
     configs = Configs()
     cfg = configs.alerts()
-    profile = "nightly" if configs.fleet.hosts_of("gpu") else "smoke"  # as the bisect DAG's form defaults
+    profile = default_profile(configs.fleet)  # as the bisect DAG's form defaults
     stack_of = {b: bench.stack for b, bench in configs.load_all()[0].items()}  # for the alert routes
     groups = AlertGroups(Store())
     sent = {}
@@ -90,10 +90,12 @@ def send_alerts(summary: dict, **context) -> dict:
         grouped = {g["key"] for g in groups.groups(state="open")}
         told = 0
         messages = group_messages(groups, cfg, night["night"], regressions, ended)
-        start_bisects(groups, messages, regressions, cfg, _engine_images, _trigger, profile)
+        start_bisects(groups, messages, cfg, _engine_images, _trigger, profile)
         for group_id, reason, message in messages:
-            channels = cfg.for_group(message["group"]["benchmarks"], stack_of)
-            if [deliver(channel, message, context) for channel in channels][0]:
+            main, *routes = cfg.for_group(message["group"]["benchmarks"], stack_of)
+            for route in routes:
+                deliver(route, message, context)
+            if deliver(main, message, context):  # told: the main channel took it (None: notifier none)
                 groups.mark_notified(group_id, night["night"], reason)
                 told += 1
                 print(f"night {night['night']}: alert group #{group_id}: {reason} message sent by the "

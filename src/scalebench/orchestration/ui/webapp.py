@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
 from scalebench.core import paths
+from scalebench.core.alert_rules import STATES
 from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
 from scalebench.orchestration.ui import pages
 from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
@@ -296,8 +297,8 @@ def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, m
 GROUP_ID = Annotated[int, PathParam(ge=1, le=2**31 - 1)]
 STATE_QUERY = Annotated[str | None, Query(pattern=r"^[a-z]{0,16}$", max_length=16)]
 OWNER_QUERY = Annotated[str | None, Query(max_length=100)]
-EXPECTED.update({"group_id": "an alert group number", "state": "a state: open, " + ", ".join(
-    ("new", "triaged", "investigating", "fixed", "invalid", "accepted")), "owner": "a name of at most 100 characters"})
+EXPECTED.update({"group_id": "an alert group number", "state": "a state: open, " + ", ".join(STATES),
+                 "owner": "a name of at most 100 characters"})
 ALERT_FIELDS = {"state": "one of the states the form offers", "owner": "a name of 1-100 printable characters",
                 "note": "at most 2000 characters", "nothing to change": "a state or a note",
                 "group": "an existing alert group"}
@@ -350,7 +351,7 @@ def _groups():
 
 @browsing.get("/alerts", response_class=HTMLResponse)
 def alerts(request: Request, state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None, owner: OWNER_QUERY = None):
-    from scalebench.core.alert_rules import STATES, AlertStateError
+    from scalebench.core.alert_rules import AlertStateError
 
     base, _ = _bases(request)
     try:
@@ -370,8 +371,6 @@ def alerts_export(state: STATE_QUERY = None, benchmark: BENCHMARK_QUERY = None):
 
 @browsing.get("/alerts/{group_id}", response_class=HTMLResponse)
 def alert(request: Request, group_id: GROUP_ID, user=Depends(current_user)):
-    from scalebench.core.alert_rules import STATES
-
     base, ui = _bases(request)
     group = _groups().group(group_id)
     if group is None:
