@@ -45,6 +45,7 @@ import numpy as np
 from scalebench_kit import masks, voc_det, voc_ins
 from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.epochs import epoch_sampler
+from scalebench_kit.evaluation import Evaluations
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
@@ -255,13 +256,7 @@ def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
             state["epoch_s"].append(time.perf_counter() - state["t_epoch"])
             state["loss_curve"].append(float(np.mean(state["losses"])))
             cell.events.log("epoch_stop", epoch, loss=state["loss_curve"][-1], seconds=state["epoch_s"][-1])
-            if cell.training.get("eval_each_epoch") and epoch < cell.training["epochs"]:
-                t_eval = time.perf_counter()
-                scored = evaluate(runner)
-                state["eval_s"] += time.perf_counter() - t_eval
-                state["evaluations"].append({"epoch": epoch, "train_s": round(sum(state["epoch_s"]), 4),
-                                             "metrics": scored})
-                cell.events.log("metric", scored, epoch=epoch)
+            state["evals"].after_epoch(epoch, sum(state["epoch_s"]), lambda: evaluate(runner))
 
     return [First(), Last()]
 
@@ -370,7 +365,7 @@ def main(name: str) -> None:
     timer = StepTimer(train["warmup_steps"],
                       Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]) if rank == 0 else None)
     state = {"probe": SyncProbe(torch, device) if world > 1 else None, "step_losses": [], "epoch_s": [],
-             "loss_curve": [], "evaluations": [], "eval_s": 0.0}
+             "loss_curve": [], "evals": Evaluations(cell.events, train)}
 
     def evaluate(runner) -> dict:
         found = gather(torch, predict(torch, runner, test_set, rank, world), world)
@@ -395,14 +390,7 @@ def main(name: str) -> None:
         runner.train()
         lr = runner.optim_wrapper.get_lr()["lr"][0]
         cell.events.log("train_stop", timer.train_s)
-        cell.events.log("eval_start")
-        t_eval = time.perf_counter()
-        metrics = evaluate(runner)
-        state["eval_s"] += time.perf_counter() - t_eval
-    if train.get("eval_each_epoch"):
-        state["evaluations"].append({"epoch": train["epochs"], "train_s": round(sum(state["epoch_s"]), 4),
-                                     "metrics": metrics})
-    cell.events.log("eval_stop", state["eval_s"], **metrics)
+        metrics = state["evals"].final(sum(state["epoch_s"]), lambda: evaluate(runner))
 
     mine = timer.summary(rank)
     cell.events.log("step_breakdown", mine["step_s"], **mine)
@@ -425,8 +413,8 @@ def main(name: str) -> None:
     if gpus.summary():
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer,
-                epoch_s=state["epoch_s"], eval_s=state["eval_s"], loss_curve=state["loss_curve"], metrics=metrics,
-                breakdown=breakdown, evaluations=state["evaluations"],
+                epoch_s=state["epoch_s"], eval_s=state["evals"].seconds, loss_curve=state["loss_curve"],
+                metrics=metrics, breakdown=breakdown, evaluations=state["evals"].rows,
                 model={"parameters": int(params), "architecture": model.architecture, "mmdet_config": name,
                        "stock_config": model.stock_config, "strategy": type(runner.model).__name__,
                        "launcher": cfg["launcher"], "resolved_config_file": CONFIG_FILE, "effective_lr": lr,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 
 from scalebench_kit import cifar10
+from scalebench_kit.evaluation import Evaluations
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
 from scalebench_kit.precision import keras_observed, keras_policy, record, requested
@@ -208,19 +209,12 @@ def main() -> None:
         probs = model.predict(prep(x_test), batch_size=global_batch, verbose=0)
         return macro_precision_recall(y_test, np.argmax(probs, axis=1), num_classes=10)
 
-    evaluations: list[dict] = []
-    eval_s = 0.0
+    evals = Evaluations(cell.events, train)
 
     class EvaluateEachEpoch(keras.callbacks.Callback):
         """After Timing closed the epoch, so evaluation stays outside the timed region (time to accuracy)."""
         def on_epoch_end(self, epoch, logs=None):
-            nonlocal eval_s
-            if epoch + 1 < train["epochs"]:
-                t_eval = time.perf_counter()
-                scored = evaluate()
-                eval_s += time.perf_counter() - t_eval
-                evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
-                cell.events.log("metric", scored, epoch=epoch + 1)
+            evals.after_epoch(epoch + 1, sum(epoch_s), evaluate)
 
     gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
     with gpus:
@@ -228,13 +222,7 @@ def main() -> None:
                   callbacks=[Timing(), *([EvaluateEachEpoch()] if train.get("eval_each_epoch") else [])])
     cell.events.log("train_stop", timer.train_s)
 
-    cell.events.log("eval_start")
-    t_eval = time.perf_counter()
-    metrics = evaluate()
-    eval_s += time.perf_counter() - t_eval
-    if train.get("eval_each_epoch"):
-        evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
-    cell.events.log("eval_stop", eval_s, **metrics)
+    metrics = evals.final(sum(epoch_s), evaluate)
 
     system = system_fingerprint("tensorflow", tf.__version__, keras=keras.__version__,
                                 cuda=tf.sysconfig.get_build_info().get("cuda_version"),
@@ -246,7 +234,7 @@ def main() -> None:
     if gpus.summary():
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
-                epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, evaluations=evaluations,
+                epoch_s=epoch_s, eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, evaluations=evals.rows,
                 breakdown=breakdown, extra={"epoch": plan},
                 precision=record(precision, observed, OBSERVED_LAYER, switches),
                 model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})

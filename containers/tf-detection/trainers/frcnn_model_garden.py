@@ -28,6 +28,7 @@ import numpy as np
 
 from scalebench_kit import voc_det
 from scalebench_kit.contract import write_json_atomic
+from scalebench_kit.evaluation import Evaluations
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores
 from scalebench_kit.names import COMPUTE_DTYPE
@@ -158,7 +159,8 @@ def main() -> None:
 
     delay = cell.test_hooks.get("data_delay_s")
     timer = StepTimer(train["warmup_steps"], Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]))
-    epoch_s, loss_curve, step_losses, evaluations, eval_s = [], [], [], [], 0.0
+    epoch_s, loss_curve, step_losses = [], [], []
+    evals = Evaluations(cell.events, train)
     truths = voc_det.truths(splits["test"])
     gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
     with gpus:
@@ -185,26 +187,19 @@ def main() -> None:
             step_losses += losses
             loss_curve.append(float(np.mean(losses)))
             cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
-            if train.get("eval_each_epoch") and epoch + 1 < train["epochs"]:  # time to accuracy, untimed
-                t_eval = time.perf_counter()
-                scored = detection_scores(predict(tf, task, model, cfg, source_ids["test"]), truths,
-                                          cfg.task.model.num_classes, score_threshold=SCORE_THRESHOLD)
-                eval_s += time.perf_counter() - t_eval
-                evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
-                cell.events.log("metric", scored, epoch=epoch + 1)
+            evals.after_epoch(epoch + 1, sum(epoch_s), lambda: detection_scores(
+                predict(tf, task, model, cfg, source_ids["test"]), truths, cfg.task.model.num_classes,
+                score_threshold=SCORE_THRESHOLD))
     cell.events.log("train_stop", timer.train_s)
 
-    cell.events.log("eval_start")
-    t_eval = time.perf_counter()
-    detections = predict(tf, task, model, cfg, source_ids["test"])
-    with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
-        for d in detections:
-            fh.write(json.dumps(d) + "\n")
-    metrics = detection_scores(detections, truths, cfg.task.model.num_classes, score_threshold=SCORE_THRESHOLD)
-    eval_s += time.perf_counter() - t_eval
-    if train.get("eval_each_epoch"):
-        evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
-    cell.events.log("eval_stop", eval_s, **metrics)
+    def final_scores() -> dict:
+        detections = predict(tf, task, model, cfg, source_ids["test"])
+        with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
+            for d in detections:
+                fh.write(json.dumps(d) + "\n")
+        return detection_scores(detections, truths, cfg.task.model.num_classes, score_threshold=SCORE_THRESHOLD)
+
+    metrics = evals.final(sum(epoch_s), final_scores)
 
     mine = timer.summary(0)
     cell.events.log("step_breakdown", mine["step_s"], **mine)
@@ -216,8 +211,8 @@ def main() -> None:
                                 cudnn=build.get("cudnn_version"), topology=cell.devices.get("topology"),
                                 **gpus.fingerprint())
     cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
-                epoch_s=epoch_s, eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown,
-                evaluations=evaluations, model={"parameters": params, "architecture": "FasterRCNN-ResNet50-FPN",
+                epoch_s=epoch_s, eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown,
+                evaluations=evals.rows, model={"parameters": params, "architecture": "FasterRCNN-ResNet50-FPN",
                        "strategy": type(strategy).__name__, "resolved_config_file": CONFIG_FILE,
                        "sync_batchnorm": False},
                 extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in step_losses],

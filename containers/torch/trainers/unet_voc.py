@@ -35,6 +35,7 @@ from contextlib import nullcontext
 from scalebench_kit import voc_seg
 from scalebench_kit.contract import load_cell_spec
 from scalebench_kit.epochs import epoch_sampler
+from scalebench_kit.evaluation import Evaluations
 from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
@@ -224,7 +225,13 @@ def main() -> None:
     settle = torch.cuda.synchronize if cuda else (lambda: None)
     timer = StepTimer(train["warmup_steps"],
                       Progress(steps_per_epoch * train["epochs"], train["global_batch"]) if rank == 0 else None)
-    epoch_s, loss_curve, evaluations, eval_s = [], [], [], 0.0
+    epoch_s, loss_curve = [], []
+    evals = Evaluations(cell.events, train)
+
+    def score() -> dict:
+        return evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device,
+                        autocast=prec.autocast)
+
     gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
     with gpus:
         model.train()
@@ -262,23 +269,9 @@ def main() -> None:
             epoch_s.append(time.perf_counter() - t_epoch)
             loss_curve.append(float(np.mean(losses)))
             cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
-            if train.get("eval_each_epoch") and epoch + 1 < train["epochs"]:
-                t_eval = time.perf_counter()
-                scored = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"],
-                                  device=device, autocast=prec.autocast)
-                eval_s += time.perf_counter() - t_eval
-                evaluations.append({"epoch": epoch + 1, "train_s": round(sum(epoch_s), 4), "metrics": scored})
-                cell.events.log("metric", scored, epoch=epoch + 1)
+            evals.after_epoch(epoch + 1, sum(epoch_s), score)
         cell.events.log("train_stop", timer.train_s)
-
-        cell.events.log("eval_start")
-        t_eval = time.perf_counter()
-        metrics = evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device,
-                           autocast=prec.autocast)
-        eval_s += time.perf_counter() - t_eval
-        if train.get("eval_each_epoch"):
-            evaluations.append({"epoch": train["epochs"], "train_s": round(sum(epoch_s), 4), "metrics": metrics})
-        cell.events.log("eval_stop", eval_s, **metrics)
+        metrics = evals.final(sum(epoch_s), score)
 
     mine = timer.summary(rank)
     cell.events.log("step_breakdown", mine["step_s"], **mine)  # every rank's own figures in the log
@@ -298,7 +291,7 @@ def main() -> None:
     if gpus.summary():
         breakdown["gpu"] = gpus.summary()
     cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer, epoch_s=epoch_s,
-                eval_s=eval_s, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evaluations,
+                eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evals.rows,
                 model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"},
                 extra={"epoch": plan}, precision=prec.record(observed))
     if world > 1:

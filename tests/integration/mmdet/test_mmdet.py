@@ -7,11 +7,14 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 from scalebench_kit import masks, voc_det, voc_ins
 from scalebench_kit.epochs import epoch_plan
 from scalebench_kit.events import read_events
+from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.metrics import detection_scores, instance_scores
+from tests.support import ROOT
 from tests.support.engine import docker_ready
 
 IMAGE = "scalebench/mmdet:cpu"
@@ -115,6 +118,38 @@ def test_saved_raw_detections_rescored_by_the_kit_give_the_contracts_metrics(mmd
             assert {"mask_iou", "mask_map50", "mask_map"} <= set(doc["metrics"])
             h, w = masks.decode(detections[0]["mask"]).shape
             assert (h, w) == (128, 128)  # masks in original image pixels
+
+
+@pytest.mark.timeout(3600)
+def test_the_weekly_runs_evaluation_after_each_epoch_stays_out_of_the_timed_steps(mmdet_runs, tmp_path):
+    """The full profile sets eval_each_epoch, the smoke DAG does not: the smoke run's own 2-device
+    Faster R-CNN cell again, at 2 epochs with an evaluation after each, under the same torchrun."""
+    home, _, runs = mmdet_runs
+    assert runs["frcnn_mmdet_voc2007"][0] == 0, runs["frcnn_mmdet_voc2007"][1][-3000:]
+    [done] = [p for p in contracts(home, "frcnn_mmdet_voc2007") if p.parent.parent.name.startswith("g2-")]
+    spec = json.loads((done.parent / "cell.json").read_text())
+    spec["training"].update(epochs=2, eval_each_epoch=True)
+    write_json_atomic(tmp_path / "cell.json", spec)
+    [data] = (home / "data" / "synthetic").glob("voc2007-vocdevkit-2007-det-*")  # the dataset the DAG mounted
+    entrypoint = yaml.safe_load((ROOT / "include/configs/benchmarks/frcnn_mmdet_voc2007.yaml").read_text())["entrypoint"]
+    proc = subprocess.run(["docker", "run", "--rm", "-e", "OMP_NUM_THREADS=1", "-v", f"{data}:/data:ro",
+                           "-v", f"{tmp_path}:/results", IMAGE, *[p.format(gpus=2) for p in entrypoint]],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    doc = json.loads((tmp_path / "metrics.json").read_text())
+    assert doc["timing"]["steps"] == 2 * 8 and doc["training"]["eval_each_epoch"] is True
+    rows = doc["evaluations"]
+    assert [r["epoch"] for r in rows] == [1, 2] and rows[-1]["metrics"] == doc["metrics"]
+    assert rows[0]["train_s"] == pytest.approx(doc["timing"]["epoch_s"][0], abs=1e-3)
+    assert rows[1]["train_s"] == pytest.approx(sum(doc["timing"]["epoch_s"]), abs=1e-3)
+    # rank 0 scored epoch 1 after it ended and before epoch 2 began; the steps' clock never saw it
+    at = {(e["key"], e.get("epoch", e["value"])): e["time"] for e in read_events(tmp_path / "events.jsonl")
+          if e["rank"] == 0 and e["key"] in ("epoch_stop", "metric", "epoch_start")}
+    assert sorted(at, key=at.get) == [("epoch_start", 1), ("epoch_stop", 1), ("metric", 1), ("epoch_start", 2),
+                                      ("epoch_stop", 2)], at
+    between = at[("epoch_start", 2)] - at[("epoch_stop", 1)]
+    assert sum(doc["timing"]["epoch_s"]) < at[("epoch_stop", 2)] - at[("epoch_start", 1)] - 0.9 * between
+    assert doc["timing"]["eval_s"] >= at[("metric", 1)] - at[("epoch_stop", 1)] - 0.05
 
 
 @pytest.mark.timeout(3600)

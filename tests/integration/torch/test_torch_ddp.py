@@ -1,5 +1,5 @@
 """The UNet trainer in the real PyTorch image under torchrun, without Airflow: DDP over gloo on 2
-and 3 CPU device slots, the per-rank time breakdown, a known injected data wait, and a
+and 3 CPU device slots evaluated after each epoch, the per-rank time breakdown, a known injected data wait, and a
 single-process evaluation of the weights a distributed run saved."""
 import json
 import os
@@ -26,14 +26,15 @@ def voc(tmp_path_factory):
     return root
 
 
-def run_cell(voc, out, n: int, epochs: int = 2, command: list[str] | None = None, **hooks) -> str:
+def run_cell(voc, out, n: int, epochs: int = 2, command: list[str] | None = None, each_epoch: bool = False,
+             **hooks) -> str:
     cell = sample_cell(gpus=n, epochs=epochs, benchmark="unet_torch_voc2007", dag_id="scalebench_unet_torch_voc2007",
                        per_device_batch=4, global_batch=4 * n)
     write_json_atomic(out / "cell.json", sample_spec(
         cell,
         training={"per_device_batch": 4, "global_batch": 4 * n, "scaling_mode": "weak",
                   "lr_policy": {"rule": "linear", "base_lr": 0.002, "reference_batch": 4}, "lr": 0.002,
-                  "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None},
+                  "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None, "eval_each_epoch": each_epoch},
         data={"name": "voc2007", "format": "vocdevkit-2007-seg", "path": "/data", "fingerprint": "sha256:test",
               "train_limit": None, "test_limit": None, "image_size": 48},
         model={"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
@@ -48,9 +49,13 @@ def run_cell(voc, out, n: int, epochs: int = 2, command: list[str] | None = None
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("n", [2, 3])
 def test_ddp_breakdown_per_rank_and_metrics_equal_a_single_process_evaluation(voc, tmp_path, n):
-    run_cell(voc, tmp_path, n, save_weights=True)
+    run_cell(voc, tmp_path, n, each_epoch=True, save_weights=True)  # evaluated after each epoch, as the weekly run is
     doc = load_result(tmp_path / "metrics.json")
     assert doc["devices"]["world_size"] == n
+    rows = doc["evaluations"]
+    assert [r["epoch"] for r in rows] == [1, 2] and rows[-1]["metrics"] == doc["metrics"]
+    assert rows[0]["train_s"] == pytest.approx(doc["timing"]["epoch_s"][0], abs=1e-3)
+    assert set(rows[0]["metrics"]) == set(doc["metrics"]) and doc["timing"]["steps"] == 2 * -(-72 // (4 * n))
     events = read_events(tmp_path / "events.jsonl")
     pids = {e["rank"]: e["pid"] for e in events}
     assert sorted(pids) == list(range(n)) and len(set(pids.values())) == n  # one process per rank, all logging
