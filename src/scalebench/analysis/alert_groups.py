@@ -6,8 +6,9 @@ States (as Perfherder's alert summaries, fewer of them):
   new            nobody has looked yet (reminded every `remind_after_days` while it stays new)
   triaged        someone owns it
   investigating  being worked on
-  fixed          the figures are back within the gates (set by the report when a later change
-                 ended the regression), or said so by a person
+  fixed          every figure is back within the gates of the level before the regression (set
+                 by the report when each was judged fixed by a later change or ended by itself),
+                 or said so by a person; a figure that regresses again within a week reopens it
   invalid        not a regression: its nights rejoin the baseline
   accepted       an intended change: the baseline of its figures restarts at the group's first night
 
@@ -20,28 +21,40 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from scalebench.core.alert_rules import REMIND_AFTER_DAYS
+from scalebench.core.alert_rules import OPEN, REMIND_AFTER_DAYS
 
 
 @dataclass(frozen=True)
 class Owed:
     """Why a group is owed a message tonight ("" when it is not)."""
-    reason: str   # new | grew | state | fixed | reminder | ""
+    reason: str   # new | grew | state | fixed | partly | reminder | ""
 
     def __bool__(self) -> bool:
         return bool(self.reason)
 
 
+def progress(group: dict) -> str | None:
+    """How many of an open group's figures are back ("partly fixed: 2 of 3 figures back"); None
+    when none is, or the group is closed."""
+    back = sum(1 for f in group["figures"] if f.get("back_night"))
+    if not back or group["state"] not in OPEN:
+        return None
+    return f"partly fixed: {back} of {len(group['figures'])} figures back"
+
+
 def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) -> Owed:
     """The message a group is owed on `night`: "new" once; then "fixed" / "state" when its state
-    differs from the one last sent; "grew" when it gained a benchmark; "reminder" while it stays
-    new for remind_after_days since the last message; else none."""
+    differs from the one last sent; "grew" when it gained a benchmark; "partly" when a figure came
+    back tonight and others did not; "reminder" while it stays new for remind_after_days since the
+    last message; else none."""
     if group["notified_state"] is None:
         return Owed("new")
     if group["state"] != group["notified_state"]:
         return Owed("fixed" if group["state"] == "fixed" else "state")
     if set(group["benchmarks"]) - set(group["notified_benchmarks"]):
         return Owed("grew")
+    if progress(group) and any(f.get("back_night") == night for f in group["figures"]):
+        return Owed("partly")
     if group["state"] == "new" and group["notified_night"] and \
             (dt.date.fromisoformat(night) - dt.date.fromisoformat(group["notified_night"])).days >= remind_after_days:
         return Owed("reminder")
@@ -62,9 +75,11 @@ def message_text(group: dict, reason: str, report_link: str) -> str:
                  + (f" ({group['fixed_by']})" if group.get("fixed_by") else ""),
         "reminder": f"regression group #{group['id']} is still new (first night {group['first_night']}): "
                     "nobody has triaged it",
+        "partly": f"regression group #{group['id']} {progress(group)}",
     }[reason]
     lines = [f"scalebench: {head} ({report_link})"]
-    lines += [f"- {f['line']}" for f in group["figures"]]
+    lines += [f"- {'back on ' + f['back_night'] + ': ' if f.get('back_night') else ''}{f['line']}"
+              for f in group["figures"]]
     if group.get("what_changed"):
         lines.append(f"what changed: {group['what_changed']}")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ from typing import Sequence
 
 from scalebench_kit.names import ALL_METRICS
 
-from scalebench.analysis.stats import MOST_REPEATS, pairs_for_shift_equivalence, rank_test_p, robust_z, shift_interval
+from scalebench.analysis.stats import MOST_REPEATS, pairs_for_shift_equivalence, rank_test_p, relative_change
 from scalebench.core.records import DEFAULT_PRECISION
 
 # metric -> +1 if higher is better, -1 if lower is better
@@ -53,7 +53,12 @@ HASHES = {"image_digest", "config_sha"}  # shown shortened
 # a change's verdict (the report's "Changes tonight")
 REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE = ("regression (confirmed)", "improvement", "no effect",
                                                     "inconclusive")
-FIXED, PARTLY_FIXED = "regression fixed", "partly fixed"  # a change that came while a confirmed regression lasted
+# a change that came while a confirmed regression lasted, judged against the level before it
+FIXED, PARTLY_FIXED, NO_BETTER = "regression fixed", "partly fixed", "still regressed"
+ENDED, BACK = "regression ended by itself", "back, to be confirmed"  # a regressed figure back, with no change
+# what a night says that is no verdict on a change (scalebench.analysis.lifecycle.MESSAGES has them all)
+BUILDING, RESTARTED, FLAGGED = "building baseline", "baseline restarted", "flagged"
+NOT_A_VERDICT = (BUILDING, RESTARTED, FLAGGED)
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor
 
 
@@ -127,7 +132,10 @@ class Judgement:
     verdict: str | None = None        # the suspect's verdict: REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE
     ab: "ABTest | None" = None        # the same-night A/B of the previous and the new image
     news: bool = False                # the suspect appeared tonight, or its verdict was decided tonight
-    ended: "Change | None" = None     # FIXED: the change whose confirmed regression this night ended
+    ended: "Change | None" = None     # fixed / ended: the change whose confirmed regression this night ended
+    blamed: "Change | None" = None    # a regression's change (its alert group's suspect), kept while it lasts
+    kind: str | None = None           # what the night says (a key of scalebench.analysis.lifecycle.MESSAGES)
+    state: str = ""                   # the figure's state after the night: building, steady, testing, regressed
 
     @property
     def head(self) -> str:
@@ -140,9 +148,9 @@ class Judgement:
         if self.changed_with:
             return (f"{head}: changed with {self.changed_with}: {self.value:.4g} vs {self.baseline:.4g} the night "
                     f"before ({-(self.change or 0.0) * 100:+.1f}%) on {self.night}; baseline restarted")
-        if self.suspect is not None and self.verdict == REGRESSION:
-            head += f": regressed with {self.suspect.text}"
-        elif self.suspect is not None:
+        if self.verdict == REGRESSION and self.blamed is not None:
+            head += f": regressed with {self.blamed.text}"
+        elif self.suspect is not None and self.verdict is not None:
             head += f": with {self.suspect.text} ({self.verdict})"
         s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({(self.change or 0.0) * 100:+.1f}% worse, robust z "
              f"{self.z:.1f}) on {self.night}")
@@ -153,7 +161,7 @@ class Judgement:
                   f"{self.rerun.text()}")
         if self.factor is not None and abs(self.factor - 1) >= 0.005:
             s += f"; host night factor {self.factor:.3f} divided out"
-        if self.verdict in (FIXED, PARTLY_FIXED):
+        if self.note:
             s += f"; {self.note}"
         return s
 
@@ -384,7 +392,10 @@ def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates
     """Confirmed: the reruns are worse than the baseline by a one-sided rank test at rerun_alpha
     and their median is past the magnitude gate. Cleared only by equivalence: the RERUN_LEVEL
     interval of the change (Moses' interval of the log shift, reruns vs baseline) inside
-    ±magnitude. Undecided otherwise: the flag stands and the next night decides."""
+    ±magnitude. Undecided otherwise: the flag stands and the next night decides. The test
+    assumes the reruns (single cells) and the baseline's nights (medians of several repeats)
+    are exchangeable when nothing changed: exact for that model, approximate where a cell
+    spreads more than a night's median."""
     med = statistics.median(base)
     p = rank_test_p(reruns, base, "less" if direction > 0 else "greater")
     change = -direction * (statistics.median(reruns) - med) / abs(med) if med else 0.0
@@ -394,20 +405,6 @@ def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates
         return RerunVerdict("confirmed", p, ci, gates.magnitude)
     cleared = ci is not None and -gates.magnitude < ci[0] and ci[1] < gates.magnitude
     return RerunVerdict("cleared" if cleared else "undecided", p, ci, gates.magnitude)
-
-
-def relative_change(before: Sequence[float], after: Sequence[float], direction: int, level: float
-                    ) -> tuple[float, float, float] | None:
-    """(estimate, low, high) of after's change against before in the bad direction (0.1: 10 %
-    worse): the Hodges-Lehmann shift of the log values and Moses' exact interval at `level`; None
-    with too few cells for that level, or a value <= 0."""
-    if not before or not after or min([*before, *after]) <= 0:
-        return None
-    got = shift_interval([math.log(v) for v in before], [math.log(v) for v in after], level)
-    if got is None:
-        return None
-    bad = [-direction * (math.exp(x) - 1) for x in got]
-    return bad[0], min(bad[1:]), max(bad[1:])
 
 
 def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
@@ -429,132 +426,19 @@ def _shift_start(series: Series, shifts: list[Shift]) -> dt.date | None:
 
 def judge(series: Series, gates: Gates = Gates(), shifts: Sequence[Shift] = (), config_alerts: bool = False,
           invalid: Sequence[tuple[dt.date, dt.date]] = ()) -> list[Judgement]:
-    """Judge every night of a series against the nights before it. A change under test is judged
-    against the baseline before it; `config_alerts`: a confirmed regression that came with a config
-    change alerts too (else it is reported, not alerted: whoever edited the profile knows);
-    `invalid`: night ranges of alert groups a person called not a regression (never flagged)."""
-    direction = DIRECTION.get(series.key.metric, +1)
+    """Judge every night of a series against the nights before it: each night is fed to the
+    figure's state machine (scalebench.analysis.lifecycle), which says what the night means.
+    `config_alerts`: a confirmed regression that came with a config change alerts too (else it is
+    reported, not alerted: whoever edited the profile knows); `invalid`: night ranges of alert
+    groups a person called not a regression (never flagged)."""
+    from scalebench.analysis.lifecycle import Judge  # the machine reads this module's records
+
     since = _shift_start(series, list(shifts))
-    out: list[Judgement] = []
-    history: list[list] = []  # [value, state]: "in" the baseline, "pending" (flagged), "out" (confirmed)
-    streak = 0
-    last_print: dict | None = None
-    suspect: Change | None = None  # the change under test tonight's figure is judged with (kept while flagged)
-    pending = False                # the suspect's verdict is still inconclusive
-    regressed: Change | None = None  # the change of the confirmed regression that lasts (judged against before it)
-    regressed_at: list[float] = []   # that regression's nights
-    better: list[list] = []          # the suspect's improved nights, not yet confirmed (out of the baseline)
-    for night, raw in series.points:
-        if since and night < since:
-            continue
-        factor = series.factors.get(night)
-        value = raw / factor if factor else raw
-        fp = series.fingerprints.get(night)
-        change = classify_change(last_print, fp, gates)
-        last_print = fp or last_print
-        base = [v for v, state in history if state == "in"][-gates.window:]
-        if change and history and (change.kind == "environment" or len(base) < gates.min_history):
-            # a new environment (or too little history to judge a change): compare with the night before, start again
-            before = history[-1][0]
-            history, streak, suspect, regressed, regressed_at, better = [[value, "in"]], 0, None, None, [], []
-            out.append(Judgement(series.key, night, value, before, -direction * (value - before) / abs(before)
-                                 if before else 0.0, None, False, False, "baseline restarted", changed_with=change.text,
-                                 factor=factor))
-            continue
-        news = bool(change) or (suspect is not None and pending)
-        if change:
-            suspect, streak, pending = change, 0, False  # tonight starts judging this change against the old baseline
-            for h in better:  # an improvement of the change before, never confirmed: those nights were noise
-                h[1] = "in"
-            better = []
-        entry = [value, "in"]
-        history.append(entry)
-        if len(base) < gates.min_history:
-            out.append(Judgement(series.key, night, value, None, None, None, False, False, "building baseline",
-                                 factor=factor))
-            streak = 0
-            continue
-        med = statistics.median(base)
-        delta = -direction * (value - med) / abs(med) if med else 0.0
-        z = -direction * robust_z(value, base)
-        flagged = delta >= gates.magnitude and z >= gates.z
-        ab = None
-        if suspect is not None and series.previous.get(night) and suspect.kind == "image":
-            ab = ABTest(suspect.name("previous"), suspect.name("new"), series.host,
-                        tuple(series.previous[night]), tuple(series.reruns.get(night, [])), direction, gates)
-        reruns = [r / factor if factor else r for r in series.reruns.get(night, [])]
-        rerun: RerunVerdict | None = None
-        confirmed: bool | None
-        p: float | None
-        if ab is not None:  # the same-night A/B decides: the host's night moves both images alike
-            confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
-            flagged = flagged or (confirmed is True and delta >= gates.rerun_magnitude)  # the A/B shows the step
-        else:
-            rerun = reruns_confirm(reruns, base, direction, gates) if flagged and reruns else None
-            confirmed, p = (rerun.confirmed, rerun.p) if rerun else (None, None)
-        if confirmed is False:  # the reruns (or the A/B) cleared it: an unlucky cell, judged as not flagged
-            flagged = False
-        if any(a <= night <= b for a, b in invalid):  # a person said so: it rejoins the baseline
-            flagged, confirmed = False, None
-        improved = not flagged and -delta >= gates.magnitude and -z >= gates.z
-        if flagged:
-            streak += 1
-            entry[1] = "pending"
-        else:  # this night clears the flagged nights before it: they were noise, and join the baseline
-            streak = 0
-            for h in history:
-                if h[1] == "pending":
-                    h[1] = "in"
-        alert = flagged and (bool(confirmed) or streak >= gates.confirm)
-        if alert:  # keep judging later nights against the level before the regression
-            for h in history[-streak:]:
-                h[1] = "out"
-        # an A/B that could not decide clears nothing: the image stays under judgement against the
-        # old baseline, and the next nights decide
-        undecided = ab is not None and ab.verdict == "unknown"
-        verdict, note, ended = None, "", None
-        if suspect is not None:
-            verdict = (REGRESSION if alert else INCONCLUSIVE if flagged or undecided else
-                       IMPROVEMENT if improved or (ab is not None and ab.verdict == "better") else NO_EFFECT)
-            if regressed is not None and suspect is not regressed:
-                # a change while a regression lasts: judged against the level before that regression
-                b_level = statistics.median(regressed_at) if regressed_at else None
-                gain = (-direction * (b_level - value) / abs(b_level)) if b_level else 0.0
-                if not flagged and not undecided:
-                    verdict, note = FIXED, f"regression ended with {suspect.text} ({regressed.text}'s regression fixed)"
-                    ended, regressed, regressed_at = regressed, None, []
-                elif flagged and gain >= gates.magnitude:
-                    verdict = PARTLY_FIXED
-                    note = (f"partly fixed: {suspect.text} is {gain * 100:.1f} % better than {regressed.text}, "
-                            f"{delta * 100:.1f} % short of the level before it")
-            elif verdict == IMPROVEMENT:
-                # one lucky night restarts nothing: a better level is confirmed by the next night too
-                entry[1] = "better"
-                better.append(entry)
-                if len(better) < gates.confirm:
-                    verdict, note = INCONCLUSIVE, "improved: to be confirmed by the next night"
-            elif better:  # the improvement did not hold: those nights were noise and join the baseline
-                for h in better:
-                    h[1] = "in"
-                better = []
-            if suspect.kind == "config" and not config_alerts:
-                alert = False  # reported in Changes tonight, not alerted
-        if alert and suspect is not None and verdict == REGRESSION:
-            regressed = suspect
-        if regressed is not None and suspect is regressed and alert:
-            regressed_at.append(value)
-        j = Judgement(series.key, night, value, med, delta, z, flagged, alert, note,
-                      reruns=tuple(reruns) if rerun else (), rerun_p=p, rerun=rerun,
-                      confirmed_by_reruns=confirmed, factor=factor, suspect=suspect, verdict=verdict, ab=ab,
-                      news=news and suspect is not None, ended=ended)
-        out.append(j)
-        if suspect is not None and verdict == IMPROVEMENT:
-            history = [[h[0], "in"] for h in better]  # a confirmed better level: the new image's own baseline
-            better = []
-        pending = verdict == INCONCLUSIVE
-        if not flagged and not undecided and not better:
-            suspect = None  # decided harmless; a confirmed regression stays named while it lasts
-    return out
+    figure = Judge(series.key, gates, config_alerts, series.host)
+    return [figure.night(night, raw, series.fingerprints.get(night), series.factors.get(night),
+                         series.previous.get(night, ()), series.reruns.get(night, ()),
+                         any(a <= night <= b for a, b in invalid))
+            for night, raw in series.points if not (since and night < since)]
 
 
 def night_factors(values: dict[str, dict[dt.date, float]], window: int = 20, min_peers: int = MIN_PEERS,

@@ -91,8 +91,10 @@ def shift_order(n: int, m: int, level: float = 0.90) -> int:
     tail = (1 - level) / 2
     if math.comb(n + m, n) <= EXACT_LIMIT:
         us = _splits(n, m).sum(axis=1) - n * (n - 1) // 2
-        counts = np.bincount(us, minlength=n * m + 1).cumsum() / len(us)
-        return int(np.searchsorted(counts, tail, side="right"))  # P(U <= k - 1) <= tail < P(U <= k)
+        counts = np.bincount(us, minlength=n * m + 1).cumsum()
+        # compared in whole splits: (1 - 0.90) / 2 is 0.04999..., which would cut 1 / 20 (3 + 3) off
+        most = math.floor(tail * len(us) + 1e-9)
+        return int(np.searchsorted(counts, most, side="right"))  # P(U <= k - 1) <= tail < P(U <= k)
     from scipy.stats import norm
 
     return max(0, int(math.floor(n * m / 2 - norm.ppf(1 - tail) * math.sqrt(n * m * (n + m + 1) / 12))))
@@ -111,6 +113,47 @@ def shift_interval(x: Sequence[float], y: Sequence[float], level: float = 0.90) 
         return None
     diffs = np.sort(np.subtract.outer(np.asarray(y, float), np.asarray(x, float)).ravel())
     return float(np.median(diffs)), float(diffs[k - 1]), float(diffs[n * m - k])
+
+
+def relative_change(before: Sequence[float], after: Sequence[float], direction: int, level: float
+                    ) -> tuple[float, float, float] | None:
+    """(estimate, low, high) of after's change against before in the bad direction (0.1: 10 %
+    worse; `direction` +1 when higher is better): the Hodges-Lehmann shift of the log values and
+    Moses' interval at `level`. The one interval of a relative change: the A/B, the reruns and a
+    fix's A/B all take it. None with too few cells for that level, or a value <= 0."""
+    if not before or not after or min([*before, *after]) <= 0:
+        return None
+    got = shift_interval([math.log(v) for v in before], [math.log(v) for v in after], level)
+    if got is None:
+        return None
+    bad = [-direction * (math.exp(x) - 1) for x in got]
+    return bad[0], min(bad[1:]), max(bad[1:])
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.90, *, centre: float | None = None,
+                   sizes: tuple[int, int] | None = None) -> tuple[float, float, float] | None:
+    """(centre, low, high): the two-sided `level` Welch interval of b - a, from both sides' spread
+    (ddof 1) with Welch-Satterthwaite degrees of freedom; the one interval of a difference of
+    means (accuracy equivalence, epochs to target). `centre` (default mean(b) - mean(a)) and
+    `sizes` (default the counts) for a trimmed centre such as MLPerf's olympic means (n - 2 runs
+    each). None with fewer than 2 values on a side; a zero spread gives the point itself."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy import stats as st
+
+    diff = statistics.fmean(b) - statistics.fmean(a) if centre is None else centre
+    na, nb = sizes or (len(a), len(b))
+    va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
+    if va + vb == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / max(1, na - 1) + vb ** 2 / max(1, nb - 1))
+    half = float(st.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(va + vb)
+    return diff, diff - half, diff + half
+
+
+def inside(interval: tuple[float, float] | None, margin: float) -> bool:
+    """Equivalence: the interval lies strictly inside ±margin (two one-sided tests)."""
+    return interval is not None and -margin < interval[0] and interval[1] < margin
 
 
 def pairs_for_shift_equivalence(sd: float, low: float, high: float, level: float, power: float = 0.8,
@@ -202,19 +245,11 @@ def equivalence(base: list[float], other: list[float], margin: float, floor: flo
     if min(n) < 2:
         return Verdict("inconclusive", None if not min(n) else statistics.fmean(other) - statistics.fmean(base),
                        None, margin, n)
-    from scipy import stats as st
-
-    m1, m2 = statistics.fmean(base), statistics.fmean(other)
     v1, v2 = statistics.variance(base), statistics.variance(other)
-    se = math.sqrt(v1 / n[0] + v2 / n[1])
-    diff = m2 - m1
-    if se == 0:
-        ci = (diff, diff)
-    else:
-        df = (v1 / n[0] + v2 / n[1]) ** 2 / ((v1 / n[0]) ** 2 / (n[0] - 1) + (v2 / n[1]) ** 2 / (n[1] - 1))
-        half = float(st.t.ppf(0.95, df)) * se
-        ci = (diff - half, diff + half)
-    if -margin < ci[0] and ci[1] < margin:
+    got = welch_interval(base, other, 0.90)
+    assert got is not None  # two or more repeats a side
+    diff, ci = got[0], (got[1], got[2])
+    if inside(ci, margin):
         kind = "equivalent"
     elif ci[1] < 0:
         kind = "worse"
@@ -320,7 +355,8 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
     deviation of all its runs, n - 2 samples), and n GPUs needs more epochs when its olympic mean
     is above the most a one-sided pooled t-test at `alpha` accepts (n - 2 samples, the
     reference's spread). Fewer repeats: Welch's one-sided t on the repeats that reached. Either
-    way "as many" only from equivalence: the 90 % interval of the difference inside ±margin."""
+    way "as many" only from equivalence: the 1 - 2 alpha Welch interval of the difference, from
+    both sides' spread over every repeat that reached, inside ±margin."""
     import numpy as np
     from scipy import stats as st
 
@@ -331,6 +367,8 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
         return ConvergenceVerdict("not reached", None, None, 0, None, n, missed)
     if max(missed) > 1:
         return ConvergenceVerdict("failed", None, None, 0, None, n, missed)
+    if len(a) < 2 or len(b) < 2:
+        return ConvergenceVerdict("inconclusive", None, None, 0, None, n, missed)
     if min(n) >= OLYMPIC_REPEATS:
         inf = float("inf")
         ma = olympic_mean([x if x is not None else inf for x in one])
@@ -338,35 +376,25 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
         sd = float(np.std(a))  # MLPerf: the reference's spread over all its (reached) runs, ddof 0
         k1, k2 = n[0] - 2, n[1] - 2
         se = sd * math.sqrt(1 / k1 + 1 / k2)
-        t = float(st.t.ppf(1 - alpha, k1 + k2 - 2))
-        limit = ma + t * se
+        most = ma + float(st.t.ppf(1 - alpha, k1 + k2 - 2)) * se
         p = (float(st.t.sf((mb - ma) / se, k1 + k2 - 2)) if se > 0 else (0.0 if mb > ma else 1.0))
-        ci = (mb - ma - t * se, mb - ma + t * se)
-        rule = "olympic"
-        more = mb > limit if se > 0 else mb > ma
+        rule, more, limit = "olympic", (mb > most if se > 0 else mb > ma), most
+        # "as many" from both sides: every reached run's spread, each side, around the olympic means
+        welch = welch_interval(a, b, 1 - 2 * alpha, centre=mb - ma, sizes=(k1, k2))
     else:
-        if len(a) < 2 or len(b) < 2:
-            return ConvergenceVerdict("inconclusive", None, None, 0, None, n, missed)
         ma, mb = statistics.fmean(a), statistics.fmean(b)
-        v1, v2 = statistics.variance(a), statistics.variance(b)
-        se = math.sqrt(v1 / len(a) + v2 / len(b))
-        if se > 0:
-            df = (v1 / len(a) + v2 / len(b)) ** 2 / ((v1 / len(a)) ** 2 / (len(a) - 1) + (v2 / len(b)) ** 2 / (len(b) - 1))
-            t = float(st.t.ppf(1 - alpha, df))
-            p = float(st.t.sf((mb - ma) / se, df))
-        else:
-            t, p = 0.0, (0.0 if mb > ma else 1.0)
-        ci = (mb - ma - t * se, mb - ma + t * se)
-        rule, limit = "raw", None
-        more = p < alpha
-    if more:
-        kind = "more"
-    elif -margin < ci[0] and ci[1] < margin and se > 0:
-        kind = "same"
-    else:
-        kind = "not shown"
+        se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+        df = ((statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 2
+              / ((statistics.variance(a) / len(a)) ** 2 / (len(a) - 1) + (statistics.variance(b) / len(b)) ** 2
+                 / (len(b) - 1))) if se > 0 else 1.0
+        p = float(st.t.sf((mb - ma) / se, df)) if se > 0 else (0.0 if mb > ma else 1.0)
+        rule, more, limit = "raw", p < alpha, None
+        welch = welch_interval(a, b, 1 - 2 * alpha)
+    assert welch is not None
+    ci = (welch[1], welch[2]) if welch[2] > welch[1] else None  # no spread on either side: no interval
+    kind = "more" if more else "same" if inside(ci, margin) else "not shown"
     return ConvergenceVerdict(kind, ma, mb, max(1, math.ceil(mb - ma)) if more else 0, p, n, missed, rule,
-                              ci if se > 0 else None, limit, margin)
+                              ci, limit, margin)
 
 
 def spearman(x: list[float], y: list[float]) -> tuple[float, float] | tuple[None, None] | None:

@@ -15,8 +15,8 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
-from scalebench.core.alert_rules import change_key
-from scalebench.analysis.regress import FIXED, PARTLY_FIXED, judge
+from scalebench.analysis.lifecycle import MESSAGES
+from scalebench.analysis.regress import ENDED, FIXED, NO_BETTER, PARTLY_FIXED, judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
@@ -24,7 +24,7 @@ from scalebench.core.records import FigureRow
 from scalebench.report.checks import plausibility, table_checks
 from scalebench.analysis.changes import diff_line, package_diff
 from scalebench.analysis.regress import Change
-from scalebench.report.figures import (alert_detail, alert_line, average_row, bench_row, changes_tonight,
+from scalebench.report.figures import (alert_detail, alert_line, average_row, back_detail, bench_row, changes_tonight,
                                        latest_accuracy_runs, manual_runs, precision_order)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
@@ -91,9 +91,9 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         alerts=[alert_line(j, what_changed(j.suspect)) for j in tonight if j.alert],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
-        fixed=[j.line() for j in tonight if j.verdict in (FIXED, PARTLY_FIXED) and j.news],
-        fixed_details=[{"key": change_key(j.ended.kind, j.ended.new_image, j.ended.text), "line": j.line()}
-                       for j in tonight if j.verdict == FIXED and j.news and j.ended is not None],
+        fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight
+               if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER) and j.news],
+        fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),

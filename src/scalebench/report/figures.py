@@ -7,8 +7,9 @@ from typing import Callable
 
 from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
-from scalebench.analysis.regress import (FIXED, IMPROVEMENT, INCONCLUSIVE, NO_EFFECT, PARTLY_FIXED, REGRESSION, Change,
-                                         Judgement)
+from scalebench.analysis.regress import (BACK, ENDED, FIXED, IMPROVEMENT, INCONCLUSIVE, NO_BETTER, NO_EFFECT,
+                                         PARTLY_FIXED, REGRESSION, Change, Judgement)
+from scalebench.core.alert_rules import group_key
 from scalebench.core.cells import ACCURACY
 from scalebench.core.records import FigureRow, RowKey, figure_of
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
@@ -181,9 +182,9 @@ def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
            "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
            "reruns": list(j.reruns), "rerun_p": j.rerun_p, "confirmed_by": confirmed_by,
            "line": alert_line(j, what_changed)}
-    if j.suspect is not None:
-        doc["suspect"] = {"kind": j.suspect.kind, "text": j.suspect.text, "previous_image": j.suspect.previous_image,
-                          "new_image": j.suspect.new_image, "what_changed": what_changed}
+    if j.blamed is not None:  # the regression's change, which names its alert group
+        doc["suspect"] = {"kind": j.blamed.kind, "text": j.blamed.text, "previous_image": j.blamed.previous_image,
+                          "new_image": j.blamed.new_image, "what_changed": what_changed}
     if j.ab is not None:
         doc["ab"] = {"verdict": j.ab.verdict, "previous": list(j.ab.a), "new": list(j.ab.b), "p": j.ab.p(True),
                      "line": j.ab.line()}
@@ -191,10 +192,22 @@ def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
 
 
 def alert_line(j: Judgement, what_changed: str | None = None) -> str:
-    return j.line() + (f"; what changed: {what_changed}" if what_changed and j.suspect is not None else "")
+    return j.line() + (f"; what changed: {what_changed}" if what_changed and j.blamed is not None else "")
 
 
-SEVERITY = (REGRESSION, PARTLY_FIXED, INCONCLUSIVE, FIXED, IMPROVEMENT, NO_EFFECT)  # a change's verdict: its most severe figure's
+def blamed_doc(j: Judgement) -> dict | None:
+    return {"kind": j.blamed.kind, "new_image": j.blamed.new_image, "text": j.blamed.text} if j.blamed else None
+
+
+def back_detail(j: Judgement) -> dict:
+    """A figure back at the level before its regression (fixed, or ended by itself), as data: the
+    alert group it belongs to (by the regression's change) and the figure."""
+    return {"key": group_key(blamed_doc(j), j.key.benchmark), "benchmark": j.key.benchmark, "gpus": j.key.gpus,
+            "precision": j.key.precision, "metric": j.key.metric, "verdict": j.verdict, "line": j.line()}
+
+
+# a change's verdict: its most severe figure's
+SEVERITY = (REGRESSION, NO_BETTER, PARTLY_FIXED, INCONCLUSIVE, BACK, FIXED, ENDED, IMPROVEMENT, NO_EFFECT)
 
 
 def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], str | None]) -> list[dict]:

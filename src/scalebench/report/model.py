@@ -158,8 +158,10 @@ class Report:
     study_rows: list[Row] = field(default_factory=list)  # the weekly rows timed by train time (full passes)
     study_average: dict[int, float] = field(default_factory=dict)  # their average: the one set beside the study's
     moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
-    fixed: list[str] = field(default_factory=list)  # confirmed regressions a new change ended (or partly): said once
-    fixed_details: list[dict] = field(default_factory=list)  # ended ones: {key: the alert group's key, line}
+    # what tonight said of confirmed regressions, once: {verdict (fixed, ended by itself, partly fixed,
+    # still regressed), line}
+    fixed: list[dict] = field(default_factory=list)
+    fixed_details: list[dict] = field(default_factory=list)  # figures back tonight: figures.back_detail
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:

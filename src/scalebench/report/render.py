@@ -13,7 +13,11 @@ from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPO
 from scalebench.core.figures import HISTORY_FIGURES, FigureField
 from scalebench.core import tables
 from scalebench.core.tables import Column
+from scalebench.analysis.regress import ENDED, FIXED, NO_BETTER, PARTLY_FIXED
 from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Report, Row
+
+# what a confirmed regression's figure came to tonight, as the Regressions section labels it
+FIX_LABELS = {FIXED: "FIXED", ENDED: "ENDED BY ITSELF", PARTLY_FIXED: "PARTLY FIXED", NO_BETTER: "STILL REGRESSED"}
 
 
 def _pct(v):
@@ -222,7 +226,7 @@ def markdown(rep: Report) -> str:
         out.append("- none (no image or config changed tonight)")
     out += ["", "## Regressions", ""]
     out += [f"- ALERT: {a}" for a in rep.alerts]
-    out += [f"- FIXED: {a}" if "(regression fixed)" in a else f"- PARTLY FIXED: {a}" for a in rep.fixed]
+    out += [f"- {FIX_LABELS[f['verdict']]}: {f['line']}" for f in rep.fixed]
     out += [f"- {d}" for d in rep.diagnoses]
     out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
     out += [f"- cleared by reruns: {a}" for a in rep.cleared]

@@ -1,7 +1,8 @@
 """Alert groups in the results store (tables: scalebench.store.alert_tables; rules:
 scalebench.core.alert_rules). The report adds each night's confirmed regressions to the open
-group of their suspect and closes a group as fixed when a later change ended its regression; a
-person sets states, owners and notes. Every change is an event; nothing is deleted."""
+group of their suspect, marks each figure judged back (a later change fixed it, or it ended by
+itself) and closes a group as fixed once every figure is back; a person sets states, owners and
+notes. Every change is an event; nothing is deleted."""
 from __future__ import annotations
 
 import datetime as dt
@@ -15,6 +16,7 @@ from scalebench.core.records import DEFAULT_PRECISION
 from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
 
 REPORT = "scalebench"  # who the report's own events are by
+REOPEN_DAYS = 7        # a figure that regresses again this soon after its group's fix reopens that group
 
 
 def _now() -> dt.datetime:
@@ -26,37 +28,30 @@ class AlertGroups:
         self.engine = store.engine
 
     # the report's side
-    def record_night(self, night: str, details: Iterable[dict], ended: Iterable[dict] = ()) -> list[int]:
+    def record_night(self, night: str, details: Iterable[dict], back: Iterable[dict] = ()) -> list[int]:
         """Add a night's confirmed regressions (the report's alert details) to the open group of
-        their suspect, opening one where none is; then close as fixed each open group whose
-        regression a later change ended tonight (`ended`: {"key", "line"}) and none of whose
-        figures alerted tonight. Idempotent for a night. Returns the groups touched."""
+        their suspect, opening one where none is, or reopening the group fixed within
+        REOPEN_DAYS that held the figure (it slipped back); then mark each figure judged back
+        tonight (`back`: report.figures.back_detail) and close as fixed each open group whose
+        figures are all back. Idempotent for a night. Returns the groups touched."""
         touched: set[int] = set()
-        alerting: set[int] = set()
         with Session(self.engine) as s, s.begin():
             for d in details:
-                key = group_key(d.get("suspect"), d["benchmark"])
-                g = self._open_group(s, key)
-                if g is None:
-                    suspect = d.get("suspect") or {}
-                    g = AlertGroupRow(key=key, suspect_kind=suspect.get("kind"), suspect=suspect.get("text"),
-                                      previous_image=suspect.get("previous_image"), new_image=suspect.get("new_image"),
-                                      what_changed=suspect.get("what_changed"), state="new", owner=None,
-                                      first_night=night, last_night=night, created_at=_now())
-                    s.add(g)
-                    s.flush()
-                    self._event(s, g.id, REPORT, "opened", None, "new", f"first figure: {d['line']}")
+                g = self._group_for(s, d, night)
                 g.last_night = max(g.last_night, night)
                 self._add_figure(s, g, d, night)
                 touched.add(g.id)
-                alerting.add(g.id)
-            for e in ended:
-                g = self._open_group(s, e["key"])
-                if g is None or g.id in alerting:
-                    continue
-                self._event(s, g.id, REPORT, "state", g.state, "fixed", e["line"])
-                g.state = "fixed"
-                touched.add(g.id)
+            for b in back:
+                open_group = self._open_group(s, b["key"])
+                f = self._figure(s, open_group, b) if open_group is not None else None
+                if open_group is None or f is None or f.back_night is not None or f.last_night >= night:
+                    continue  # not in an open group, told already, or it alerted tonight
+                f.back_night = night
+                self._event(s, open_group.id, REPORT, "figures", None, None, f"back on {night}: {b['line']}")
+                touched.add(open_group.id)
+                if all(x.back_night is not None for x in self._figures(s, open_group.id)):
+                    self._event(s, open_group.id, REPORT, "state", open_group.state, "fixed", b["line"])
+                    open_group.state = "fixed"
         return sorted(touched)
 
     def mark_notified(self, group_id: int, night: str, reason: str) -> None:
@@ -131,6 +126,43 @@ class AlertGroups:
             return [self._doc(s, g) for g in s.scalars(select(AlertGroupRow).where(AlertGroupRow.state == state))]
 
     # helpers
+    def _group_for(self, s: Session, d: dict, night: str) -> AlertGroupRow:
+        """The open group of the alert's suspect; else the group of that key fixed within
+        REOPEN_DAYS that holds this figure, reopened; else a new one."""
+        key = group_key(d.get("suspect"), d["benchmark"])
+        g = self._open_group(s, key)
+        if g is not None:
+            return g
+        since = (dt.date.fromisoformat(night) - dt.timedelta(days=REOPEN_DAYS)).isoformat()
+        fixed = s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state == "fixed")
+                          .order_by(AlertGroupRow.id.desc())).first()
+        f = self._figure(s, fixed, d) if fixed is not None else None
+        if fixed is not None and f is not None and f.back_night is not None and since <= f.back_night <= night:
+            before = s.scalars(select(AlertEventRow.from_state).where(
+                AlertEventRow.group_id == fixed.id, AlertEventRow.to_state == "fixed").order_by(AlertEventRow.id.desc())
+            ).first()
+            state = before if before in OPEN else "new"
+            self._event(s, fixed.id, REPORT, "state", "fixed", state,
+                        f"reopened: back on {f.back_night}, regressed again on {night}: {d['line']}")
+            fixed.state = state  # the other figures stay back; this one's mark goes as it joins
+            return fixed
+        suspect = d.get("suspect") or {}
+        g = AlertGroupRow(key=key, suspect_kind=suspect.get("kind"), suspect=suspect.get("text"),
+                          previous_image=suspect.get("previous_image"), new_image=suspect.get("new_image"),
+                          what_changed=suspect.get("what_changed"), state="new", owner=None,
+                          first_night=night, last_night=night, created_at=_now())
+        s.add(g)
+        s.flush()
+        self._event(s, g.id, REPORT, "opened", None, "new", f"first figure: {d['line']}")
+        return g
+
+    @staticmethod
+    def _figure(s: Session, g: AlertGroupRow, d: dict) -> AlertFigureRow | None:
+        return s.scalars(select(AlertFigureRow).where(
+            AlertFigureRow.group_id == g.id, AlertFigureRow.benchmark == d["benchmark"],
+            AlertFigureRow.gpus == d["gpus"], AlertFigureRow.precision == (d.get("precision") or DEFAULT_PRECISION),
+            AlertFigureRow.metric == d["metric"])).first()
+
     @staticmethod
     def _open_group(s: Session, key: str) -> AlertGroupRow | None:
         return s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state.in_(OPEN))
@@ -138,10 +170,7 @@ class AlertGroups:
 
     def _add_figure(self, s: Session, g: AlertGroupRow, d: dict, night: str) -> None:
         precision = d.get("precision") or DEFAULT_PRECISION
-        f = s.scalars(select(AlertFigureRow).where(
-            AlertFigureRow.group_id == g.id, AlertFigureRow.benchmark == d["benchmark"],
-            AlertFigureRow.gpus == d["gpus"], AlertFigureRow.precision == precision,
-            AlertFigureRow.metric == d["metric"])).first()
+        f = self._figure(s, g, d)
         change = float(d.get("change") or 0.0)
         if f is None:
             s.add(AlertFigureRow(group_id=g.id, benchmark=d["benchmark"], gpus=d["gpus"], precision=precision,
@@ -152,6 +181,8 @@ class AlertGroups:
             return
         if night >= f.last_night:
             f.last_night, f.line = night, d["line"]
+            if f.back_night is not None and f.back_night <= night:  # back, then regressed again
+                f.back_night = None
         f.first_night = min(f.first_night, night)
         f.worst_change = max(f.worst_change, change)
 
@@ -171,7 +202,7 @@ class AlertGroups:
         rows = self._figures(s, g.id)
         figures = [{"benchmark": f.benchmark, "gpus": f.gpus, "precision": f.precision, "metric": f.metric,
                     "first_night": f.first_night, "last_night": f.last_night, "worst_change": f.worst_change,
-                    "line": f.line} for f in rows]
+                    "line": f.line, "back_night": f.back_night} for f in rows]
         doc: dict = {"id": g.id, "key": g.key, "state": g.state, "owner": g.owner, "suspect_kind": g.suspect_kind,
                "suspect": g.suspect, "previous_image": g.previous_image, "new_image": g.new_image,
                "what_changed": g.what_changed, "first_night": g.first_night, "last_night": g.last_night,

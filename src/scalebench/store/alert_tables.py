@@ -44,6 +44,7 @@ class AlertFigureRow(Base):
     last_night: Mapped[str] = mapped_column(String(10))
     worst_change: Mapped[float] = mapped_column(Float)   # relative, in the bad direction (0.1: 10 % worse)
     line: Mapped[str] = mapped_column(Text)               # the latest night's alert line
+    back_night: Mapped[str | None] = mapped_column(String(10), nullable=True)  # judged back (fixed or ended) on
 
 
 class AlertEventRow(Base):

@@ -79,8 +79,9 @@ def test_a_month_sends_one_message_per_thing_that_happened_to_one_group(store):
     assert said[29] == [(1, "reminder")]                # still new three days after it was sent
     assert said[30] == [(1, "state")]                   # triaged
     assert said[31] == said[32] == []
-    assert said[33] == [(1, "fixed")]                   # image C ended it
-    assert all(said[i] == [] for i in range(34, 40))
+    assert said[33] == []                               # image C: back, to be confirmed by the next night
+    assert said[34] == [(1, "fixed")]                   # every figure back two nights: image C fixed it
+    assert all(said[i] == [] for i in range(35, 40))
     [group] = AlertGroups(store).groups()
     assert group["state"] == "fixed" and group["owner"] == "alice" and group["benchmarks"] == ["b", "c"]
     assert "regression ended with image scalebench/torch:c" in group["fixed_by"]
@@ -140,9 +141,13 @@ def test_accepted_restarts_the_baseline_at_the_groups_first_night(store):
     ({"notified_state": "new", "state": "new", "notified_night": "2026-01-01"}, "2026-01-04", "reminder"),
     ({"notified_state": "triaged", "state": "triaged", "notified_night": "2026-01-01"}, "2026-01-09", ""),
     ({"notified_state": "invalid", "state": "invalid", "notified_night": "2026-01-01"}, "2026-01-09", ""),
+    # one figure of two back tonight: said once, as "partly"; the night after, nothing new
+    ({"notified_state": "triaged", "state": "triaged", "figures": [{"back_night": "2026-01-05"}, {}]}, "2026-01-05",
+     "partly"),
+    ({"notified_state": "triaged", "state": "triaged", "figures": [{"back_night": "2026-01-05"}, {}]}, "2026-01-06", ""),
 ])
 def test_what_a_group_is_owed(group, night, reason):
-    doc = {"benchmarks": ["b"], "notified_benchmarks": ["b"], "notified_night": "2026-01-01", **group}
+    doc = {"benchmarks": ["b"], "notified_benchmarks": ["b"], "notified_night": "2026-01-01", "figures": [], **group}
     assert owed(doc, night, remind_after_days=3).reason == reason
 
 
@@ -258,3 +263,50 @@ def test_the_bisect_dags_result_lands_in_the_group_that_started_it(store, monkey
                             dag_run=SimpleNamespace(run_id="manual__bisect"))
     [event] = [e for e in AlertGroups(store).group(1)["events"] if e["kind"] == "bisect"]
     assert event["note"] == "bisect manual__bisect: " + "; ".join(lines) and TAGS[2] in event["note"]
+
+
+def detail(gpus: int, night: str, suspect: str | None = "scalebench/torch:b") -> dict:
+    doc = {"benchmark": "b", "gpus": gpus, "precision": "bf16", "metric": "images_per_s", "change": 0.1,
+           "line": f"b {gpus} GPUs images_per_s slower on {night}"}
+    if suspect:
+        doc["suspect"] = {"kind": "image", "text": f"image {suspect}", "new_image": suspect}
+    return doc
+
+
+def back(gpus: int, night: str) -> dict:
+    return {"key": "image:scalebench/torch:b", "benchmark": "b", "gpus": gpus, "precision": "bf16",
+            "metric": "images_per_s", "verdict": "regression fixed", "line": f"b {gpus} GPUs back on {night}"}
+
+
+def test_a_group_is_fixed_only_when_every_figure_is_back_and_a_slip_back_reopens_it(store):
+    """Two figures of one image: the first back leaves the group open ("partly fixed: 1 of 2
+    figures back", said once); the second closes it; the first slipping back three nights later
+    reopens that group in the state it had, with its suspect, and opens no new one."""
+    from scalebench.analysis.alert_groups import message_text, progress
+    from scalebench.store.alert_groups import AlertGroups
+
+    groups = AlertGroups(store)
+    groups.record_night("2026-01-02", [detail(2, "2026-01-02"), detail(4, "2026-01-02")])
+    groups.mark_notified(1, "2026-01-02", "new")
+    groups.set(1, "alice", state="triaged", owner="alice")
+    groups.mark_notified(1, "2026-01-02", "state")
+    groups.record_night("2026-01-05", [detail(2, "2026-01-05")], [back(4, "2026-01-05")])
+    g = groups.group(1)
+    assert g["state"] == "triaged" and progress(g) == "partly fixed: 1 of 2 figures back"
+    assert owed(g, "2026-01-05").reason == "partly" and not owed(g, "2026-01-06")
+    text = message_text(g, "partly", "http://r")
+    assert "partly fixed: 1 of 2 figures back" in text and "- back on 2026-01-05: b 4 GPUs" in text
+    groups.record_night("2026-01-06", [], [back(2, "2026-01-06")])
+    assert groups.group(1)["state"] == "fixed"
+    groups.record_night("2026-01-06", [], [back(2, "2026-01-06")])  # the same night again: nothing new
+    assert [e["kind"] for e in groups.group(1)["events"]].count("state") == 2  # triaged, fixed
+    # the 2-GPU figure slips back within a week: the same group, reopened as triaged
+    touched = groups.record_night("2026-01-09", [detail(2, "2026-01-09")])
+    g = groups.group(1)
+    assert touched == [1] and len(groups.groups()) == 1 and g["state"] == "triaged"
+    assert g["events"][-1]["note"].startswith("reopened: back on 2026-01-06, regressed again on 2026-01-09")
+    assert progress(g) == "partly fixed: 1 of 2 figures back"  # the 4-GPU figure is still back
+    # after a week, a slower night is a new group
+    groups.record_night("2026-01-10", [], [back(2, "2026-01-10")])
+    groups.record_night("2026-01-20", [detail(2, "2026-01-20")])
+    assert len(groups.groups()) == 2

@@ -114,8 +114,9 @@ def test_an_image_with_no_effect_or_a_12_percent_improvement_never_alerts(factor
         js = judged_at_4(image_step(factor, seed=seed))
         assert not any(j.alert for j in js), [j.line() for j in js if j.alert]
         assert js[25].suspect is not None and js[25].changed_with is None
-        if verdict == "no effect":
-            assert js[25].verdict == verdict
+        if verdict == "no effect":  # within the gates on its first night; the next one confirms it
+            assert (js[25].verdict, js[25].note) == ("inconclusive", "within the gates: to be confirmed by the next night")
+            assert js[26].verdict == verdict and js[26].news
         else:  # one better night restarts nothing: the next night confirms it, then the baseline restarts
             assert (js[25].verdict, js[25].note) == ("inconclusive", "improved: to be confirmed by the next night")
             assert js[26].verdict == "improvement" and js[26].baseline == pytest.approx(js[24].baseline, rel=0.03)
@@ -129,8 +130,8 @@ def test_one_lucky_night_after_an_image_change_restarts_no_baseline():
     s = next(s for s in build_series(cells, {}) if s.key == KEY2)
     s.points[25] = (s.points[25][0], s.points[25][1] / 0.88)  # images/s: 12 % more
     js = judge(s)
-    assert js[25].verdict == "inconclusive" and js[26].verdict == "no effect"
-    assert js[27].note != "building baseline" and js[27].baseline == pytest.approx(js[24].baseline, rel=0.03)
+    assert js[25].verdict == js[26].verdict == "inconclusive" and js[27].verdict == "no effect"
+    assert js[28].note != "building baseline" and js[28].baseline == pytest.approx(js[24].baseline, rel=0.03)
 
 
 IMAGE_C = {**TORCH, "image": "scalebench/torch:c", "image_digest": "sha256:" + "c" * 64, "framework_version": "2.6.1"}
@@ -145,16 +146,17 @@ def a_b_c(c_factor: float, b_factor: float = 1 / 0.9, seed: int = 3) -> list:
             + study("b", nights[30:], rng, cv=0.02, slow=lambda i, g: c_factor, fingerprint=IMAGE_C))
 
 
-def test_a_fix_is_reported_when_it_lands_and_the_baseline_is_the_one_before_the_regression():
+def test_a_fix_is_reported_when_it_is_confirmed_and_the_baseline_is_the_one_before_the_regression():
     js = judged_at_4(a_b_c(1.0))
     assert any(j.alert and j.verdict == "regression (confirmed)" for j in js[25:30])
-    c = js[30]
+    first, c = js[30], js[31]  # C's first night is back within the gates; the next confirms it, as for a regression
+    assert first.verdict == "back, to be confirmed" and not first.alert and first.news
     assert c.verdict == "regression fixed" and not c.alert and c.news
     assert c.note == ("regression ended with image scalebench/torch:c (was scalebench/torch:b), framework version "
                       "2.6.0 -> 2.6.1 (image scalebench/torch:b (was scalebench/torch:a), framework version 2.5.1 -> "
                       "2.6.0's regression fixed)")
     assert c.baseline == pytest.approx(js[24].baseline, rel=0.03)  # A's level, not B's
-    assert not any(j.alert for j in js[31:]) and js[31].verdict is None
+    assert not any(j.alert for j in js[32:]) and js[32].verdict is None
 
 
 def test_the_fix_is_said_once_in_changes_tonight_and_to_the_alert_channel():
@@ -164,13 +166,13 @@ def test_the_fix_is_said_once_in_changes_tonight_and_to_the_alert_channel():
 
     cells = a_b_c(1.0)
     nights = sorted({c["night"] for c in cells})
-    tonight = tonight_of(cells, nights[30])
+    tonight = tonight_of(cells, nights[31])
     [change] = changes_tonight(tonight, lambda c: None)
     assert change["verdict"] == "regression fixed" and change["change"].startswith("image scalebench/torch:c")
     assert all("regression ended with image scalebench/torch:c" in n for n in change["numbers"])
     fixed = [j.line() for j in tonight if j.verdict == "regression fixed" and j.news]
-    assert fixed and not changes_tonight(tonight_of(cells, nights[31]), lambda c: None)  # said once
-    doc = fixed_payload(nights[30], fixed, AlertConfig(notifier="webhook"))
+    assert fixed and not changes_tonight(tonight_of(cells, nights[32]), lambda c: None)  # said once
+    doc = fixed_payload(nights[31], fixed, AlertConfig(notifier="webhook"))
     assert doc["kind"] == "fixed" and doc["text"].startswith(f"scalebench: {len(fixed)} regression(s) ended")
 
 
@@ -179,11 +181,11 @@ def test_the_fix_is_a_mark_of_its_first_night_on_the_history_page():
 
     cells = a_b_c(1.0)
     nights = sorted({c["night"] for c in cells})
-    marks = marks_of(build([c for c in cells if c["night"] <= nights[30]], nights[30], Options(), []))
+    marks = marks_of(build([c for c in cells if c["night"] <= nights[31]], nights[31], Options(), []))
     fixed = {key: [m["text"] for m in ms if m["kind"] == "fixed"] for key, ms in marks.items()}
     assert fixed[("b", 4, "bf16")] and all("regression ended with image scalebench/torch:c" in t
                                             for t in fixed[("b", 4, "bf16")])
-    later = marks_of(build([c for c in cells if c["night"] <= nights[31]], nights[31], Options(), []))
+    later = marks_of(build([c for c in cells if c["night"] <= nights[32]], nights[32], Options(), []))
     assert not any(m["kind"] == "fixed" for ms in later.values() for m in ms)  # once
 
 
@@ -192,12 +194,13 @@ def test_a_partial_fix_says_how_far_it_got_and_the_regression_goes_on():
     B's level does not become the baseline (the old rule restarted it there through C's
     "improvement" against B)."""
     js = judged_at_4(a_b_c(1 / 0.9, b_factor=1 / 0.8))
-    c = js[30]
-    assert c.verdict == "partly fixed" and c.flagged, c.line()
+    assert js[30].verdict == "inconclusive" and js[30].flagged  # no A/B: C's second night confirms
+    c = js[31]
+    assert c.verdict == "partly fixed" and c.flagged and c.news, c.line()
     assert c.note.startswith("partly fixed: image scalebench/torch:c (was scalebench/torch:b)")
     assert " % better than image scalebench/torch:b" in c.note and "% short of the level before it" in c.note
     assert c.baseline == pytest.approx(js[24].baseline, rel=0.03)
-    assert any(j.alert for j in js[31:])  # the regression goes on alerting
+    assert all(j.alert and j.blamed.text.startswith("image scalebench/torch:b") for j in js[31:])  # B's regression goes on
 
 
 def test_a_gpu_model_change_restarts_the_baseline_and_says_what_changed():

@@ -167,7 +167,8 @@ def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int) -> 
 def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happened(receiver, tmp_path):
     """An image slows 3 GPU counts of two benchmarks: one group, one message on its first alert,
     none the next night, a reminder three days later while it is new, one when a person triages
-    it (`scalebench alerts set`), one when image c ends it; counted at the webhook."""
+    it (`scalebench alerts set`), one when image c's fix is confirmed (its second night, every
+    figure back); counted at the webhook."""
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
     from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
@@ -185,9 +186,9 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     prepare_homes(env)
     first = dt.date(2026, 10, 1)
     store = Store(f"sqlite:///{home / 'results.db'}")
-    seed_month(store, first, 34, b_from=25, c_from=33)
+    seed_month(store, first, 35, b_from=25, c_from=33)
     said = {}
-    for i in (26, 27, 29, 30, 33):
+    for i in (26, 27, 29, 30, 34):
         night = (first + dt.timedelta(days=i)).isoformat()
         if i == 30:  # before night 30's report a person takes the group
             done = run([BIN / "scalebench", "alerts", "set", "1", "triaged", "--owner", "dana", "--note", "mmcv ops"],
@@ -201,7 +202,7 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
         got = receiver.received[before:]
         said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in got if m["path"] == "/alerts"]
         assert [m["body"] for m in got if m["path"] == "/masks"] == [m["body"] for m in got if m["path"] == "/alerts"]
-    assert said == {26: [(1, "new")], 27: [], 29: [(1, "reminder")], 30: [(1, "state")], 33: [(1, "fixed")]}
+    assert said == {26: [(1, "new")], 27: [], 29: [(1, "reminder")], 30: [(1, "state")], 34: [(1, "fixed")]}
     new = next(m["body"] for m in receiver.received if m["path"] == "/alerts")
     assert {(a["benchmark"], a["gpus"]) for a in new["alerts"] if a["metric"] == "images_per_s"} == \
         {(b, g) for b in MMDET for g in (2, 3, 4)}

@@ -114,7 +114,7 @@ def test_epochs_to_target_says_more_same_or_not_shown_and_names_its_rule():
     v = epochs_to_target([10, 10, 10, 10, 30], [11] * 5)
     assert v.rule == "olympic" and v.kind == "not shown" and (v.one, v.other) == (10.0, 11.0)
     assert v.text() == ("not shown: neither more epochs nor as many within ±1 (olympic mean 11.0 vs 10.0 epochs, "
-                        "pooled t p = 0.443, MLPerf's check accepts up to 23.9, 90% CI -12.9..+14.9)")
+                        "pooled t p = 0.443, MLPerf's check accepts up to 23.9, 90% CI -14.1..+16.1)")
     # 3 repeats: the olympic rule is not defined there; Welch's t on every repeat, said so
     more = epochs_to_target([10, 11, 10], [13, 14, 13])
     assert more.rule == "raw" and more.kind == "more" and more.extra == 3 and more.p < 0.05
@@ -129,6 +129,22 @@ def test_epochs_to_target_says_more_same_or_not_shown_and_names_its_rule():
     assert epochs_to_target([10, 11, 10], [None, None, None]).kind == "not reached"
     assert epochs_to_target([10, 11, 10, 10, 12], [None, 11, None, 10, 12]).kind == "failed"  # MLPerf allows one miss
     assert epochs_to_target([10], [12]).kind == "inconclusive"
+
+
+def test_as_many_epochs_needs_both_sides_spread():
+    """1 GPU steady at 10-11 epochs, n GPUs all over the place (4 .. 30): the olympic means agree,
+    but only the 1-GPU spread made them look equivalent; both sides' spread shows nothing."""
+    v = epochs_to_target([10, 10, 10, 10, 11], [4, 10, 10, 10, 30])
+    assert v.rule == "olympic" and v.kind == "not shown" and v.ci[1] - v.ci[0] > 20, v.text()
+    assert f"90% CI {v.ci[0]:+.1f}..{v.ci[1]:+.1f}" in v.text()  # the interval tested is the one printed
+
+
+def test_moses_interval_of_3_and_3_cells_reaches_90_percent():
+    from scalebench.analysis.stats import shift_interval, shift_order
+
+    assert shift_order(3, 3, 0.90) == 1  # P(U <= 0) = 1/20 = 0.05 exactly: not cut off by (1 - 0.9) / 2 = 0.0499...
+    assert shift_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], 0.90) == (3.0, 1.0, 5.0)
+    assert shift_order(3, 3, 0.95) == 0  # one split in 20 cannot give a 2.5 % tail
 
 
 def rcp_checker_accepts(reference: list[float], submission: list[float], alpha: float = 0.05) -> bool:

@@ -72,6 +72,7 @@ def send_alerts(summary: dict, **context) -> dict:
     """Each night's confirmed regressions into their alert groups, one message per group owed one
     (new, grown, changed state, fixed, reminder) and, at the deadline, what broke, through the
     configured Airflow notifier."""
+    from scalebench.analysis.regress import NO_BETTER
     from scalebench.orchestration.dags.alerts import (broken_payload, deliver, fixed_payload, group_messages,
                                                       start_bisects, to_send)
     from scalebench.store.alert_groups import AlertGroups
@@ -105,9 +106,11 @@ def send_alerts(summary: dict, **context) -> dict:
             print(f"night {night['night']}: {len(regressions)} alert(s) "
                   + (f"sent by the {cfg.notifier} notifier" if told else
                      "not sent (notifier: none)" if cfg.notifier == "none" else "in groups already told"))
-        # a partial fix, or an end of a regression that no open group holds, is said as before
+        # a partial fix, or an end of a regression that no open group holds, is said as before ("still
+        # regressed" is no news to the channel: its group stays open and says so)
         closed = {e["line"] for e in ended if e["key"] in grouped}
-        loose = [line for line in night.get("fixed", []) if line not in closed] if in_time else []
+        loose = [f["line"] for f in night.get("fixed", []) if f["line"] not in closed
+                 and f["verdict"] != NO_BETTER] if in_time else []
         if loose:
             doc = deliver(cfg, fixed_payload(night["night"], loose, cfg), context)
             print(f"night {night['night']}: {len(loose)} regression(s) ended or partly fixed "

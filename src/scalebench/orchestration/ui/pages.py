@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 
+from scalebench.analysis.alert_groups import progress
 from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
 from scalebench.core import tables
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
@@ -236,12 +237,16 @@ def alert_page(base: str, ui: str, group: dict, can_edit: bool, token: str, stat
         Column("GPUs", lambda f: f["gpus"], numeric=True), Column("precision", lambda f: f["precision"]),
         Column("metric", lambda f: f["metric"]),
         Column("worst", lambda f: f"{f['worst_change'] * 100:+.1f}% worse", numeric=True),
-        Column("nights", lambda f: f"{f['first_night']} .. {f['last_night']}"), Column("latest", lambda f: f["line"])]
+        Column("nights", lambda f: f"{f['first_night']} .. {f['last_night']}"),
+        Column("back", lambda f: f"back on {f['back_night']}" if f.get("back_night") else "not yet"),
+        Column("latest", lambda f: f["line"])]
     events: list[Column[dict]] = [
         Column("when", lambda e: e["at"] or ""), Column("who", lambda e: e["who"]), Column("what", lambda e: e["kind"]),
         Column("state", lambda e: f"{e['from'] or ''} -> {e['to']}" if e["to"] else ""),
         Column("note", lambda e: e["note"] or "")]
+    partly = progress(group)
     about = [text(f"State {group['state']}" + (f", owner {group['owner']}" if group["owner"] else ", no owner")
+                  + (f" ({partly})" if partly else "")
                   + f"; first night {group['first_night']}, last {group['last_night']}. Suspect: "),
              text(group["suspect"] or "no change of image or config")]
     bisect = None
