@@ -30,7 +30,7 @@ help:
 	@echo "make secrets, make stack - the distributed deployment (docker-compose: Celery, PostgreSQL, Redis); make stack-down"
 	@echo "make e2e    - bring the stack up and drive it end to end (REST, browser, a killed worker), then tear down"
 	@echo "make bench  - the orchestrator's own figures: overhead vs a bare docker loop, GPU packing, report scale, regression detectors"
-	@echo "make bench-regressions - our regression detector vs Apache Otava and a conbench-style z-score, on simulated nights"
+	@echo "make bench-regressions - our regression detector vs Apache Otava and a conbench-style z-score, on simulated nights; then every message of a regression's life scored (bench/lifecycle.py)"
 	@echo "make drills - fault drills and security checks; rewrites docs/reliability.md"
 	@echo "make gpu-check - on a GPU host: NVML pre-flight, the UNet trainer under torchrun with NCCL, NVML sampling (in scalebench/torch:gpu where Docker is; else natively: make gpu-check-wheels first, here)"
 	@echo "make ui-vendor - refresh the committed chart script (uPlot) from the npm registry as web/package-lock.json pins it"
@@ -157,6 +157,7 @@ $(OTAVA_VENV)/.installed:  # Apache Otava pins numpy 2.2 / scipy 1.16 and pulls 
 
 bench-regressions: venv $(OTAVA_VENV)/.installed  # our detector vs Apache Otava and a conbench-style z-score
 	$(BIN)/python -u bench/regressions.py
+	$(BIN)/python -u bench/lifecycle.py
 
 bench: venv images airflow-db bench-regressions
 	$(BIN)/python -u bench/overhead.py

@@ -63,7 +63,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalebench.analysis import regress  # noqa: E402  (the A/B rule swapped in for the "before" rows)
+from scalebench.analysis import lifecycle, regress  # noqa: E402  (the A/B rule swapped in for the "before" rows)
 from scalebench.analysis.regress import (FINGERPRINT_KEYS, Gates, Series, SeriesKey, judge, night_factors,  # noqa: E402
                                          wants_ab, wants_rerun)
 
@@ -550,11 +550,11 @@ def ab_rule(mode: str):
     if mode != "ab-point":
         yield
         return
-    saved, regress.ABTest = regress.ABTest, PointEstimateAB
+    saved, regress.ABTest, lifecycle.ABTest = regress.ABTest, PointEstimateAB, PointEstimateAB  # type: ignore[misc]
     try:
         yield
     finally:
-        regress.ABTest = saved
+        regress.ABTest = lifecycle.ABTest = saved  # type: ignore[misc]
 
 
 def ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str, every: int, pairs: int

@@ -38,6 +38,7 @@ Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES)
     back                                                 -> Steady(base + its nights): fixed
     still flagged, moved >= magnitude towards base       -> Regressed(level = its level): partly fixed
     still flagged, no better                             -> Regressed(level = its level): still regressed
+    worse than the regressed level by the gate           -> Regressed(change = it): regression
     not yet confirmed                                    -> Regressed(tried + v): inconclusive / back
 """
 from __future__ import annotations
@@ -69,7 +70,8 @@ MESSAGES: dict[str, Message] = {
     BUILDING: Message("fewer than min_history nights in the baseline: nothing is judged"),
     RESTARTED: Message("the environment changed (driver, GPU model, topology): a new baseline starts"),
     FLAGGED: Message("past both gates, not yet confirmed; held out of the baseline", pending=True),
-    REGRESSION: Message("a confirmed regression (and every night it lasts)", alerts=True),
+    REGRESSION: Message("a confirmed regression (and every night it lasts); also a change that made a lasting "
+                        "regression worse by the magnitude gate, blamed on that change", alerts=True),
     INCONCLUSIVE: Message("a change under test, flagged or improved, not yet confirmed", pending=True),
     IMPROVEMENT: Message("a change confirmed better: its level starts a new baseline"),
     NO_EFFECT: Message("a change within the gates of the baseline before it"),
@@ -209,9 +211,7 @@ class Machine:
                 return replace(state, candidate=change, tried=(), back=())
             case Testing() if state.held:  # the step may have come with the change before: it stays the suspect
                 return Testing(state.base, change, state.held, earlier=state.earlier or state.change)
-            case Testing():  # the change before never decided: its improved nights join nothing
-                return Testing(state.base, change)
-            case _:  # flagged nights waiting before the change neither join the baseline nor count for it
+            case _:  # nights waiting on an undecided change, or flagged before it, join nothing and count for nothing
                 return Testing(state.base, change)
 
     # the states' moves
@@ -256,7 +256,8 @@ class Machine:
 
     def regressed(self, s: Regressed, night: Night) -> tuple[State, Move]:
         ev, b = self.weigh(night, s.base, None), s.change
-        if ev.flagged or ev.delta >= self.gates.magnitude or not self.nearer_before(night.value, s):
+        still = ev.flagged or ev.delta >= self.gates.magnitude or not self.nearer_before(night.value, s)
+        if still and ev.confirmed is not False:  # reruns equal to the base say it is back
             return replace(s, level=s.level + (night.value,), back=()), Move(REGRESSION, suspect=b, blamed=b,
                                                                               evidence=ev)
         back = s.back + (night.value,)
@@ -283,17 +284,20 @@ class Machine:
         back = not (delta >= g.magnitude and -d * robust_z(level, list(s.base[-g.window:])) >= g.z) \
             and self.nearer_before(level, s) and ev.delta < g.magnitude  # never "fixed" on a night this much worse
         gain = d * (level - regressed_level) / abs(regressed_level) if regressed_level else 0.0
-        was = b.text if b else "the regression"
+        was, its = (b.text, f"{b.text}'s regression") if b else ("the regressed level", "the regression")
         if not confirmed:
             verdict = BACK if back else INCONCLUSIVE
-            note = (f"{c.text} judged against the level before {was}'s regression "
+            note = (f"{c.text} judged against the level before {its} "
                     f"({delta * 100:+.1f}% worse so far): to be confirmed by the next night")
             return replace(s, tried=tried), Move(verdict, note, c, b, evidence=ev)
         if back:
-            note = f"regression ended with {c.text} ({was}'s regression fixed)"
+            note = f"regression ended with {c.text} ({its} fixed)"
             return (Steady(self.keep(s.base, tried), recent=Recent(b, night.date, "its regression ended")),
                     Move(FIXED, note, c, b, ended=b, evidence=ev))
         moved = (level,) if how.startswith("by") else tried
+        if gain <= -g.magnitude:  # worse again by the gate: a regression of its own, on top
+            note = f"{-gain * 100:.1f} % worse than {was} ({how}): a regression of its own"
+            return Regressed(s.base, c, moved), Move(REGRESSION, note, c, c, evidence=ev)
         if gain >= g.magnitude:
             note = (f"partly fixed: {c.text} is {gain * 100:.1f} % better than {was} ({how}), "
                     f"{delta * 100:.1f} % short of the level before it")

@@ -91,8 +91,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         alerts=[alert_line(j, what_changed(j.suspect)) for j in tonight if j.alert],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
-        fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight
-               if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER) and j.news],
+        fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight  # each said once: the night it is decided
+               if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER)],
         fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.suspect)) for j in tonight if j.alert],

@@ -472,3 +472,23 @@ def test_the_host_probe_cells_make_the_factor_for_a_benchmark_with_one_peer():
     assert not any(j.flagged for j in js)
     # the probe never becomes a series of its own benchmark: it is not a row, not a figure
     assert not [s for s in build_series(cells, {}) if s.key.benchmark == "unet"]
+
+
+def test_a_regression_that_ends_by_itself_is_said_once_in_the_report_and_marked_on_the_history_page():
+    from scalebench.report.render import markdown
+    from scalebench.report.summary import marks_of
+
+    nights = nights_of(35)
+    rng = random.Random(3)
+    cells = (study("b", nights[:25], rng, cv=0.02, fingerprint=IMAGE_A)
+             + study("b", nights[25:29], rng, cv=0.02, slow=lambda i, g: 1 / 0.9, fingerprint=IMAGE_B)
+             + study("b", nights[29:], rng, cv=0.02, fingerprint=IMAGE_B))  # back, no change
+    js = judged_at_4(cells)
+    [ended] = [j for j in js if j.kind == "regression ended by itself"]
+    night = ended.night.isoformat()
+    rep = build([c for c in cells if c["night"] <= night], night, Options(), [])
+    mine = [f for f in rep.fixed if f["line"].startswith("b 4 GPUs bf16 images_per_s")]
+    assert [f["verdict"] for f in mine] == ["regression ended by itself"]
+    assert "- ENDED BY ITSELF: b 4 GPUs bf16 images_per_s" in markdown(rep)
+    assert any(m["kind"] == "fixed" for m in marks_of(rep)[("b", 4, "bf16")])
+    assert any(d["gpus"] == 4 and d["key"] == "image:scalebench/torch:b" for d in rep.fixed_details)

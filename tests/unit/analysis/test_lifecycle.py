@@ -137,3 +137,14 @@ def test_every_message_kind_is_declared_once_and_the_report_orders_every_verdict
     assert sorted(SEVERITY) == sorted(verdicts)
     assert {k for k, m in MESSAGES.items() if m.ends} == {FIXED, ENDED} and MESSAGES[REGRESSION].alerts
     assert set(FIX_LABELS) == {FIXED, ENDED, PARTLY_FIXED, NO_BETTER}
+
+
+def test_a_change_that_makes_a_lasting_regression_worse_is_a_regression_of_its_own():
+    """B 10 % slower, then C 20 % slower: C's nights regress against B's level too; the night
+    blames C, so its alerts open C's group while B's stays open."""
+    for seed in SEEDS:
+        js = judge(life([(0, "a", 1.0), (20, "b", 0.9), (24, "c", 0.8)], seed, ab_on=(24,)))
+        again = next(j for j in js[24:] if j.kind == REGRESSION and j.blamed.new_image == "scalebench/torch:c")
+        assert again.night <= D0 + dt.timedelta(days=25)  # the A/B's night, or the next where it could not decide
+        assert "% worse than image scalebench/torch:b" in again.note and again.alert
+        assert all(j.blamed.new_image == "scalebench/torch:c" for j in js[26:])

@@ -1,0 +1,289 @@
+"""A regression's whole life, scored: every message the judge says on simulated histories whose
+truth is known night by night (a benchmark script; tests/unit/analysis/test_lifecycle_bench.py
+runs it small in CI with the goals below).
+
+    .venv/bin/python bench/lifecycle.py [--histories 300] [--seed 0] [--markdown]
+
+A history is one figure (throughput) over NIGHTS nights on one host. Image A runs until night
+STEP_AT; then the scenario's images and levels (SCENARIOS). A night's value is the median of
+`repeats` cells:
+
+    cell = 1000 x level x night_t x (1 + e),  e ~ N(0, cv_cell)
+    night_t = 1 + N(0, cv_night), times (1 - U(0.15, 0.40)) on an outlier night (2 %)
+
+with cv_night^2 = 0.4 CV^2 and cv_cell^2 = 0.6 CV^2 (bench/regressions.py's model). The host's
+night factor is the true night_t seen through 20 peer figures: night_t x (1 + N(0, cv_cell /
+sqrt(20) x 1.25)), the spread of a median of 20. The benchmark DAG's part runs as it does at
+night: each night is judged raw (no factor, scalebench.analysis.lifecycle.Judge), and a figure
+that wants it gets an A/B of the previous and the new image (5 pairs, up to 8 while "unknown";
+`wants_ab`) or plain reruns (`wants_rerun`: 3 at CV 2 %, 8 at CV 5 %); "without the A/B" the
+previous image is gone and plain reruns run instead. The report's part judges the whole series
+with the night factors (scalebench.analysis.regress.judge).
+
+Scoring. Each scenario lists its true messages as (kind, first night, last night). A message is
+said on a night whose judgement has that kind (a regression: the night the figure enters the
+regressed state, or a later change is blamed for making it worse). Recall: a true message said within 2 nights of its first night. Precision:
+said messages that fall inside a true window of their kind. "No suspect" counts alerts that name
+no change on the nights of a regression a known change caused (from its first night on).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from scalebench.analysis.lifecycle import Judge  # noqa: E402
+from scalebench.analysis.regress import (ENDED, FIXED, IMPROVEMENT, NO_BETTER, NO_EFFECT, PARTLY_FIXED,  # noqa: E402
+                                         REGRESSION, Gates, Series, SeriesKey, judge, wants_ab, wants_rerun)
+
+KEY = SeriesKey("sim", 2, "images_per_s")
+D0 = dt.date(2026, 1, 1)
+NIGHTS, STEP_AT, FIX_AT = 50, 30, 36
+PEERS = 20
+SCORED = (REGRESSION, FIXED, PARTLY_FIXED, NO_BETTER, ENDED, IMPROVEMENT, NO_EFFECT)
+LAST = NIGHTS - 1
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    segments: tuple[tuple[int, str, float, str], ...]  # (from night, image, level, driver)
+    truth: tuple[tuple[str, int, int], ...]             # (message kind, first night, last night it may be said)
+
+    def at(self, t: int) -> tuple[str, float, str]:
+        image, level, driver = "a", 1.0, "550"
+        for start, i, lvl, drv in self.segments:
+            if t >= start:
+                image, level, driver = i, lvl, drv
+        return image, level, driver
+
+
+def seg(start: int, image: str, level: float, driver: str = "550") -> tuple[int, str, float, str]:
+    return start, image, level, driver
+
+
+SCENARIOS = [
+    Scenario("a step that stays (B -10 %)", (seg(STEP_AT, "b", 0.9),), ((REGRESSION, STEP_AT, LAST),)),
+    Scenario("a step, then a full fix (C)", (seg(STEP_AT, "b", 0.9), seg(FIX_AT, "c", 1.0)),
+             ((REGRESSION, STEP_AT, FIX_AT - 1), (FIXED, FIX_AT, LAST))),
+    Scenario("a partial fix (B -20 %, C -10 %)", (seg(STEP_AT, "b", 0.8), seg(FIX_AT, "c", 0.9)),
+             ((REGRESSION, STEP_AT, FIX_AT - 1), (PARTLY_FIXED, FIX_AT, LAST))),
+    Scenario("a new image no better (C = B)", (seg(STEP_AT, "b", 0.9), seg(FIX_AT, "c", 0.9)),
+             ((REGRESSION, STEP_AT, FIX_AT - 1), (NO_BETTER, FIX_AT, LAST))),
+    Scenario("ends by itself, then a harmless C", (seg(STEP_AT, "b", 0.9), seg(STEP_AT + 4, "b", 1.0),
+                                                    seg(STEP_AT + 10, "c", 1.0)),
+             ((REGRESSION, STEP_AT, STEP_AT + 3), (ENDED, STEP_AT + 4, STEP_AT + 9), (NO_EFFECT, STEP_AT + 10, LAST))),
+    Scenario("a second step on top (B -10 %, C -20 %)", (seg(STEP_AT, "b", 0.9), seg(FIX_AT, "c", 0.8)),
+             ((REGRESSION, STEP_AT, FIX_AT - 1), (REGRESSION, FIX_AT, LAST))),
+    Scenario("two changes on consecutive nights (B -10 %, C = B)", (seg(STEP_AT, "b", 0.9), seg(STEP_AT + 1, "c", 0.9)),
+             ((REGRESSION, STEP_AT, LAST), (NO_BETTER, STEP_AT + 1, LAST))),
+    Scenario("an improvement that holds (C +10 %)", (seg(STEP_AT, "c", 1.1),), ((IMPROVEMENT, STEP_AT, LAST),)),
+    Scenario("an improvement that does not hold", (seg(STEP_AT, "c", 1.12), seg(STEP_AT + 1, "c", 1.0)),
+             ((NO_EFFECT, STEP_AT, LAST),)),
+    Scenario("a driver change (-10 %), then B -10 %", (seg(20, "a", 0.9, "560"), seg(40, "b", 0.81, "560")),
+             ((REGRESSION, 40, LAST),)),
+    Scenario("harmless images, outlier nights 3 %", (seg(STEP_AT, "b", 1.0), seg(40, "c", 1.0)),
+             ((NO_EFFECT, STEP_AT, 39), (NO_EFFECT, 40, LAST))),
+]
+OUTLIERS = {"harmless images, outlier nights 3 %": 0.03}
+
+
+@dataclass(frozen=True)
+class Noise:
+    cv: float
+    repeats: int
+    reruns: int
+    outliers: float = 0.02
+
+    @property
+    def cv_night(self) -> float:
+        return self.cv * math.sqrt(0.4)
+
+    @property
+    def cv_cell(self) -> float:
+        return self.cv * math.sqrt(0.6)
+
+
+NOISES = {0.02: Noise(0.02, 1, 3), 0.05: Noise(0.05, 3, 8)}
+
+
+def fingerprint(image: str, driver: str) -> dict:
+    return {"image": f"sim:{image}", "image_digest": "sha256:" + image * 64, "driver": driver}
+
+
+def previous_level(sc: Scenario, t: int, image: str) -> float:
+    """The level of the A/B's previous image (the suspect's) as it last ran before night t."""
+    return next(sc.at(u)[1] for u in range(t - 1, -1, -1) if f"sim:{sc.at(u)[0]}" == image)
+
+
+def history(sc: Scenario, noise: Noise, ab: bool, rng: random.Random, gates: Gates) -> list:
+    """One simulated history through the DAG's rerun decisions and the report's judge."""
+    outliers = OUTLIERS.get(sc.name, noise.outliers)
+    night = []
+    for _ in range(NIGHTS):
+        f = 1 + rng.gauss(0, noise.cv_night)
+        night.append(f * (1 - rng.uniform(0.15, 0.40)) if rng.random() < outliers else f)
+
+    def cells(t: int, level: float, n: int) -> list[float]:
+        return [1000 * level * night[t] * (1 + rng.gauss(0, noise.cv_cell)) for _ in range(n)]
+
+    dates = [D0 + dt.timedelta(days=t) for t in range(NIGHTS)]
+    points, prints, reruns, previous, factors = [], {}, {}, {}, {}
+    dag = Judge(KEY, gates)  # the DAG's raw judgement, as scalebench.analysis.reruns does it
+    for t, d in enumerate(dates):
+        image, level, driver = sc.at(t)
+        value = statistics.median(cells(t, level, noise.repeats))
+        prints[d] = fingerprint(image, driver)
+        factors[d] = night[t] * (1 + rng.gauss(0, noise.cv_cell / math.sqrt(PEERS) * 1.25))
+        points.append((d, value))
+        j = dag.night(d, value, prints[d], peek=True)
+        if ab and wants_ab(j, gates):
+            before = previous_level(sc, t, j.suspect.name("previous"))
+            previous[d], reruns[d] = cells(t, before, gates.ab_min_pairs), cells(t, level, gates.ab_min_pairs)
+            j = dag.night(d, value, prints[d], previous=previous[d], reruns=reruns[d], peek=True)
+            if j.ab is not None and j.ab.wants_pairs():  # the DAG's more_pairs round
+                more = j.ab.wants_pairs()
+                previous[d] += cells(t, before, more)
+                reruns[d] += cells(t, level, more)
+        elif wants_rerun(j, gates):
+            reruns[d] = cells(t, level, noise.reruns)
+        dag.night(d, value, prints[d], previous=previous.get(d, ()), reruns=reruns.get(d, ()))
+    return judge(Series(KEY, points, reruns, prints, factors, previous), gates)
+
+
+def said(js: list) -> list[tuple[str, int]]:
+    """(kind, night) of every message the history said that the bench scores (a regression: the
+    night a figure enters the regressed state, or its regression is blamed on another change)."""
+    out = []
+    for t, j in enumerate(js):
+        before = js[t - 1] if t else None
+        if j.state == "regressed" and (before is None or before.state != "regressed" or j.blamed != before.blamed):
+            out.append((REGRESSION, t))
+        elif j.kind in SCORED and j.kind != REGRESSION:
+            out.append((j.kind, t))
+    return out
+
+
+@dataclass
+class Score:
+    true: dict = field(default_factory=lambda: {k: 0 for k in SCORED})      # true messages
+    recalled: dict = field(default_factory=lambda: {k: 0 for k in SCORED})  # said within 2 nights of them
+    said: dict = field(default_factory=lambda: {k: 0 for k in SCORED})
+    right: dict = field(default_factory=lambda: {k: 0 for k in SCORED})     # said inside a true window
+    histories: int = 0
+    no_suspect: int = 0                 # alerts naming no change on the nights of a regression a change caused
+    partial_called_fixed: list = field(default_factory=lambda: [0, 0])
+    self_fix_credited: list = field(default_factory=lambda: [0, 0])
+
+    def add(self, sc: Scenario, js: list) -> None:
+        self.histories += 1
+        messages = said(js)
+        for kind, first, last in sc.truth:
+            self.true[kind] += 1
+            self.recalled[kind] += any(k == kind and first <= t <= min(first + 2, last) for k, t in messages)
+        for kind, t in messages:
+            self.said[kind] += 1
+            self.right[kind] += any(k == kind and first <= t <= last for k, first, last in sc.truth)
+        regressed = [first for kind, first, _ in sc.truth if kind == REGRESSION]
+        if regressed:  # every scenario's regression came with a change: from its first night on
+            self.no_suspect += sum(1 for j in js[regressed[0]:] if j.alert and j.blamed is None)
+        fixed = any(k == FIXED for k, _ in messages)
+        if any(k == PARTLY_FIXED for k, _, _ in sc.truth):
+            self.partial_called_fixed[0] += fixed
+            self.partial_called_fixed[1] += 1
+        if any(k == ENDED for k, _, _ in sc.truth):
+            self.self_fix_credited[0] += fixed
+            self.self_fix_credited[1] += 1
+
+    def recall(self, kind: str) -> float | None:
+        return self.recalled[kind] / self.true[kind] if self.true[kind] else None
+
+    def precision(self, kind: str) -> float | None:
+        return self.right[kind] / self.said[kind] if self.said[kind] else None
+
+
+def run(cv: float, ab: bool, histories: int, seed: int, gates: Gates = Gates()) -> tuple[Score, dict]:
+    """Every scenario `histories` times at one noise level: the score, and per scenario the most
+    common sequence of messages."""
+    noise, score, sequences = NOISES[cv], Score(), {}
+    for i, sc in enumerate(SCENARIOS):
+        rng = random.Random(seed * 1000 + i)
+        seen: dict[str, int] = {}
+        for _ in range(histories):
+            js = history(sc, noise, ab, rng, gates)
+            score.add(sc, js)
+            words = ", ".join(f"{k} @{t}" for k, t in said(js)) or "nothing"
+            seen[words] = seen.get(words, 0) + 1
+        sequences[sc.name] = max(seen.items(), key=lambda kv: kv[1])
+    return score, sequences
+
+
+def goals(score: Score) -> list[tuple[str, bool]]:
+    """The goals at CV 2 %, each as (what, met)."""
+    p, r = score.precision(FIXED), score.recall(FIXED)
+    pf, n = score.partial_called_fixed
+    sf, m = score.self_fix_credited
+    return [(f'"regression fixed" precision {pct(p)} (goal >= 99 %)', p is None or p >= 0.99),
+            (f'"regression fixed" recall within 2 nights {pct(r)} (goal >= 95 %)', r is None or r >= 0.95),
+            (f"a partial fix called fixed {pf}/{n} (goal <= 2 %)", pf <= 0.02 * n),
+            (f"a fix that came by itself credited to an image {sf}/{m} (goal <= 1 %)", sf <= 0.01 * m),
+            (f"alerts naming no change on the nights of a regression a change caused: {score.no_suspect} (goal 0)",
+             score.no_suspect == 0)]
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--histories", type=int, default=300, help="histories per scenario and setting")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--markdown", action="store_true", help="the tables as docs/measurements.md has them")
+    args = ap.parse_args()
+    t0 = time.monotonic()
+    md = args.markdown
+    print(f"{len(SCENARIOS)} scenarios x {args.histories} histories, {NIGHTS} nights each, seed {args.seed}")
+    head = ("| CV | A/B | message | true | said within 2 nights | said | right when said |\n|---|---|---|---|---|---|---|"
+            if md else f"{'CV':>3} {'A/B':>4} {'message':<28} {'true':>5} {'recall':>7} {'said':>5} {'precision':>9}")
+    rows, sequences, checks = [], {}, []
+    for cv in NOISES:
+        for ab in (True, False):
+            score, seqs = run(cv, ab, args.histories, args.seed)
+            sequences[(cv, ab)] = seqs
+            for k in SCORED:
+                cells = (f"{cv:.0%}", "yes" if ab else "no", k, str(score.true[k]), pct(score.recall(k)),
+                         str(score.said[k]), pct(score.precision(k)))
+                rows.append("| " + " | ".join(cells) + " |" if md else
+                            f"{cells[0]:>3} {cells[1]:>4} {cells[2]:<28} {cells[3]:>5} {cells[4]:>7} {cells[5]:>5} "
+                            f"{cells[6]:>9}")
+            extra = (f"partial fix called fixed {score.partial_called_fixed[0]}/{score.partial_called_fixed[1]}, "
+                     f"self-ended credited to an image {score.self_fix_credited[0]}/{score.self_fix_credited[1]}, "
+                     f"alerts naming no change {score.no_suspect}")
+            rows.append(f"| {cv:.0%} | {'yes' if ab else 'no'} | {extra} | | | | |" if md else f"{'':>9}{extra}")
+            if cv == 0.02:
+                checks += [(f"CV 2 %, A/B {'yes' if ab else 'no'}: {what}", met) for what, met in goals(score)]
+    print(head)
+    print("\n".join(rows))
+    print("\nmost common messages per scenario (kind @night; B at night 30, C at 36 unless named):")
+    for (cv, ab), seqs in sequences.items():
+        for name, (words, count) in seqs.items():
+            print(f"{'- ' if md else '  '}CV {cv:.0%}, A/B {'yes' if ab else 'no'}, {name}: {words} "
+                  f"({count} of {args.histories})")
+    print("\ngoals:")
+    for what, met in checks:
+        print(f"{'- ' if md else '  '}{what}: {'met' if met else 'NOT met'}")
+    print(f"\ntook {time.monotonic() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
