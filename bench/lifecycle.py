@@ -22,9 +22,10 @@ with the night factors (scalebench.analysis.regress.judge).
 
 Scoring. Each scenario lists its true messages as (kind, first night, last night). A message is
 said on a night whose judgement has that kind (a regression: the night the figure enters the
-regressed state, or a later change is blamed for making it worse). Recall: a true message said within 2 nights of its first night. Precision:
-said messages that fall inside a true window of their kind. "No suspect" counts alerts that name
-no change on the nights of a regression a known change caused (from its first night on).
+regressed state, or a later change is blamed for making it worse). Recall: a true message said
+within 2 nights of its first night. Precision: said messages that fall inside a true window of
+their kind. "No suspect" counts alerts that name no change on the nights of a regression a known
+change caused (from its first night on).
 """
 from __future__ import annotations
 
