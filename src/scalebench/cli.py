@@ -561,6 +561,7 @@ def cmd_alerts(args, configs: Configs) -> Listing:
     """Alert groups: list (open first), show one with its figures and events, set a state / owner / note."""
     import getpass
 
+    from scalebench.analysis.alert_groups import figure_line, progress
     from scalebench.core.alert_rules import AlertStateError
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
@@ -586,7 +587,7 @@ def cmd_alerts(args, configs: Configs) -> Listing:
     notes = []
     if args.action != "list":
         g = found[0]
-        notes = [f"- {f['line']}" for f in g["figures"]]
+        notes = [x for x in [progress(g)] if x] + [f"- {figure_line(f)}" for f in g["figures"]]
         notes += [f"{e['at']} {e['who']}: {e['kind']}" + (f" {e['from'] or ''} -> {e['to']}" if e["to"] else "")
                   + (f": {e['note']}" if e["note"] else "") for e in g.get("events", [])]
     doc = found if args.action == "list" else found[0]

@@ -42,6 +42,11 @@ def progress(group: dict) -> str | None:
     return f"partly fixed: {back} of {len(group['figures'])} figures back"
 
 
+def figure_line(figure: dict) -> str:
+    """A group's figure as its messages and the command line list it: its latest line, and when it came back."""
+    return (f"back on {figure['back_night']}: " if figure.get("back_night") else "") + figure["line"]
+
+
 def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) -> Owed:
     """The message a group is owed on `night`: "new" once; then "fixed" / "state" when its state
     differs from the one last sent; "grew" when it gained a benchmark; "partly" when a figure came
@@ -78,8 +83,7 @@ def message_text(group: dict, reason: str, report_link: str) -> str:
         "partly": f"regression group #{group['id']} {progress(group)}",
     }[reason]
     lines = [f"scalebench: {head} ({report_link})"]
-    lines += [f"- {'back on ' + f['back_night'] + ': ' if f.get('back_night') else ''}{f['line']}"
-              for f in group["figures"]]
+    lines += [f"- {figure_line(f)}" for f in group["figures"]]
     if group.get("what_changed"):
         lines.append(f"what changed: {group['what_changed']}")
     return "\n".join(lines)

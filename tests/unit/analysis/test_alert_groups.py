@@ -295,7 +295,7 @@ def test_a_group_is_fixed_only_when_every_figure_is_back_and_a_slip_back_reopens
     assert g["state"] == "triaged" and progress(g) == "partly fixed: 1 of 2 figures back"
     assert owed(g, "2026-01-05").reason == "partly" and not owed(g, "2026-01-06")
     text = message_text(g, "partly", "http://r")
-    assert "partly fixed: 1 of 2 figures back" in text and "- back on 2026-01-05: b 4 GPUs" in text
+    assert "partly fixed: 1 of 2 figures back" in text and "- back on 2026-01-05: b 4 GPUs images_per_s" in text
     groups.record_night("2026-01-06", [], [back(2, "2026-01-06")])
     assert groups.group(1)["state"] == "fixed"
     groups.record_night("2026-01-06", [], [back(2, "2026-01-06")])  # the same night again: nothing new
@@ -310,3 +310,18 @@ def test_a_group_is_fixed_only_when_every_figure_is_back_and_a_slip_back_reopens
     groups.record_night("2026-01-10", [], [back(2, "2026-01-10")])
     groups.record_night("2026-01-20", [detail(2, "2026-01-20")])
     assert len(groups.groups()) == 2
+
+
+def test_alerts_show_says_which_figures_are_back(capsys):
+    from scalebench.cli import main
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+
+    groups = AlertGroups(Store())
+    groups.record_night("2026-01-02", [detail(2, "2026-01-02"), detail(4, "2026-01-02")])
+    groups.record_night("2026-01-05", [detail(2, "2026-01-05")], [back(4, "2026-01-05")])
+    assert main(["alerts", "show", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "partly fixed: 1 of 2 figures back" in out
+    assert "- back on 2026-01-05: b 4 GPUs images_per_s slower on 2026-01-02" in out  # its last alert, and when back
+    assert "- b 2 GPUs images_per_s slower on 2026-01-05" in out
