@@ -34,7 +34,7 @@ from typing import Sequence
 
 from scalebench_kit.names import ALL_METRICS
 
-from scalebench.analysis.stats import MOST_REPEATS, pairs_for_shift_equivalence, rank_test_p, relative_change
+from scalebench.analysis.stats import MOST_REPEATS, inside, pairs_for_shift_equivalence, rank_test_p, relative_change
 from scalebench.core.records import DEFAULT_PRECISION
 
 # metric -> +1 if higher is better, -1 if lower is better
@@ -221,7 +221,7 @@ class ABTest:
         if self.p(False) <= g.ab_alpha and -self.change >= g.magnitude:
             return "better"
         ci = self.interval()
-        return "same" if ci is not None and -g.magnitude < ci[0] and ci[1] < g.magnitude else "unknown"
+        return "same" if inside(ci, g.magnitude) else "unknown"
 
     def wants_pairs(self) -> int:
         """How many more pairs an "unknown" A/B should run (0: decided, or at its cap)."""
@@ -403,7 +403,7 @@ def reruns_confirm(reruns: list[float], base: list[float], direction: int, gates
     ci = (got[1], got[2]) if got else None
     if p <= gates.rerun_alpha and change >= gates.magnitude:
         return RerunVerdict("confirmed", p, ci, gates.magnitude)
-    cleared = ci is not None and -gates.magnitude < ci[0] and ci[1] < gates.magnitude
+    cleared = inside(ci, gates.magnitude)
     return RerunVerdict("cleared" if cleared else "undecided", p, ci, gates.magnitude)
 
 
