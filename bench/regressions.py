@@ -525,6 +525,13 @@ def image_prints(every: int) -> dict[dt.date, dict]:
     return out
 
 
+def previous_level(host: Host, t: int, every: int) -> float:
+    """The A/B's previous image (the one before tonight's, as image_prints changes them) at its
+    level: an A/B on the new image's second night still compares with the image before it."""
+    started = t - (t - STEP_AT) % every  # the current image's first night (image_prints' rule)
+    return host.change.level(max(0, started - 1))
+
+
 class PointEstimateAB(regress.ABTest):
     """The A/B's rule before equivalence (kept here to print beside today's): "same" when the
     median change is within half the magnitude gate, or within it once the pairs reached their cap."""
@@ -575,7 +582,7 @@ def _ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str,
     for j in raw:
         t = (j.night - D0).days
         if mode == "ab" and wants_ab(j, g):
-            before = host.change.level(t - 1)  # the previous image's level, on tonight's night
+            before = previous_level(host, t, every)
             previous[j.night] = [1000 * before * host.night[t] * (1 + host.rng.gauss(0, host.noise.cv_cell))
                                  for _ in range(pairs)]
             rerun[j.night] = host.cells(t, pairs)
@@ -590,7 +597,7 @@ def _ours_images(host: Host, repeats: int, reruns: int, gates: Gates, mode: str,
     for j in js:  # an A/B that says "unknown" adds pairs up to the cap, as the DAG's second round
         if j.ab is not None and j.ab.wants_pairs():
             t, more = (j.night - D0).days, j.ab.wants_pairs()
-            before = host.change.level(t - 1)
+            before = previous_level(host, t, every)
             previous[j.night] += [1000 * before * host.night[t] * (1 + host.rng.gauss(0, host.noise.cv_cell))
                                   for _ in range(more)]
             rerun[j.night] += host.cells(t, more)

@@ -9,11 +9,11 @@ Every state holds its own reference level, so a night is always judged against t
   Testing(base, change, ...)     a change (image, config) judged against the baseline BEFORE it;
                                  held / within / better: its flagged, unflagged and improved
                                  nights waiting to be confirmed
-  Regressed(base, change, level, back, candidate, tried)
+  Regressed(base, change, level, back, candidate, tried, quiet)
                                  a confirmed regression since `change`: base is the level before
                                  it (frozen), level its own nights; back: nights within the gates
                                  again, to be confirmed; candidate: a later change judged as a fix
-                                 against base (tried: its nights)
+                                 against base (tried: its nights); quiet: last night alerted nothing
 
 Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES)
   any      environment change, or a change with too little history -> Building([v]): restarted
@@ -29,8 +29,9 @@ Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES)
   Testing  improved `confirm` nights                     -> Building(better nights): improvement
   Testing  within the gates, fewer than `confirm` nights -> Testing(within + v): inconclusive
   Testing  within `confirm` nights, or an A/B "same"     -> Steady(recent = change): no effect
-  Regressed  flagged                                     -> Regressed(level + v): regression
-  Regressed  back, not yet confirmed                     -> Regressed(back + v): back
+  Regressed  flagged (after a quiet night: confirmed again) -> Regressed(level + v): regression (flagged)
+  Regressed  not flagged, nearer the regressed level     -> Regressed(level + v, quiet): -
+  Regressed  back (within the gates, nearer the level before), not yet confirmed -> Regressed(back + v): back
   Regressed  back for `confirm` nights, or reruns equal the base, no change since -> Steady: ended
   Regressed  a new change                                -> Regressed(candidate = change), judged:
     its level (its nights; on its first night with a decided A/B, the regressed level moved by
@@ -151,6 +152,7 @@ class Regressed:
     back: tuple[float, ...] = ()
     candidate: Change | None = None
     tried: tuple[float, ...] = ()
+    quiet: bool = False  # the night before was not flagged: the next flagged night is confirmed again
 
 
 State = Union[Building, Steady, Testing, Regressed]
@@ -237,7 +239,7 @@ class Machine:
                 blamed = s.earlier or c  # the first flagged night's change
                 note = f"the step came before {c.text}" if s.earlier else ""
                 return Regressed(s.base, blamed, held), Move(REGRESSION, note, blamed, blamed, evidence=ev)
-            return replace(s, held=held), Move(INCONCLUSIVE, suspect=c, evidence=ev)
+            return replace(s, held=held, within=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)  # within: in a row
         base = self.keep(s.base, s.held)  # flagged nights before were noise
         if ev.ab is not None and ev.ab.verdict == "unknown":
             return replace(s, base=base, held=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)
@@ -255,15 +257,16 @@ class Machine:
                 Move(NO_EFFECT, suspect=c, evidence=ev))
 
     def regressed(self, s: Regressed, night: Night) -> tuple[State, Move]:
-        ev, b = self.weigh(night, s.base, None), s.change
-        still = ev.flagged or ev.delta >= self.gates.magnitude or not self.nearer_before(night.value, s)
-        if still and ev.confirmed is not False:  # reruns equal to the base say it is back
-            return replace(s, level=s.level + (night.value,), back=()), Move(REGRESSION, suspect=b, blamed=b,
-                                                                              evidence=ev)
-        back = s.back + (night.value,)
+        ev, b, v = self.weigh(night, s.base, None), s.change, night.value
+        if ev.flagged:  # after a quiet night, confirmed again as at first (reruns or the next night)
+            kind = FLAGGED if s.quiet and not ev.confirmed else REGRESSION
+            return replace(s, level=s.level + (v,), back=(), quiet=False), Move(kind, suspect=b, blamed=b, evidence=ev)
+        if ev.confirmed is not False and (ev.delta >= self.gates.magnitude or not self.nearer_before(v, s)):
+            return replace(s, level=s.level + (v,), back=(), quiet=True), Move(suspect=b, blamed=b, evidence=ev)
+        back = s.back + (v,)
         if len(back) < self.gates.confirm and ev.confirmed is not False:
-            return replace(s, back=back), Move(BACK, "back within the gates: to be confirmed by the next night", b,
-                                               b, evidence=ev)
+            return replace(s, back=back, quiet=True), Move(BACK, "back within the gates: to be confirmed by the next "
+                                                                 "night", b, b, evidence=ev)
         since = f"no change since {b.text}" if b else "no change since it began"
         return (Steady(self.keep(s.base, back), recent=Recent(b, night.date, "its regression ended")),
                 Move(ENDED, f"regression ended by itself ({since})", b, b, ended=b, evidence=ev))
