@@ -7,15 +7,16 @@ Every state holds its own reference level, so a night is always judged against t
                                  or cleared; recent: the last change decided (no effect, or the
                                  end of a regression), remembered a week as the prime suspect
   Testing(base, change, ...)     a change (image, config) judged against the baseline BEFORE it;
-                                 held / within / better: its flagged, unflagged and improved
-                                 nights waiting to be confirmed
+                                 held / better: its flagged and improved nights waiting to be
+                                 confirmed
   Regressed(base, change, level, back, candidate, tried, quiet)
                                  a confirmed regression since `change`: base is the level before
                                  it (frozen), level its own nights; back: nights within the gates
                                  again, to be confirmed; candidate: a later change judged as a fix
                                  against base (tried: its nights); quiet: last night alerted nothing
 
-Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES)
+Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES; a message that
+alerts does so on a night whose own figure is flagged)
   any      environment change, or a change with too little history -> Building([v]): restarted
   Building fewer than min_history nights                 -> Building: building
   Steady   flagged, not yet confirmed                    -> Steady(held + v): flagged
@@ -27,10 +28,9 @@ Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES)
   Testing  flagged, or an A/B that could not decide      -> Testing: inconclusive
   Testing  improved, fewer than `confirm` nights         -> Testing(better + v): inconclusive
   Testing  improved `confirm` nights                     -> Building(better nights): improvement
-  Testing  within the gates, fewer than `confirm` nights -> Testing(within + v): inconclusive
-  Testing  within `confirm` nights, or an A/B "same"     -> Steady(recent = change): no effect
+  Testing  otherwise (within the gates, or an A/B "same") -> Steady(recent = change): no effect
   Regressed  flagged (after a quiet night: confirmed again) -> Regressed(level + v): regression (flagged)
-  Regressed  not flagged, nearer the regressed level     -> Regressed(level + v, quiet): -
+  Regressed  not flagged, nearer the regressed level     -> Regressed(quiet): -
   Regressed  back (within the gates, nearer the level before), not yet confirmed -> Regressed(back + v): back
   Regressed  back for `confirm` nights, or reruns equal the base, no change since -> Steady: ended
   Regressed  a new change                                -> Regressed(candidate = change), judged:
@@ -140,7 +140,6 @@ class Testing:
     change: Change
     held: tuple[float, ...] = ()
     better: tuple[float, ...] = ()
-    within: tuple[float, ...] = ()
     earlier: Change | None = None  # the change before, whose flagged nights wait (two changes on consecutive nights)
 
 
@@ -171,7 +170,10 @@ class Move:
 
     @property
     def alert(self) -> bool:
-        return self.verdict is not None and MESSAGES[self.verdict].alerts
+        """A message that alerts, on a night whose own figure is flagged (a decision about a change
+        while a regression lasts alerts only on such a night)."""
+        return (self.verdict is not None and MESSAGES[self.verdict].alerts and self.evidence is not None
+                and self.evidence.flagged)
 
 
 class Machine:
@@ -239,7 +241,7 @@ class Machine:
                 blamed = s.earlier or c  # the first flagged night's change
                 note = f"the step came before {c.text}" if s.earlier else ""
                 return Regressed(s.base, blamed, held), Move(REGRESSION, note, blamed, blamed, evidence=ev)
-            return replace(s, held=held, within=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)  # within: in a row
+            return replace(s, held=held), Move(INCONCLUSIVE, suspect=c, evidence=ev)
         base = self.keep(s.base, s.held)  # flagged nights before were noise
         if ev.ab is not None and ev.ab.verdict == "unknown":
             return replace(s, base=base, held=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)
@@ -249,11 +251,9 @@ class Machine:
                 return (replace(s, base=base, held=(), better=better),
                         Move(INCONCLUSIVE, "improved: to be confirmed by the next night", c, evidence=ev))
             return Building(better), Move(IMPROVEMENT, suspect=c, evidence=ev)
-        within = s.within + (night.value,)  # an improvement that did not hold was noise
-        if len(within) < self.gates.confirm and not (ev.ab is not None and ev.ab.verdict == "same"):
-            return (replace(s, base=base, held=(), within=within),
-                    Move(INCONCLUSIVE, "within the gates: to be confirmed by the next night", c, evidence=ev))
-        return (Steady(self.keep(base, s.better + within), recent=Recent(c, night.date, "judged no effect")),
+        # no effect: an improvement that did not hold was noise; a step that shows later is still blamed on
+        # this change (`recent`), so one night within the gates decides, and keeps A/Bs off later nights
+        return (Steady(self.keep(base, s.better + (night.value,)), recent=Recent(c, night.date, "judged no effect")),
                 Move(NO_EFFECT, suspect=c, evidence=ev))
 
     def regressed(self, s: Regressed, night: Night) -> tuple[State, Move]:
@@ -262,7 +262,8 @@ class Machine:
             kind = FLAGGED if s.quiet and not ev.confirmed else REGRESSION
             return replace(s, level=s.level + (v,), back=(), quiet=False), Move(kind, suspect=b, blamed=b, evidence=ev)
         if ev.confirmed is not False and (ev.delta >= self.gates.magnitude or not self.nearer_before(v, s)):
-            return replace(s, level=s.level + (v,), back=(), quiet=True), Move(suspect=b, blamed=b, evidence=ev)
+            # between the two levels: neither back nor the regressed level (which only flagged nights make)
+            return replace(s, back=(), quiet=True), Move(suspect=b, blamed=b, evidence=ev)
         back = s.back + (v,)
         if len(back) < self.gates.confirm and ev.confirmed is not False:
             return replace(s, back=back, quiet=True), Move(BACK, "back within the gates: to be confirmed by the next "
