@@ -21,11 +21,6 @@ def group_key(suspect: dict | None, benchmark: str) -> str:
     return f"benchmark:{benchmark}"
 
 
-def change_key(kind: str, new_image: str | None, text: str) -> str:
-    """The group key of a Change (the regression a later change ended)."""
-    return group_key({"kind": kind, "new_image": new_image, "text": text}, "")
-
-
 def check_change(state: str | None, owner: str | None, note: str | None, has_owner: bool = False) -> None:
     """Refuse a state, owner or note a person may not set (the CLI and the page call this)."""
     if state is not None and state not in STATES:

@@ -491,3 +491,16 @@ def test_a_regression_that_ends_by_itself_is_said_once_in_the_report_and_marked_
     assert "- ENDED BY ITSELF: b 4 GPUs bf16 images_per_s" in markdown(rep)
     assert any(m["kind"] == "fixed" for m in marks_of(rep)[("b", 4, "bf16")])
     assert any(d["gpus"] == 4 and d["key"] == "image:scalebench/torch:b" for d in rep.fixed_details)
+
+
+def test_a_still_regressed_night_alerts_in_the_regressed_images_group_with_its_package_diff():
+    """C no better than B: the night's alert names B (its group) and B's packages against A's, not C's."""
+    cells = a_b_c(1 / 0.9)
+    nights = sorted({c["night"] for c in cells})
+    torch = {"sha256:" + "a" * 64: "2.5.1", "sha256:" + "b" * 64: "2.6.0", "sha256:" + "c" * 64: "2.6.1"}
+    rep = build([c for c in cells if c["night"] <= nights[31]], nights[31], Options(), [],
+                packages=lambda digest: {"python": {"torch": torch[digest]}})
+    [detail] = [d for d in rep.alert_details if d["gpus"] == 4 and d["metric"] == "images_per_s"]
+    assert "still regressed: image scalebench/torch:c" in detail["line"]
+    assert detail["suspect"]["new_image"] == "scalebench/torch:b"
+    assert detail["suspect"]["what_changed"].startswith("torch 2.5.1 -> 2.6.0")
