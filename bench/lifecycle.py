@@ -41,10 +41,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from scalebench.analysis.lifecycle import Judge  # noqa: E402
 from scalebench.analysis.regress import (ENDED, FIXED, IMPROVEMENT, NO_BETTER, NO_EFFECT, PARTLY_FIXED,  # noqa: E402
                                          REGRESSION, Gates, Series, SeriesKey, judge, wants_ab, wants_rerun)
+from regressions import Noise  # noqa: E402
 
 KEY = SeriesKey("sim", 2, "images_per_s")
 D0 = dt.date(2026, 1, 1)
@@ -98,23 +100,8 @@ SCENARIOS = [
 OUTLIERS = {"harmless images, outlier nights 3 %": 0.03}
 
 
-@dataclass(frozen=True)
-class Noise:
-    cv: float
-    repeats: int
-    reruns: int
-    outliers: float = 0.02
-
-    @property
-    def cv_night(self) -> float:
-        return self.cv * math.sqrt(0.4)
-
-    @property
-    def cv_cell(self) -> float:
-        return self.cv * math.sqrt(0.6)
-
-
-NOISES = {0.02: Noise(0.02, 1, 3), 0.05: Noise(0.05, 3, 8)}
+# bench/regressions.py's noise model, with the repeats and reruns its search found for each CV
+NOISES = {0.02: (Noise(0.02, 0.02), 1, 3), 0.05: (Noise(0.05, 0.02), 3, 8)}
 
 
 def fingerprint(image: str, driver: str) -> dict:
@@ -126,8 +113,10 @@ def previous_level(sc: Scenario, t: int, image: str) -> float:
     return next(sc.at(u)[1] for u in range(t - 1, -1, -1) if f"sim:{sc.at(u)[0]}" == image)
 
 
-def history(sc: Scenario, noise: Noise, ab: bool, rng: random.Random, gates: Gates) -> list:
-    """One simulated history through the DAG's rerun decisions and the report's judge."""
+def history(sc: Scenario, setting: tuple[Noise, int, int], ab: bool, rng: random.Random, gates: Gates) -> list:
+    """One simulated history through the DAG's rerun decisions and the report's judge; `setting`:
+    the noise, nightly repeats and reruns."""
+    noise, repeats, rerun_count = setting
     outliers = OUTLIERS.get(sc.name, noise.outliers)
     night = []
     for _ in range(NIGHTS):
@@ -142,7 +131,7 @@ def history(sc: Scenario, noise: Noise, ab: bool, rng: random.Random, gates: Gat
     dag = Judge(KEY, gates)  # the DAG's raw judgement, as scalebench.analysis.reruns does it
     for t, d in enumerate(dates):
         image, level, driver = sc.at(t)
-        value = statistics.median(cells(t, level, noise.repeats))
+        value = statistics.median(cells(t, level, repeats))
         prints[d] = fingerprint(image, driver)
         factors[d] = night[t] * (1 + rng.gauss(0, noise.cv_cell / math.sqrt(PEERS) * 1.25))
         points.append((d, value))
@@ -156,7 +145,7 @@ def history(sc: Scenario, noise: Noise, ab: bool, rng: random.Random, gates: Gat
                 previous[d] += cells(t, before, more)
                 reruns[d] += cells(t, level, more)
         elif wants_rerun(j, gates):
-            reruns[d] = cells(t, level, noise.reruns)
+            reruns[d] = cells(t, level, rerun_count)
         dag.night(d, value, prints[d], previous=previous.get(d, ()), reruns=reruns.get(d, ()))
     return judge(Series(KEY, points, reruns, prints, factors, previous), gates)
 
@@ -215,12 +204,12 @@ class Score:
 def run(cv: float, ab: bool, histories: int, seed: int, gates: Gates = Gates()) -> tuple[Score, dict]:
     """Every scenario `histories` times at one noise level: the score, and per scenario the most
     common sequence of messages."""
-    noise, score, sequences = NOISES[cv], Score(), {}
+    setting, score, sequences = NOISES[cv], Score(), {}
     for i, sc in enumerate(SCENARIOS):
         rng = random.Random(seed * 1000 + i)
         seen: dict[str, int] = {}
         for _ in range(histories):
-            js = history(sc, noise, ab, rng, gates)
+            js = history(sc, setting, ab, rng, gates)
             score.add(sc, js)
             words = ", ".join(f"{k} @{t}" for k, t in said(js)) or "nothing"
             seen[words] = seen.get(words, 0) + 1

@@ -164,7 +164,6 @@ class Move:
     note: str = ""
     suspect: Change | None = None   # the change tonight's verdict is about
     blamed: Change | None = None    # the change the regression is blamed on (its alert group's suspect)
-    ended: Change | None = None     # fixed / ended: the regression's change that ended tonight
     evidence: Evidence | None = None
     before: float | None = None     # restarted: the night before's value
 
@@ -270,7 +269,7 @@ class Machine:
                                                                  "night", b, b, evidence=ev)
         since = f"no change since {b.text}" if b else "no change since it began"
         return (Steady(self.keep(s.base, back), recent=Recent(b, night.date, "its regression ended")),
-                Move(ENDED, f"regression ended by itself ({since})", b, b, ended=b, evidence=ev))
+                Move(ENDED, f"regression ended by itself ({since})", b, b, evidence=ev))
 
     def candidate(self, s: Regressed, night: Night) -> tuple[State, Move]:
         """A change while the regression lasts, judged against the level before the regression."""
@@ -297,7 +296,7 @@ class Machine:
         if back:
             note = f"regression ended with {c.text} ({its} fixed)"
             return (Steady(self.keep(s.base, tried), recent=Recent(b, night.date, "its regression ended")),
-                    Move(FIXED, note, c, b, ended=b, evidence=ev))
+                    Move(FIXED, note, c, b, evidence=ev))
         moved = (level,) if how.startswith("by") else tried
         if gain <= -g.magnitude:  # worse again by the gate: a regression of its own, on top
             note = f"{-gain * 100:.1f} % worse than {was} ({how}): a regression of its own"
@@ -391,5 +390,6 @@ class Judge:
             rerun_p=ev.p if ev else None, rerun=ev.rerun if ev else None,
             confirmed_by_reruns=ev.confirmed if ev else None, factor=factor, suspect=move.suspect,
             verdict=None if move.verdict in NOT_A_VERDICT else move.verdict, ab=ev.ab if ev else None,
-            news=move.suspect is not None and (night.change is not None or self.pending), ended=move.ended,
+            news=move.suspect is not None and (night.change is not None or self.pending),
+            ended=blamed if move.verdict is not None and MESSAGES[move.verdict].ends else None,
             blamed=blamed, kind=move.verdict, state=type(state).__name__.lower())
