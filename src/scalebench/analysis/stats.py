@@ -130,24 +130,31 @@ def relative_change(before: Sequence[float], after: Sequence[float], direction: 
     return bad[0], min(bad[1:]), max(bad[1:])
 
 
-def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.90, *, centre: float | None = None,
-                   sizes: tuple[int, int] | None = None) -> tuple[float, float, float] | None:
-    """(centre, low, high): the two-sided `level` Welch interval of b - a, from both sides' spread
-    (ddof 1) with Welch-Satterthwaite degrees of freedom; the one interval of a difference of
-    means (accuracy equivalence, epochs to target). `centre` (default mean(b) - mean(a)) and
-    `sizes` (default the counts) for a trimmed centre such as MLPerf's olympic means (n - 2 runs
-    each). None with fewer than 2 values on a side; a zero spread gives the point itself."""
-    if len(a) < 2 or len(b) < 2:
-        return None
-    from scipy import stats as st
-
+def welch(a: Sequence[float], b: Sequence[float], *, centre: float | None = None,
+          sizes: tuple[int, int] | None = None) -> tuple[float, float, float]:
+    """(difference, standard error, Welch-Satterthwaite degrees of freedom) of b - a from both
+    sides' spread (ddof 1): what the interval and the one-sided test of a difference of means
+    share. `centre` (default mean(b) - mean(a)) and `sizes` (default the counts) for a trimmed
+    centre such as MLPerf's olympic means (n - 2 runs each). Needs 2 values a side."""
     diff = statistics.fmean(b) - statistics.fmean(a) if centre is None else centre
     na, nb = sizes or (len(a), len(b))
     va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
     if va + vb == 0:
-        return diff, diff, diff
-    df = (va + vb) ** 2 / (va ** 2 / max(1, na - 1) + vb ** 2 / max(1, nb - 1))
-    half = float(st.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(va + vb)
+        return diff, 0.0, 1.0
+    return diff, math.sqrt(va + vb), (va + vb) ** 2 / (va ** 2 / max(1, na - 1) + vb ** 2 / max(1, nb - 1))
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.90, *, centre: float | None = None,
+                   sizes: tuple[int, int] | None = None) -> tuple[float, float, float] | None:
+    """(centre, low, high): the two-sided `level` Welch interval of b - a (`welch`); the one
+    interval of a difference of means (accuracy equivalence, epochs to target). None with fewer
+    than 2 values on a side; a zero spread gives the point itself."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy import stats as st
+
+    diff, se, df = welch(a, b, centre=centre, sizes=sizes)
+    half = float(st.t.ppf(1 - (1 - level) / 2, df)) * se if se else 0.0
     return diff, diff - half, diff + half
 
 
@@ -383,10 +390,7 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
         welch = welch_interval(a, b, 1 - 2 * alpha, centre=mb - ma, sizes=(k1, k2))
     else:
         ma, mb = statistics.fmean(a), statistics.fmean(b)
-        se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-        df = ((statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) ** 2
-              / ((statistics.variance(a) / len(a)) ** 2 / (len(a) - 1) + (statistics.variance(b) / len(b)) ** 2
-                 / (len(b) - 1))) if se > 0 else 1.0
+        _, se, df = welch(a, b)
         p = float(st.t.sf((mb - ma) / se, df)) if se > 0 else (0.0 if mb > ma else 1.0)
         rule, more, limit = "raw", p < alpha, None
         welch = welch_interval(a, b, 1 - 2 * alpha)

@@ -16,41 +16,53 @@ from pathlib import Path
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
-from scalebench.store.db import check_schema, make_engine
+from scalebench.store.db import check_schema, make_engine, shown_url
 
 
 def _check_sqlite_backup(src: Path) -> str:
     """The schema revision of a SQLite backup, read without writing to it; BackupError when the file
     is not an intact SQLite database, not a scalebench store, or at a revision this scalebench
     does not know (a newer one)."""
-    from scalebench.store.db import HEAD_REVISION
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import DBAPIError
 
+    from scalebench.store.db import HEAD_REVISION, schema_revision
+
+    engine = create_engine("sqlite://", creator=lambda: _read_only(src))
     try:
-        conn = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-        try:
-            ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
-            has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'").fetchone()
-            revision = conn.execute("SELECT version_num FROM alembic_version").fetchone() if has else None
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise BackupError(f"{src}: not a SQLite database ({exc}); nothing was restored") from None
+        with engine.connect() as conn:
+            ok = conn.exec_driver_sql("PRAGMA integrity_check").scalar()
+        revision = schema_revision(engine)
+    except DBAPIError as exc:
+        raise BackupError(f"{src}: not a SQLite database ({exc.orig}); nothing was restored") from None
+    finally:
+        engine.dispose()
     if ok != "ok":
         raise BackupError(f"{src}: the SQLite file is damaged (integrity check: {ok}); nothing was restored")
     if not revision:
         raise BackupError(f"{src}: not a scalebench store (no schema revision); nothing was restored")
-    if revision[0][:4] > HEAD_REVISION:
-        raise BackupError(f"{src}: a store at revision {revision[0]}, newer than this scalebench's {HEAD_REVISION}; "
+    if revision[:4] > HEAD_REVISION:
+        raise BackupError(f"{src}: a store at revision {revision}, newer than this scalebench's {HEAD_REVISION}; "
                           "upgrade scalebench first; nothing was restored")
-    return revision[0]
+    return revision
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def _sqlite_copy(source: sqlite3.Connection, dest: Path) -> None:
+    """The sqlite3 backup API: a consistent copy of `source` into the file `dest`, while writers run."""
+    out = sqlite3.connect(dest)
+    try:
+        source.backup(out)
+    finally:
+        out.close()
+        source.close()
 
 
 class BackupError(RuntimeError):
     """A backup or restore that cannot run; says which database or file, and why."""
-
-
-def _where(url: str) -> str:
-    return url.split("@")[-1]  # never print a password
 
 
 def _sqlite_path(url: str) -> Path:
@@ -90,24 +102,18 @@ def backup(url: str, dest: Path, *, pg_container: str | None = None) -> str:
         raise BackupError(f"{dest} exists; a backup never overwrites a file")
     dest.parent.mkdir(parents=True, exist_ok=True)
     if url.startswith("sqlite"):
-        src = sqlite3.connect(_sqlite_path(url))
-        out = sqlite3.connect(dest)
-        try:
-            src.backup(out)
-        finally:
-            out.close()
-            src.close()
+        _sqlite_copy(sqlite3.connect(_sqlite_path(url)), dest)
     else:
         cmd, env = _pg_command(url, ["pg_dump", "--format=custom", "--no-owner"], pg_container)
         tmp = dest.with_name(dest.name + ".partial")
         with open(tmp, "wb") as fh:
             try:
-                _run(cmd, env, f"backup of {_where(url)}", stdout=fh)
+                _run(cmd, env, f"backup of {shown_url(url)}", stdout=fh)
             except BackupError:
                 tmp.unlink(missing_ok=True)
                 raise
         tmp.rename(dest)
-    return f"results store {_where(url)} backed up to {dest} ({dest.stat().st_size} bytes)"
+    return f"results store {shown_url(url)} backed up to {dest} ({dest.stat().st_size} bytes)"
 
 
 def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
@@ -118,31 +124,25 @@ def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
     if url.startswith("sqlite"):
         dest = _sqlite_path(url)
         if dest.exists() and dest.stat().st_size:
-            raise BackupError(f"{_where(url)} exists; restore into a new file, never over a store")
+            raise BackupError(f"{shown_url(url)} exists; restore into a new file, never over a store")
         revision = _check_sqlite_backup(src)
         dest.parent.mkdir(parents=True, exist_ok=True)
         part = dest.with_name(dest.name + ".restoring")  # copied beside it, then moved into place at once
         part.unlink(missing_ok=True)
-        source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-        out = sqlite3.connect(part)
-        try:
-            source.backup(out)
-        finally:
-            out.close()
-            source.close()
+        _sqlite_copy(_read_only(src), part)
         os.replace(part, dest)
         engine = make_engine(url)
         check_schema(engine, url)
-        return f"{src} (a scalebench store at revision {revision}) restored into results store {_where(url)}"
+        return f"{src} (a scalebench store at revision {revision}) restored into results store {shown_url(url)}"
     engine = make_engine(url)  # PostgreSQL: pg_restore into an empty database
     with engine.connect() as conn:
         tables = inspect(conn).get_table_names()
     if tables:
-        raise BackupError(f"{_where(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
+        raise BackupError(f"{shown_url(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
                           "empty database, never over a store")
     cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error"], pg_container)
     with open(src, "rb") as fh:
-        _run(cmd, env, f"restore into {_where(url)}", stdin=fh)
+        _run(cmd, env, f"restore into {shown_url(url)}", stdin=fh)
     engine = make_engine(url)
     check_schema(engine, url)
-    return f"{src} restored into results store {_where(url)}"
+    return f"{src} restored into results store {shown_url(url)}"

@@ -5,6 +5,7 @@ explicit, locked `scalebench db upgrade`; everything else checks the revision an
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -99,7 +100,10 @@ def store_error(exc: BaseException) -> str | None:
     what to do), or None when it did not. The store's URL is never printed with its password."""
     import sqlalchemy.exc as sa
 
-    url = _shown_url()
+    try:
+        url = shown_url(paths.store_url())
+    except Exception:  # the URL itself is what is wrong
+        url = "(SCALEBENCH_STORE_URL)"
     if isinstance(exc, ModuleNotFoundError) and exc.name in ("psycopg", "psycopg2", "pg8000", "asyncpg"):
         return (f"results store {url}: its database driver {exc.name!r} is not installed; install it "
                 f"(pip install {'psycopg[binary]' if exc.name == 'psycopg' else exc.name}) or use the "
@@ -126,17 +130,20 @@ def store_error(exc: BaseException) -> str | None:
     return f"results store {url}: {type(getattr(exc, 'orig', exc)).__name__}: {why}; check the database and SCALEBENCH_STORE_URL"
 
 
-def _shown_url() -> str:
-    try:
-        from sqlalchemy.engine import make_url
+def shown_url(url: str) -> str:
+    """A database URL as it may be printed: the password masked (***), the user, host and
+    database kept. The one way a URL reaches a message or a log."""
+    from sqlalchemy.engine import make_url
 
-        return make_url(paths.store_url()).render_as_string(hide_password=True)
-    except Exception:  # the URL itself is what is wrong
-        return "(SCALEBENCH_STORE_URL)"
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL SQLAlchemy reads: mask whatever stands between ':' and '@'
+        return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)
 
 
 def schema_revision(engine) -> str | None:
-    """The Alembic revision the database is at, or None when it has no schema yet."""
+    """The Alembic revision the database is at, or None when it has no schema yet (the one read
+    of it: the upgrade, the schema check and a backup's check all take it)."""
     from sqlalchemy import inspect, text
 
     with engine.connect() as conn:
@@ -153,8 +160,7 @@ def check_schema(engine, url: str) -> None:
                             "upgrade` (make demo, make test and make airflow do)")
     found = schema_revision(engine)
     if found != HEAD_REVISION:
-        where = url.split("@")[-1]  # never print a password
-        raise StoreNotReady(f"results store {where} is at schema revision {found or 'none (empty database)'}; "
+        raise StoreNotReady(f"results store {shown_url(url)} is at schema revision {found or 'none (empty database)'}; "
                             f"this scalebench needs {HEAD_REVISION}: run `scalebench db upgrade`")
 
 
