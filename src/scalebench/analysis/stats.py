@@ -387,15 +387,15 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
         p = (float(st.t.sf((mb - ma) / se, k1 + k2 - 2)) if se > 0 else (0.0 if mb > ma else 1.0))
         rule, more, limit = "olympic", (mb > most if se > 0 else mb > ma), most
         # "as many" from both sides: every reached run's spread, each side, around the olympic means
-        welch = welch_interval(a, b, 1 - 2 * alpha, centre=mb - ma, sizes=(k1, k2))
+        interval = welch_interval(a, b, 1 - 2 * alpha, centre=mb - ma, sizes=(k1, k2))
     else:
         ma, mb = statistics.fmean(a), statistics.fmean(b)
         _, se, df = welch(a, b)
         p = float(st.t.sf((mb - ma) / se, df)) if se > 0 else (0.0 if mb > ma else 1.0)
         rule, more, limit = "raw", p < alpha, None
-        welch = welch_interval(a, b, 1 - 2 * alpha)
-    assert welch is not None
-    ci = (welch[1], welch[2]) if welch[2] > welch[1] else None  # no spread on either side: no interval
+        interval = welch_interval(a, b, 1 - 2 * alpha)
+    assert interval is not None
+    ci = (interval[1], interval[2]) if interval[2] > interval[1] else None  # no spread on either side: no interval
     kind = "more" if more else "same" if inside(ci, margin) else "not shown"
     return ConvergenceVerdict(kind, ma, mb, max(1, math.ceil(mb - ma)) if more else 0, p, n, missed, rule,
                               ci, limit, margin)
