@@ -15,7 +15,8 @@ States (as Perfherder's alert summaries, fewer of them):
 The states, keys and who may set what are scalebench.core.alert_rules (the store checks them too);
 this module decides which message a group is owed tonight and what closed groups do to the
 baselines; the store keeps the groups and their events (scalebench.store.alert_groups); the
-report DAG sends the messages."""
+messages' texts are scalebench.report.alert_messages; scalebench.orchestration.dags.alerts
+sends them."""
 from __future__ import annotations
 
 import datetime as dt
@@ -33,18 +34,13 @@ class Owed:
         return bool(self.reason)
 
 
-def progress(group: dict) -> str | None:
-    """How many of an open group's figures are back ("partly fixed: 2 of 3 figures back"); None
-    when none is, or the group is closed."""
+def figures_back(group: dict) -> tuple[int, int] | None:
+    """(figures back, figures) of an open group some of whose figures are judged back; None when
+    none is, or the group is closed."""
     back = sum(1 for f in group["figures"] if f.get("back_night"))
     if not back or group["state"] not in OPEN:
         return None
-    return f"partly fixed: {back} of {len(group['figures'])} figures back"
-
-
-def figure_line(figure: dict) -> str:
-    """A group's figure as its messages and the command line list it: its latest line, and when it came back."""
-    return (f"back on {figure['back_night']}: " if figure.get("back_night") else "") + figure["line"]
+    return back, len(group["figures"])
 
 
 def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) -> Owed:
@@ -58,35 +54,12 @@ def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) ->
         return Owed("fixed" if group["state"] == "fixed" else "state")
     if set(group["benchmarks"]) - set(group["notified_benchmarks"]):
         return Owed("grew")
-    if progress(group) and any(f.get("back_night") == night for f in group["figures"]):
+    if figures_back(group) and any(f.get("back_night") == night for f in group["figures"]):
         return Owed("partly")
     if group["state"] == "new" and group["notified_night"] and \
             (dt.date.fromisoformat(night) - dt.date.fromisoformat(group["notified_night"])).days >= remind_after_days:
         return Owed("reminder")
     return Owed("")
-
-
-def message_text(group: dict, reason: str, report_link: str) -> str:
-    """The message's text: what happened to the group, then its figures."""
-    suspect = group["suspect"] or f"no change of image or config (benchmark {', '.join(group['benchmarks'])})"
-    joined = sorted(set(group["benchmarks"]) - set(group["notified_benchmarks"]))
-    head = {
-        "new": f"new regression group #{group['id']}: {len(group['figures'])} figure(s) of "
-               f"{', '.join(group['benchmarks'])} with {suspect}",
-        "grew": f"regression group #{group['id']} now also slows {', '.join(joined)}",
-        "state": f"regression group #{group['id']} is {group['state']}"
-                 + (f" (owner {group['owner']})" if group["owner"] else ""),
-        "fixed": f"regression group #{group['id']} fixed: regression ended"
-                 + (f" ({group['fixed_by']})" if group.get("fixed_by") else ""),
-        "reminder": f"regression group #{group['id']} is still new (first night {group['first_night']}): "
-                    "nobody has triaged it",
-        "partly": f"regression group #{group['id']} {progress(group)}",
-    }[reason]
-    lines = [f"scalebench: {head} ({report_link})"]
-    lines += [f"- {figure_line(f)}" for f in group["figures"]]
-    if group.get("what_changed"):
-        lines.append(f"what changed: {group['what_changed']}")
-    return "\n".join(lines)
 
 
 INVALID_LOOKBACK_DAYS = 7  # an invalid group's figures rejoin the baseline from this long before their first alert

@@ -115,7 +115,8 @@ def test_the_rerun_step_runs_an_ab_of_the_previous_and_the_new_image(night_on_ne
 def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff_and_the_alert_goes_out(
         night_on_new_image, monkeypatch):
     from scalebench.core.config import AlertConfig
-    from scalebench.orchestration.dags.alerts import send
+    from scalebench.orchestration.dags.alerts import send_night
+    from scalebench.store.alert_groups import AlertGroups
     from scalebench.report.build import build_report, options_from_configs
     from scalebench.report.render import markdown
     from tests.support.receiver import Receiver
@@ -148,7 +149,11 @@ def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff
     receiver = Receiver()
     try:
         monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
-        sent = send(AlertConfig(notifier="webhook", endpoint="/hooks/scalebench"), today, rep.alert_details, {})
+        night = {"night": today, "complete": True, "missing": [], "failed": [], "alert_details": rep.alert_details,
+                 "fixed": [], "fixed_details": []}
+        sent = send_night(night, False, AlertConfig(notifier="webhook", endpoint="/hooks/scalebench", auto_bisect=False),
+                          AlertGroups(store), {}, stack_of={BENCH: "torch"}, profile="smoke",
+                          images_of=lambda repo: [], trigger=lambda dag, conf: "")
     finally:
         receiver.close()
     assert sent and len(receiver.received) == 1

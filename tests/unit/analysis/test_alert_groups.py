@@ -282,7 +282,7 @@ def test_a_group_is_fixed_only_when_every_figure_is_back_and_a_slip_back_reopens
     """Two figures of one image: the first back leaves the group open ("partly fixed: 1 of 2
     figures back", said once); the second closes it; the first slipping back three nights later
     reopens that group in the state it had, with its suspect, and opens no new one."""
-    from scalebench.analysis.alert_groups import message_text, progress
+    from scalebench.report.alert_messages import message_text, progress
     from scalebench.store.alert_groups import AlertGroups
 
     groups = AlertGroups(store)

@@ -160,7 +160,7 @@ def test_a_fix_is_reported_when_it_is_confirmed_and_the_baseline_is_the_one_befo
 
 def test_the_fix_is_said_once_in_changes_tonight_and_to_the_alert_channel():
     from scalebench.core.config.alerts import AlertConfig
-    from scalebench.orchestration.dags.alerts import fixed_payload
+    from scalebench.report.alert_messages import fixed_message
     from scalebench.report.figures import changes_tonight
 
     cells = a_b_c(1.0)
@@ -171,7 +171,7 @@ def test_the_fix_is_said_once_in_changes_tonight_and_to_the_alert_channel():
     assert all("regression ended with image scalebench/torch:c" in n for n in change["numbers"])
     fixed = [j.line() for j in tonight if j.verdict == "regression fixed" and j.news]
     assert fixed and not changes_tonight(tonight_of(cells, nights[32]), lambda c: None)  # said once
-    doc = fixed_payload(nights[31], fixed, AlertConfig(notifier="webhook"))
+    doc = fixed_message(nights[31], fixed, AlertConfig(notifier="webhook"))
     assert doc["kind"] == "fixed" and doc["text"].startswith(f"scalebench: {len(fixed)} regression(s) ended")
 
 

@@ -1,6 +1,7 @@
 """Confirmed regressions are delivered through an Airflow notifier, here the http provider's
-HttpNotifier, against a local HTTP receiver: once in-process, and once by `airflow dags test` of
-the real nightly report DAG over a seeded store whose night holds a regression confirmed by reruns."""
+HttpNotifier, against a local HTTP receiver: in-process through the report DAG's own send_night
+over a real store's groups, and by `airflow dags test` of the real nightly report DAG over a
+seeded store whose night holds a regression confirmed by reruns."""
 import datetime as dt
 import json
 import random
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 from scalebench.core.config import AlertConfig, load_alerts
-from scalebench.orchestration.dags.alerts import send
+from scalebench.orchestration.dags.alerts import send_night
 from scalebench.core.config import ConfigError
 from tests.support import ROOT, new_config_tree
 from tests.support.receiver import Receiver
@@ -31,23 +32,45 @@ DETAIL = {"benchmark": BENCH, "gpus": 2, "metric": "images_per_s", "host": "loca
           "confirmed_by": "reruns", "line": f"{BENCH} 2 GPUs images_per_s: 80 vs baseline 100 (+20.0% worse)"}
 
 
-def test_the_webhook_notifier_posts_the_alert_with_figure_baseline_reruns_and_link(receiver, monkeypatch):
+@pytest.fixture
+def groups(tmp_path):
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.db import upgrade
+    from scalebench.store.results import Store
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    return AlertGroups(Store(url))
+
+
+def send(cfg: AlertConfig, groups, details: list[dict], night: str = "2026-11-30") -> list[dict]:
+    """A complete night through the report DAG's send_night: what the main channel took."""
+    summary = {"night": night, "complete": True, "missing": [], "failed": [], "alert_details": details,
+               "fixed": [], "fixed_details": []}
+    return send_night(summary, False, cfg, groups, {}, stack_of={BENCH: "keras"}, profile="smoke",
+                      images_of=lambda repo: pytest.fail("no image to look up"),
+                      trigger=lambda dag, conf: pytest.fail("no bisection to start"))
+
+
+def test_the_webhook_notifier_posts_the_alert_with_figure_baseline_reruns_and_link(receiver, monkeypatch, groups):
     monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
     cfg = AlertConfig(notifier="webhook", endpoint="hooks/scalebench", report_url="http://airflow.example:8080/scalebench")
-    doc = send(cfg, "2026-11-30", [DETAIL], context={})
+    [doc] = send(cfg, groups, [DETAIL])
     [got] = receiver.received
     assert got["path"] == "/hooks/scalebench" and got["type"] == "application/json"
     assert got["body"] == doc and got["body"]["report"] == "http://airflow.example:8080/scalebench/2026-11-30/"
     [alert] = got["body"]["alerts"]
     assert (alert["value"], alert["baseline"], alert["reruns"]) == (80.0, 100.0, [79.0, 81.0, 80.5])
     assert got["body"]["text"].splitlines()[1] == f"- {DETAIL['line']}"
+    assert got["body"]["group"]["reason"] == "new" and groups.group(1)["notified_state"] == "new"  # told
+    assert send(cfg, groups, [DETAIL], "2026-12-01") == [] and len(receiver.received) == 1  # no news the next night
 
 
-def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch):
+def test_no_alert_or_notifier_none_sends_nothing(receiver, monkeypatch, groups):
     monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
-    assert send(AlertConfig(notifier="webhook"), "2026-11-30", [], context={}) is None
-    assert send(AlertConfig(notifier="none"), "2026-11-30", [DETAIL], context={}) is None
-    assert receiver.received == []
+    assert send(AlertConfig(notifier="webhook"), groups, []) == []
+    assert send(AlertConfig(notifier="none"), groups, [DETAIL]) == []
+    assert receiver.received == [] and groups.group(1)["notified_state"] is None  # still owed its first message
 
 
 @pytest.mark.parametrize("complete,deadline,missing,regressions_sent,broken_sent", [

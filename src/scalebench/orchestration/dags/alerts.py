@@ -1,52 +1,31 @@
-"""Delivering confirmed regressions: include/configs/alerts.yaml picks one of Airflow's own
-notifiers (the providers' HttpNotifier, SlackWebhookNotifier or SmtpNotifier) and the Airflow
-connection it uses. Each alert carries its figure, the baseline, the reruns and a link to the
-night's report. Regression alerts wait for the complete night; at the report's cron time (the
-night's deadline) the recorded benchmarks' regressions go out anyway, and a night with benchmarks
-not recorded or cells without a valid result sends one broken-night alert naming them."""
+"""Delivering alerts, the report DAG's `send_alerts`: each night's confirmed regressions into
+their alert groups (scalebench.store.alert_groups), one message per group owed one tonight
+(scalebench.analysis.alert_groups decides, scalebench.report.alert_messages writes it) through
+the Airflow notifier include/configs/alerts.yaml picks (the providers' HttpNotifier,
+SlackWebhookNotifier or SmtpNotifier) and to each matching route, marked told once the main
+channel took it; a new image's group starts its bisection. Regression alerts wait for the
+complete night; at the report's cron time (the night's deadline) the recorded benchmarks'
+regressions go out anyway, and a night with benchmarks not recorded or cells without a valid
+result sends one broken-night alert naming them."""
 from __future__ import annotations
 
 import json
 from typing import Callable
 
-from scalebench.core.config import AlertConfig
-
-
-def bisect_hint(detail: dict, cfg: AlertConfig) -> dict | None:
-    """For a regression that came with a new image: the bisect DAG to trigger (its link and conf)
-    and the same as a command, between the previous and the new image."""
-    suspect = detail.get("suspect") or {}
-    if suspect.get("kind") != "image" or not suspect.get("previous_image") or not suspect.get("new_image"):
-        return None
-    good, bad = (suspect[k].rsplit(":", 1)[-1] if "@" not in suspect[k] else suspect[k]
-                 for k in ("previous_image", "new_image"))
-    conf = {"benchmark": detail["benchmark"], "gpus": detail["gpus"], "good": good, "bad": bad, "candidates": []}
-    airflow = cfg.report_url.rstrip("/").rsplit("/", 1)[0]
-    return {"dag": f"{airflow}/dags/scalebench_bisect", "conf": conf,
-            "command": f"scalebench bisect {detail['benchmark']} --gpus {detail['gpus']} --good {good} --bad {bad} "
-                       "--candidates <the tags built between them>"}
-
-
-def payload(night: str, details: list[dict], cfg: AlertConfig) -> dict:
-    link = f"{cfg.report_url.rstrip('/')}/{night}/"
-    details = [{**d, "bisect": hint} if (hint := bisect_hint(d, cfg)) else d for d in details]
-    return {"source": "scalebench", "night": night, "report": link, "count": len(details), "alerts": details,
-            "text": f"scalebench: {len(details)} confirmed regression(s) on night {night} ({link})\n"
-                    + "\n".join(f"- {d['line']}" + (f"\n  bisect: {d['bisect']['dag']} ({d['bisect']['command']})"
-                                                    if d.get("bisect") else "") for d in details)}
+from scalebench.core.config import AlertConfig, Configs
 
 
 def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], ended: list[dict]
                    ) -> list[tuple[int, str, dict]]:
-    """One night's regressions into their alert groups (scalebench.store.alert_groups), then one
-    message per group that is owed one tonight: (group id, reason, message). A group is told once
-    when it opens, again when it gains a benchmark, changes state (fixed included) or stays new
-    for remind_after_days; later nights of its figures add nothing."""
-    from scalebench.analysis.alert_groups import message_text, owed
+    """One night's regressions into their alert groups, then one message per group that is owed
+    one tonight: (group id, reason, message). A group is told once when it opens, again when it
+    gains a benchmark, changes state (fixed included), has some figures back, or stays new for
+    remind_after_days; later nights of its figures add nothing."""
+    from scalebench.analysis.alert_groups import owed
     from scalebench.core.alert_rules import group_key
+    from scalebench.report.alert_messages import group_message
 
     groups.record_night(night, details, ended)
-    link = f"{cfg.report_url.rstrip('/')}/{night}/"
     tonight: dict[str, list[dict]] = {}
     for d in details:
         tonight.setdefault(group_key(d.get("suspect"), d["benchmark"]), []).append(d)
@@ -56,13 +35,7 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
         if not why:
             continue
         alerts = tonight.get(g["key"]) if why.reason in ("new", "grew") and g["state"] != "fixed" else None
-        doc = payload(night, alerts or [dict(f, night=f["last_night"]) for f in g["figures"]], cfg)
-        doc["kind"] = "fixed" if why.reason == "fixed" else "regression"
-        doc["group"] = {k: g[k] for k in ("id", "key", "state", "owner", "suspect", "benchmarks", "first_night",
-                                          "last_night", "what_changed")} | {"reason": why.reason}
-        doc["text"] = message_text(g, why.reason, link) + "".join(
-            f"\nbisect: {a['bisect']['dag']} ({a['bisect']['command']})" for a in doc["alerts"][:1] if a.get("bisect"))
-        out.append((g["id"], why.reason, doc))
+        out.append((g["id"], why.reason, group_message(g, why.reason, night, alerts, cfg)))
     return out
 
 
@@ -101,37 +74,13 @@ def start_bisects(groups, messages: list[tuple[int, str, dict]], cfg: AlertConfi
         doc["text"] += f"\n{line}"
 
 
-def fixed_payload(night: str, lines: list[str], cfg: AlertConfig) -> dict:
-    """The night a change ended a confirmed regression (or part of it): said once, as its alert was."""
-    link = f"{cfg.report_url.rstrip('/')}/{night}/"
-    return {"source": "scalebench", "kind": "fixed", "night": night, "report": link, "count": len(lines),
-            "fixed": lines, "text": f"scalebench: {len(lines)} regression(s) ended or partly fixed on night {night} "
-                                    f"({link})\n" + "\n".join(f"- {x}" for x in lines)}
-
-
-def broken_night(night: dict) -> dict | None:
-    """What is missing from a night (a write_report summary) and why; None when nothing is."""
-    if not night["missing"] and not night["failed"]:
-        return None
-    lines = [f"{b}: no run recorded by the report's deadline (its run is still going, stuck or never started)"
-             for b in night["missing"]]
-    lines += [f"{f['benchmark']}: {f['label']}: {f['status']} ({f['reason']})" for f in night["failed"]]
-    return {"missing": night["missing"], "failed": night["failed"], "lines": lines}
-
-
-def broken_payload(night: str, broken: dict, cfg: AlertConfig) -> dict:
-    link = f"{cfg.report_url.rstrip('/')}/{night}/"
-    head = (f"scalebench: night {night} is broken: {len(broken['missing'])} benchmark(s) not recorded, "
-            f"{len(broken['failed'])} cell(s) without a valid result ({link})")
-    return {"source": "scalebench", "kind": "broken_night", "night": night, "report": link, **broken,
-            "text": head + "\n" + "\n".join(f"- {x}" for x in broken["lines"])}
-
-
 def to_send(night: dict, deadline: bool) -> tuple[list[dict], dict | None]:
     """(regression alerts, broken-night alert body) one report run sends for a night: regressions
     once the night is complete, or at its deadline for what did record (a complete night sent
     them when it completed); what is missing or failed, at the deadline."""
     regressions = night["alert_details"] if night["complete"] != deadline else []
+    from scalebench.report.alert_messages import broken_night
+
     return regressions, broken_night(night) if deadline else None
 
 
@@ -154,11 +103,6 @@ def notifier(cfg: AlertConfig, doc: dict):
     return None
 
 
-def send(cfg: AlertConfig, night: str, details: list[dict], context) -> dict | None:
-    """Send one night's confirmed regressions; returns what was sent (None: nothing to send, or off)."""
-    return deliver(cfg, payload(night, details, cfg), context) if details else None
-
-
 def deliver(cfg: AlertConfig, doc: dict, context) -> dict | None:
     """One message through the configured notifier; None when alerts are off."""
     n = notifier(cfg, doc)
@@ -167,3 +111,86 @@ def deliver(cfg: AlertConfig, doc: dict, context) -> dict | None:
     # notify(), not __call__: the payload is data and must not be rendered as a Jinja template
     n.notify(context)
     return doc
+
+
+def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *, stack_of: dict[str, str],
+               profile: str, images_of: Callable[[str], list[dict]], trigger: Callable[[str, dict], str],
+               log=print) -> list[dict]:
+    """One night of a report run (a write_report summary): its regressions into their groups and
+    the groups' messages to the main channel and each matching route, a group marked told once
+    the main channel took it; a fix no open group holds said as before, and at the deadline what
+    broke. Returns the messages the main channel took."""
+    from scalebench.analysis.regress import NO_BETTER
+    from scalebench.report.alert_messages import broken_message, fixed_message
+
+    label, told = night["night"], []
+    regressions, broken = to_send(night, deadline)
+    in_time = night["complete"] != deadline  # once per night, as the regressions are
+    ended = night.get("fixed_details", []) if in_time else []
+    grouped = {g["key"] for g in groups.groups(state="open")}
+    messages = group_messages(groups, cfg, label, regressions, ended)
+    start_bisects(groups, messages, cfg, images_of, trigger, profile)
+    for group_id, reason, message in messages:
+        main, *routes = cfg.for_group(message["group"]["benchmarks"], stack_of)
+        for route in routes:
+            deliver(route, message, context)
+        if deliver(main, message, context):  # told: the main channel took it (None: notifier none)
+            groups.mark_notified(group_id, label, reason)
+            told.append(message)
+            log(f"night {label}: alert group #{group_id}: {reason} message sent by the {cfg.notifier} notifier")
+    if regressions:
+        log(f"night {label}: {len(regressions)} alert(s) "
+            + (f"sent by the {cfg.notifier} notifier" if told else
+               "not sent (notifier: none)" if cfg.notifier == "none" else "in groups already told"))
+    # a partial fix, or an end of a regression that no open group holds, is said as before ("still
+    # regressed" is no news to the channel: its group stays open and says so)
+    closed = {e["line"] for e in ended if e["key"] in grouped}
+    loose = [f["line"] for f in night.get("fixed", []) if f["line"] not in closed
+             and f["verdict"] != NO_BETTER] if in_time else []
+    if loose:
+        doc = deliver(cfg, fixed_message(label, loose, cfg), context)
+        log(f"night {label}: {len(loose)} regression(s) ended or partly fixed "
+            + (f"(sent by the {cfg.notifier} notifier)" if doc else "(not sent: notifier none)"))
+    if broken:
+        doc = deliver(cfg, broken_message(label, broken, cfg), context)
+        log(f"night {label} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
+            + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
+        night["broken"] = broken["lines"]
+    return told
+
+
+def send_nights(summary: dict, context) -> dict:
+    """The report DAG's send_alerts: every night of the run (`send_night`), with the configs, the
+    store's groups, this worker's Docker engine for a bisection's tags and the REST API to start it."""
+    from scalebench.orchestration.dags.dag_factory import default_profile
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+
+    configs = Configs()
+    cfg = configs.alerts()
+    stack_of = {b: bench.stack for b, bench in configs.load_all()[0].items()}  # for the alert routes
+    groups = AlertGroups(Store())
+    sent = {}
+    for night in summary["nights"]:
+        told = send_night(night, summary["deadline"], cfg, groups, context, stack_of=stack_of,
+                          profile=default_profile(configs.fleet),  # as the bisect DAG's form defaults
+                          images_of=_engine_images, trigger=_trigger)
+        regressions, _ = to_send(night, summary["deadline"])
+        if regressions:
+            sent[night["night"]] = len(regressions) if told else 0
+    return {**summary, "sent": sent}
+
+
+def _engine_images(repository: str) -> list[dict]:
+    """The repository's images on this worker's Docker engine."""
+    import docker
+
+    from scalebench.cell.images import repository_images
+
+    return repository_images(docker.from_env(), repository)
+
+
+def _trigger(dag_id: str, conf: dict) -> str:
+    from scalebench.orchestration.notes import trigger
+
+    return trigger(dag_id, conf)

@@ -17,7 +17,7 @@ from scalebench.core import nights
 from scalebench.core.config import Configs
 from scalebench.core.dag_ids import REPORT_DAG_ID
 from scalebench.orchestration.dags.benchmark_tasks import results_asset
-from scalebench.orchestration.dags.dag_factory import default_profile, nightly
+from scalebench.orchestration.dags.dag_factory import nightly
 
 REPORT_CRON = "0 7 * * *"
 
@@ -52,75 +52,15 @@ def write_report(**context) -> dict:
                 or bool(context["params"].get("deadline")))
     return {"nights": summaries, "deadline": deadline}
 
-def _engine_images(repository: str) -> list[dict]:
-    """The repository's images on this worker's Docker engine."""
-    import docker
-
-    from scalebench.cell.images import repository_images
-
-    return repository_images(docker.from_env(), repository)
-
-
-def _trigger(dag_id: str, conf: dict) -> str:
-    from scalebench.orchestration.notes import trigger
-
-    return trigger(dag_id, conf)
-
-
 @task
 def send_alerts(summary: dict, **context) -> dict:
     """Each night's confirmed regressions into their alert groups, one message per group owed one
-    (new, grown, changed state, fixed, reminder) and, at the deadline, what broke, through the
-    configured Airflow notifier."""
-    from scalebench.analysis.regress import NO_BETTER
-    from scalebench.orchestration.dags.alerts import (broken_payload, deliver, fixed_payload, group_messages,
-                                                      start_bisects, to_send)
-    from scalebench.store.alert_groups import AlertGroups
-    from scalebench.store.results import Store
+    (new, grown, changed state, partly fixed, fixed, reminder) and, at the deadline, what broke,
+    through the configured Airflow notifier (scalebench.orchestration.dags.alerts)."""
+    from scalebench.orchestration.dags.alerts import send_nights
 
-    configs = Configs()
-    cfg = configs.alerts()
-    profile = default_profile(configs.fleet)  # as the bisect DAG's form defaults
-    stack_of = {b: bench.stack for b, bench in configs.load_all()[0].items()}  # for the alert routes
-    groups = AlertGroups(Store())
-    sent = {}
-    for night in summary["nights"]:
-        regressions, broken = to_send(night, summary["deadline"])
-        in_time = night["complete"] != summary["deadline"]  # once per night, as the regressions are
-        ended = night.get("fixed_details", []) if in_time else []
-        grouped = {g["key"] for g in groups.groups(state="open")}
-        told = 0
-        messages = group_messages(groups, cfg, night["night"], regressions, ended)
-        start_bisects(groups, messages, cfg, _engine_images, _trigger, profile)
-        for group_id, reason, message in messages:
-            main, *routes = cfg.for_group(message["group"]["benchmarks"], stack_of)
-            for route in routes:
-                deliver(route, message, context)
-            if deliver(main, message, context):  # told: the main channel took it (None: notifier none)
-                groups.mark_notified(group_id, night["night"], reason)
-                told += 1
-                print(f"night {night['night']}: alert group #{group_id}: {reason} message sent by the "
-                      f"{cfg.notifier} notifier")
-        if regressions:
-            sent[night["night"]] = len(regressions) if told else 0
-            print(f"night {night['night']}: {len(regressions)} alert(s) "
-                  + (f"sent by the {cfg.notifier} notifier" if told else
-                     "not sent (notifier: none)" if cfg.notifier == "none" else "in groups already told"))
-        # a partial fix, or an end of a regression that no open group holds, is said as before ("still
-        # regressed" is no news to the channel: its group stays open and says so)
-        closed = {e["line"] for e in ended if e["key"] in grouped}
-        loose = [f["line"] for f in night.get("fixed", []) if f["line"] not in closed
-                 and f["verdict"] != NO_BETTER] if in_time else []
-        if loose:
-            doc = deliver(cfg, fixed_payload(night["night"], loose, cfg), context)
-            print(f"night {night['night']}: {len(loose)} regression(s) ended or partly fixed "
-                  + (f"(sent by the {cfg.notifier} notifier)" if doc else "(not sent: notifier none)"))
-        if broken:
-            doc = deliver(cfg, broken_payload(night["night"], broken, cfg), context)
-            print(f"night {night['night']} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
-                  + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
-            night["broken"] = broken["lines"]
-    return {**summary, "sent": sent}
+    return send_nights(summary, context)
+
 
 @task
 def check_regressions(summary: dict) -> None:

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 
-from scalebench.analysis.alert_groups import progress
+from scalebench.report.alert_messages import progress
 from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
 from scalebench.core import tables
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
