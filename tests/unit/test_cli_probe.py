@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from scalebench import cli
+from scalebench.cli.commands.configs import STACKS
 from tests.support import CONFIGS
 
 BENCH = "unet_torch_voc2007"
@@ -282,7 +283,7 @@ def test_a_broken_pipe_ends_quietly(home, monkeypatch, capsys):
     def stopped_reading(*a, **k):
         raise BrokenPipeError(32, "Broken pipe")
 
-    monkeypatch.setattr(cli, "cmd_stacks", stopped_reading)
+    monkeypatch.setattr(STACKS, "run", stopped_reading)
     r, w = os.pipe()
     saved = os.dup(1)
     try:
@@ -296,7 +297,7 @@ def test_a_broken_pipe_ends_quietly(home, monkeypatch, capsys):
 
 
 def test_an_unexpected_error_is_one_line_with_the_way_to_its_traceback(home, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "cmd_stacks", lambda *a: {}["missing key"])
+    monkeypatch.setattr(STACKS, "run", lambda *a: {}["missing key"])
     assert cli.main(["stacks"]) == 1
     [line] = capsys.readouterr().err.splitlines()
     assert line == ("scalebench: stacks: KeyError: 'missing key'; this is a bug or an unexpected state: run it again "

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from scalebench import cli
+from scalebench.cli.commands import plan as plan_command
 from scalebench.core.config import ConfigError, Configs
 from scalebench.core.plan import Cost, night_plan, stored_costs
 from tests.support import CONFIGS, new_config_tree
@@ -104,7 +105,7 @@ def test_stored_figures_set_the_cost_and_an_over_budget_night_is_infeasible(gpu)
 
 
 def test_plan_cli_prints_the_table_and_exits_non_zero_when_infeasible(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_stored_figures", lambda: [])
+    monkeypatch.setattr(plan_command, "_stored_figures", lambda: [])
     assert cli.main(["plan", "--profile", "nightly", "--fleet", str(GPU_FLEET), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["feasible"] and len(doc["rows"]) == 24 + 2 and [h["host"] for h in doc["hosts"]] == ["gpu-node-1",
