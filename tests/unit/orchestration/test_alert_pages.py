@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from scalebench.orchestration.ui import webapp
+from scalebench.orchestration.ui import triage, webapp
 from scalebench.store.alert_groups import AlertGroups
 from scalebench.store.results import Store
 
@@ -33,12 +33,12 @@ def site(isolated_state, monkeypatch):
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "a-test-secret")
     AlertGroups(Store()).record_night("2026-12-01", [DETAIL])
     who = {"user": User("alice"), "editor": True}
-    monkeypatch.setattr(webapp, "may_edit", lambda user: who["editor"])
+    monkeypatch.setattr(triage, "may_edit", lambda user: who["editor"])
     app = webapp.create_app()
     for route in app.routes:  # the login is Airflow's JWT check (tested against a real api-server elsewhere)
         for dep in getattr(getattr(route, "dependant", None), "dependencies", []):
             app.dependency_overrides[dep.call] = lambda: None
-    app.dependency_overrides[webapp.current_user] = lambda: who["user"]
+    app.dependency_overrides[triage.current_user] = lambda: who["user"]
     return TestClient(app, root_path="/scalebench", base_url="http://airflow.test"), who
 
 

@@ -135,9 +135,9 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
     """Each path and query parameter of every route the app declares, set in turn to each hostile
     value (the others valid): a 4xx or a page in which the value appears only escaped, and the
     page headers on every answer. Prints each route's answers (pytest -s)."""
-    from scalebench.orchestration.ui import webapp
+    from scalebench.orchestration.ui import triage
 
-    monkeypatch.setattr(webapp, "may_edit", lambda user: False)  # a reader (the actions: test_alert_pages)
+    monkeypatch.setattr(triage, "may_edit", lambda user: False)  # a reader (the actions: test_alert_pages)
     client = open_app()
     valid = {"night": nights["last"], "fmt": "csv", "benchmark": BENCH, "dag_id": DAG, "run_id": nights["run_id"],
              "a": "2026-11-27", "b": nights["last"], "nights": "90", "all": "false", "static:name": "pages.js",
@@ -194,10 +194,10 @@ def test_stored_text_from_a_container_or_a_config_is_shown_as_text(nights, isola
 
 
 def test_download_names_follow_rfc_6266():
-    from scalebench.orchestration.ui.webapp import _attachment
+    from scalebench.orchestration.ui.shared import attachment
 
-    assert _attachment('cells-a"b\u0661\u00e9.csv') == ("attachment; filename=\"cells-a_b__.csv\"; "
-                                                      "filename*=UTF-8''cells-a%22b%D9%A1%C3%A9.csv")
+    assert attachment('cells-a"b\u0661\u00e9.csv') == ("attachment; filename=\"cells-a_b__.csv\"; "
+                                                     "filename*=UTF-8''cells-a%22b%D9%A1%C3%A9.csv")
 
 
 def test_the_pages_carry_their_policy_and_the_night_and_window_ranges_hold(nights):

@@ -1,7 +1,8 @@
 """The browsing pages (history, night, run, compare, benchmarks, explanations) from data decided
 elsewhere: night summaries, stored cells, comparisons. This module turns that data into plain
 values (texts, links, table cells) and hands them to the Jinja2 templates in `templates/`, which
-autoescape every value: no markup is assembled here. The routes are in `webapp`.
+autoescape every value: no markup is assembled here. The routes are in `browsing`, `triage`
+(which also builds the alert pages' values, with these parts) and `reports`.
 
 Pages are shown inside the Airflow UI (a tab in an iframe), so a link into Airflow's own pages
 (a task's log) opens in the top window (pages.js hands it to the UI's router). Links between our
@@ -11,12 +12,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Callable
 from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 
-from scalebench.report.alert_messages import progress
 from scalebench.analysis.compare import COLUMNS as COMPARE_COLUMNS
 from scalebench.core import tables
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
@@ -208,51 +207,3 @@ def compare_page(base: str, nights: list[str], a: str | None, b: str | None, ben
     return render("compare.html", "Compare nights", base, nights=list(reversed(nights)), a=a, b=b, benchmark=benchmark,
                   error=error, benchmarks=benchmarks, only_on=only_on,
                   downloads=downloads(base, "/api/compare", {"a": a, "b": b, "benchmark": benchmark}) if cmp else None)
-
-
-# Alert groups (the triage pages): the list and one group, with its figures, events and actions.
-def _group_link(base: str) -> Callable[[dict], list[Link]]:
-    return lambda g: [Link(f"#{g['id']}", f"{base}/alerts/{g['id']}")]
-
-
-def alerts_page(base: str, groups: list[dict], state: str | None, benchmark: str | None, owner: str | None,
-                states: tuple[str, ...]) -> str:
-    """Open groups first, filtered by state, benchmark and owner (a GET form)."""
-    columns: list[Column[dict]] = [
-        Column("group", lambda g: f"#{g['id']}", links=_group_link(base)), Column("state", lambda g: g["state"]),
-        Column("owner", lambda g: g["owner"] or ""), Column("first night", lambda g: g["first_night"]),
-        Column("last night", lambda g: g["last_night"]), Column("figures", lambda g: len(g["figures"]), numeric=True),
-        Column("benchmarks", lambda g: ", ".join(g["benchmarks"])), Column("suspect", lambda g: g["suspect"] or "none")]
-    return render("alerts.html", "Alert groups", base, table=tables.build(columns, groups, lambda g: g["state"]),
-                  state=state, benchmark=benchmark, owner=owner, states=states)
-
-
-def alert_page(base: str, ui: str, group: dict, can_edit: bool, token: str, states: tuple[str, ...]) -> str:
-    """One group: what it is, its figures (each benchmark's history linked, where the change is
-    marked), the bisect to start where its suspect is an image, its event log, and the actions a
-    user who may edit gets (take it, set a state, add a note)."""
-    figures: list[Column[dict]] = [
-        Column("benchmark", lambda f: f["benchmark"],
-               links=lambda f: [Link(f["benchmark"], f"{base}/benchmarks/{quote(f['benchmark'], safe='')}")]),
-        Column("GPUs", lambda f: f["gpus"], numeric=True), Column("precision", lambda f: f["precision"]),
-        Column("metric", lambda f: f["metric"]),
-        Column("worst", lambda f: f"{f['worst_change'] * 100:+.1f}% worse", numeric=True),
-        Column("nights", lambda f: f"{f['first_night']} .. {f['last_night']}"),
-        Column("back", lambda f: f"back on {f['back_night']}" if f.get("back_night") else "not yet"),
-        Column("latest", lambda f: f["line"])]
-    events: list[Column[dict]] = [
-        Column("when", lambda e: e["at"] or ""), Column("who", lambda e: e["who"]), Column("what", lambda e: e["kind"]),
-        Column("state", lambda e: f"{e['from'] or ''} -> {e['to']}" if e["to"] else ""),
-        Column("note", lambda e: e["note"] or "")]
-    partly = progress(group)
-    about = [text(f"State {group['state']}" + (f", owner {group['owner']}" if group["owner"] else ", no owner")
-                  + (f" ({partly})" if partly else "")
-                  + f"; first night {group['first_night']}, last {group['last_night']}. Suspect: "),
-             text(group["suspect"] or "no change of image or config")]
-    bisect = None
-    if group["suspect_kind"] == "image" and group["previous_image"] and group["new_image"]:
-        bisect = [text(f"Bisect between {group['previous_image']} and {group['new_image']}: "),
-                  link(f"{ui}/dags/scalebench_bisect", "the scalebench_bisect DAG", top=True)]
-    return render("alert.html", f"Alert group #{group['id']}", base, group=group, about=about, bisect=bisect,
-                  figures=tables.build(figures, group["figures"]), events=tables.build(events, group.get("events", [])),
-                  can_edit=can_edit, token=token, states=states)

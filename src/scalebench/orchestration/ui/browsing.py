@@ -1,0 +1,173 @@
+"""The browsing pages, built per request from the results store: the benchmarks and a
+benchmark's history (night summaries, charts), a night's or a DAG run's cells with links to their
+task logs, a DAG's tab, two nights compared; each with its CSV and JSON; and the pages' own
+scripts and style."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+
+from scalebench.core import paths
+from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
+from scalebench.orchestration.ui import pages
+from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
+                                                NIGHT_VALUE, bases, export, inside, store)
+from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
+
+DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
+RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
+NIGHT_QUERY = Annotated[str | None, Query(pattern=NIGHT.pattern, max_length=10)]
+STATIC = Path(__file__).parent / "static"
+STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "pages.css": STATIC / "pages.css",
+                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
+                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+
+browsing = APIRouter()
+
+@browsing.get("/static/{name}")
+def static(name: Annotated[str, PathParam(max_length=40)]):
+    known = STATIC_FILES.get(name)
+    path = inside(STATIC, str(known.relative_to(STATIC))) if known else None
+    if known is None or path is None:
+        raise HTTPException(404, "No such static file" + (" (make ui-vendor restores uPlot)." if known else "."))
+    return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
+
+@browsing.get("/benchmarks", response_class=HTMLResponse)
+def benchmarks(request: Request):
+    base, _ = bases(request)
+    return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
+
+@browsing.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
+def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
+            nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
+    import datetime as dt
+
+    base, _ = bases(request)
+    known = store().summary_nights().get(benchmark, [])
+    since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
+    charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
+    rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
+    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
+
+@browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
+def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
+    rows = store().summaries(benchmark=benchmark)
+    return export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
+
+@browsing.get("/nights/{night}", response_class=HTMLResponse)
+def night(request: Request, night: NIGHT_VALUE):
+    base, ui = bases(request)
+    earlier = [n for n in _summarized_nights() if n < night]
+    return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
+                            (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
+
+@browsing.get("/api/nights/{night}/cells.{fmt}")
+def night_export(night: NIGHT_VALUE, fmt: FORMAT):
+    cells = _ordered(store().cells(night=night))
+    return export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{night}", cells)
+
+@browsing.get("/runs", response_class=HTMLResponse)
+def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
+    base, ui = bases(request)
+    other = _no_figures(dag_id, base)
+    if other:
+        return pages.explain_page(base, f"Run {run_id}", other)
+    return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
+
+@browsing.get("/api/runs/cells.{fmt}")
+def run_export(fmt: FORMAT, dag_id: DAG_ID, run_id: RUN_ID):
+    cells = _run_cells(dag_id, run_id)
+    return export(fmt, RESULT_COLUMNS, [result_row(c) for c in cells], f"cells-{run_id}", cells)
+
+@browsing.get("/dags")
+def dag(request: Request, dag_id: DAG_ID):
+    """The DAG tab: a benchmark's DAG (nightly or weekly) opens its history; the others say what they are."""
+    base, _ = bases(request)
+    if dag_id == REPORT_DAG_ID:  # its history is the nights' reports
+        return RedirectResponse(f"{base}/")
+    other = _no_figures(dag_id, base)
+    if other:
+        return HTMLResponse(pages.explain_page(base, dag_id, other))
+    bench = benchmark_of(dag_id) or dag_id
+    if bench not in store().summary_nights():
+        return HTMLResponse(pages.explain_page(base, dag_id, [
+            pages.text("No night of "), pages.code(bench),
+            pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))
+    return RedirectResponse(f"{base}/benchmarks/{bench}")
+
+@browsing.get("/compare", response_class=HTMLResponse)
+def compare(request: Request, a: NIGHT_QUERY = None, b: NIGHT_QUERY = None, benchmark: BENCHMARK_QUERY = None):
+    base, _ = bases(request)
+    nights = _summarized_nights()
+    if not (a and b) and len(nights) >= 2:
+        a, b = nights[-2], nights[-1]
+    cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
+    return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
+
+@browsing.get("/api/compare.{fmt}")
+def compare_export(fmt: FORMAT, a: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)],
+                   b: Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)], benchmark: BENCHMARK_QUERY = None):
+    from dataclasses import asdict
+
+    from scalebench.analysis.compare import COMPARISON_COLUMNS, comparison_rows
+
+    cmp, error = _compare(a, b, benchmark)
+    if cmp is None:
+        raise HTTPException(404, "Nothing to compare: the two nights need a stored run of the same benchmark.")
+    return export(fmt, COMPARISON_COLUMNS, [r for c in cmp.benchmarks for r in comparison_rows(c)],
+                   f"compare-{a}-{b}", asdict(cmp))
+
+
+def _night(text: str) -> str:
+    if not NIGHT.match(text or ""):
+        raise HTTPException(422, f"night: expected {EXPECTED['night']}")
+    return text
+
+
+def _shifts(benchmark: str) -> list[dict]:
+    """The acknowledged shifts of one benchmark (include/configs), as the history page marks them."""
+    from scalebench.analysis.regress import load_shifts
+    from scalebench.core.config import SHIFTS_FILE, Configs
+
+    path = Configs().config_dir / SHIFTS_FILE
+    return [{"since": s.since.isoformat(), "reason": s.reason, "gpus": s.gpus} for s in load_shifts(path)
+            if s.benchmark == benchmark] if path.exists() else []
+
+
+def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:
+    """What a DAG of ours that records no figure does instead, as the parts of a line of prose
+    (None for a benchmark's DAG)."""
+    texts: dict[str, list[pages.Part]] = {
+        REPORT_DAG_ID: [pages.text("The nightly report DAG writes one night's report from the recorded cells: see "),
+                        pages.link(f"{base}/", "the nights"), pages.text(" and "),
+                        pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
+        MAINTENANCE_DAG_ID: [pages.text("The maintenance DAG prunes old attempt folders and logs and records no "
+                                        "figure; its task logs say what it removed.")]}
+    return texts.get(dag_id)
+
+
+def _summarized_nights() -> list[str]:
+    """Every night some benchmark has a summary of, oldest first."""
+    return sorted({n for ns in store().summary_nights().values() for n in ns})
+
+
+def _ordered(cells: list[dict]) -> list[dict]:
+    """Cells without a valid result first (what a person opens the page for), then the rest, in store order."""
+    return sorted(cells, key=lambda c: c["figure"] is not None)
+
+
+def _run_cells(dag_id: str, run_id: str) -> list[dict]:
+    return _ordered([c for c in store().cells(run_id=run_id) if c["dag_id"] == dag_id])
+
+
+def _compare(a: str, b: str, benchmark: str | None):
+    from scalebench.analysis.compare import CompareError, compare_nights
+
+    a, b = _night(a), _night(b)
+    try:
+        return compare_nights(store().cells(night=a), store().cells(night=b), a, b, benchmark or None), None
+    except CompareError as exc:
+        return None, str(exc)
