@@ -100,6 +100,38 @@ def test_orchestrations_rooms_import_only_lower_rooms(path):
     assert not wrong, f"{path.relative_to(PKG)}:\n" + "\n".join(wrong)
 
 
+# Inside the command line and the UI: parts of one concern each, which never import one another;
+# only the one module that assembles them (the list of commands, the app) names them all.
+PARTS = {
+    "cli/commands": {"parts": {"changes", "configs", "plan", "report", "results", "store"},
+                     "assembler": "__init__", "shared": "scalebench.cli.{arguments,listing}"},
+    "orchestration/ui": {"parts": {"browsing", "triage", "reports"}, "assembler": "webapp",
+                         "shared": "scalebench.orchestration.ui.{shared,pages}"},
+}
+
+
+@pytest.mark.parametrize("folder", sorted(PARTS))
+def test_the_parts_of_the_cli_and_the_ui_import_none_of_each_other(folder):
+    rule = PARTS[folder]
+    found = {p.stem for p in (PKG / folder).glob("*.py")} - {rule["assembler"], "__init__", "shared", "pages"}
+    assert found == rule["parts"], f"{folder}: parts not in the list {found - rule['parts']}"
+    package = "scalebench." + folder.replace("/", ".")
+    wrong = []
+    for part in sorted(rule["parts"]):
+        for line, name in imports(PKG / folder / f"{part}.py"):
+            other = name.removeprefix(package + ".").split(".")[0] if name.startswith(package + ".") else None
+            if other in rule["parts"] and other != part:
+                wrong.append(f"{folder}/{part}.py line {line}: imports {name}; share it through {rule['shared']}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_of_the_cli_or_the_ui_is_over_250_lines():
+    """One page a newcomer reads: a command group, a router, the pages' values."""
+    long = [f"{p.relative_to(PKG)}: {n} lines" for folder in ("cli", "orchestration/ui") for p in (PKG / folder).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 250]
+    assert not long, long
+
+
 def test_the_checker_sees_imports_inside_functions(tmp_path):
     """The rule must catch a lazy import, as four modules once imported Airflow inside functions."""
     probe = PKG / "core" / "_probe_never_committed.py"
