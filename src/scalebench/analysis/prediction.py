@@ -1,0 +1,407 @@
+"""What more GPUs would give: a model of one data-parallel step, fitted per benchmark, host and
+precision on the GPU counts measured, that predicts a count not measured (8 on one host, two
+hosts of n). docs/prediction.md is the model's page; in short:
+
+    step(N) = compute(N) + data_wait(N) + exposed_sync(N) + other        (slowest rank, per step)
+    compute(N)   = (alpha + beta x per-GPU batch) x (1 + s log2 N)      Pollux's form; s the slowest
+                                                                        rank's growth with N
+    data_wait(N) = d1 + h (N - 1)                                       ranks share the host's CPUs
+    sync(N)      = 2 (N - 1) / N x gradient bytes / bus bandwidth       a ring all-reduce, measured
+    exposed      = (compute^g + sync^g)^(1/g) - compute                 Pollux's overlap, g fitted
+    images/s(N)  = N x per-GPU batch / step(N)
+
+Each part is fitted on the measured counts (alpha and beta need two per-GPU batches, s, h and g a
+count above 1; without one they are 0, 0 and 1: no growth, no overlap, said in the fit's notes).
+Where a framework gives no breakdown (TensorFlow's MirroredStrategy) or only throughput is known
+(a published table), the aggregate fit: step(N) = c x per-GPU batch x (1 + s log2 N), all that
+grows with N (the slowest rank, the sync, the input) in one term, s >= 0 by least squares; two
+hosts add the all-reduce's extra time over the slower link. The interval comes from
+bootstrapping the nights; one night gives none."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
+
+MODEL_VERSION = 1
+PARTS = ("compute", "data_wait", "sync", "other")
+BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time"}
+BOOTSTRAP = 200
+LEVEL = 0.90
+
+
+@dataclass(frozen=True)
+class Point:
+    """One GPU count as measured (a cell, or a night's median): images/s and, where the framework
+    measures them, the slowest rank's seconds per steady step by part."""
+    gpus: int
+    images_per_s: float
+    hosts: int = 1
+    per_gpu_batch: float | None = None
+    step_s: float | None = None
+    compute_s: float | None = None
+    data_wait_s: float | None = None
+    sync_s: float | None = None
+    other_s: float | None = None
+    night: str | None = None
+
+    @property
+    def total(self) -> int:
+        return self.gpus * self.hosts
+
+    @property
+    def broken_down(self) -> bool:
+        return None not in (self.step_s, self.compute_s, self.data_wait_s, self.sync_s)
+
+
+@dataclass(frozen=True)
+class Network:
+    """What a gradient sync costs: the gradient bytes (parameters x 4), the bus bandwidth measured
+    per GPU count on the host (GB/s, all-reduce sweep) and the link between hosts (Gbit/s, the
+    fleet's link_gbps: assumed, not measured)."""
+    gradient_bytes: float | None = None
+    busbw_gbps: dict[int, float] = field(default_factory=dict)
+    link_gbps: float | None = None
+
+    def busbw(self, gpus: int, hosts: int) -> float | None:
+        """GB/s a ring of `gpus` per host sees: the sweep at that count, else at the nearest
+        measured count (bandwidth of a larger ring is taken from the largest measured); across
+        hosts the slower of that and the link."""
+        if not self.busbw_gbps:
+            return None
+        near = min(self.busbw_gbps, key=lambda n: (abs(n - gpus), -n))
+        bw = self.busbw_gbps[near]
+        if hosts > 1:
+            return min(bw, self.link_gbps / 8) if self.link_gbps else None
+        return bw
+
+    def sync_s(self, gpus: int, hosts: int = 1) -> float | None:
+        """Seconds of one all-reduce of the gradients over gpus x hosts ranks (0 on one rank)."""
+        n = gpus * hosts
+        if n == 1:
+            return 0.0
+        bw = self.busbw(gpus, hosts)
+        if not self.gradient_bytes or not bw:
+            return None
+        return 2 * (n - 1) / n * self.gradient_bytes / (bw * 1e9)
+
+
+def ring(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted step model; `step(N, hosts, batch)` gives each part's seconds per step."""
+    kind: str                        # "breakdown" or "aggregate"
+    batch1: float                    # the per-GPU batch at the smallest measured count
+    alpha: float
+    beta: float
+    straggler: float                 # s: compute grows by s x log2 N on the slowest rank
+    data_wait1: float
+    data_growth: float               # h: seconds per step per added rank
+    overlap: float                   # g of (compute^g + sync^g)^(1/g); 1: none
+    sync_k: float                    # aggregate (or no sweep): exposed sync = K x 2(N-1)/N
+    other: float
+    network: Network
+    counts: tuple[int, ...]
+    notes: tuple[str, ...] = ()
+
+    def step(self, gpus: int, hosts: int = 1, batch: float | None = None) -> dict[str, float] | None:
+        n, b = gpus * hosts, self.batch1 if batch is None else batch
+        compute = (self.alpha + self.beta * b) * (1 + self.straggler * math.log2(n))
+        full = self.network.sync_s(gpus, hosts)
+        above_one = max(self.counts) > 1
+        if self.kind == "aggregate":
+            base = compute / (1 + self.straggler * math.log2(n))
+            extra = self._across_hosts(gpus, hosts)
+            if above_one and extra is not None:  # growth with N (the slowest rank, the sync) as one overhead
+                return {"compute": base, "data_wait": 0.0, "sync": compute - base + extra, "other": 0.0}
+            # one count: the sweep's all-reduce, not overlapped; else nothing to go on
+            return None if full is None else {"compute": compute, "data_wait": 0.0, "sync": full, "other": 0.0}
+        if full is None:
+            if hosts > 1 or not above_one:
+                return None  # no sweep across hosts; no sync measured at all
+            exposed = self.sync_k * ring(n)
+        else:
+            g = self.overlap
+            exposed = (compute ** g + full ** g) ** (1 / g) - compute if full > 0 else 0.0
+        return {"compute": compute, "data_wait": self.data_wait1 + self.data_growth * (n - 1), "sync": exposed,
+                "other": self.other}
+
+    def _across_hosts(self, gpus: int, hosts: int) -> float | None:
+        """The aggregate's extra seconds per step on several hosts: the all-reduce over the slower
+        link less the same ring inside one host, not overlapped (None without the sweep and link)."""
+        if hosts == 1:
+            return 0.0
+        across, inside = self.network.sync_s(gpus, hosts), self.network.sync_s(gpus * hosts, 1)
+        return across - inside if across is not None and inside is not None else None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A count not measured, predicted: images/s, time relative to 1 GPU, efficiency, the part
+    that limits it, the interval (None without two nights) and why not, where it cannot be made."""
+    gpus: int
+    hosts: int
+    images_per_s: float | None
+    relative_time: float | None = None
+    efficiency: float | None = None
+    low: float | None = None
+    high: float | None = None
+    shares: dict[str, float] = field(default_factory=dict)
+    limit: str = ""
+    kind: str = ""
+    notes: tuple[str, ...] = ()
+    why_not: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpus} GPU{'s' if self.gpus > 1 else ''}" + (f" x {self.hosts} hosts" if self.hosts > 1 else "")
+
+    def line(self) -> str:
+        if self.images_per_s is None:
+            return f"{self.label}: not predicted ({self.why_not})"
+        interval = (f" (90% interval {self.low:.4g}-{self.high:.4g})" if self.low is not None
+                    else " (no interval: one night)" if self.kind != "table" else "")
+        eff = f", efficiency {self.efficiency:.0%}" if self.efficiency is not None else ""
+        rel = f", {self.relative_time:.0%} of 1 GPU's time" if self.relative_time is not None else ""
+        return f"{self.label}: {self.images_per_s:.4g} images/s{interval}{rel}{eff}; {self.limit}"
+
+    def to_json(self) -> dict:
+        return {"gpus": self.gpus, "hosts": self.hosts, "images_per_s": self.images_per_s,
+                "relative_time": self.relative_time, "efficiency": self.efficiency, "low": self.low,
+                "high": self.high, "shares": self.shares, "limit": self.limit, "kind": self.kind,
+                "notes": list(self.notes), "why_not": self.why_not, "line": self.line()}
+
+
+def median_points(points: Iterable[Point]) -> list[Point]:
+    """One point per (GPU count, hosts): the median of each field over its cells or nights."""
+    groups: dict[tuple[int, int], list[Point]] = {}
+    for p in points:
+        groups.setdefault((p.gpus, p.hosts), []).append(p)
+
+    def med(ps: list[Point], name: str) -> float | None:
+        values = [getattr(p, name) for p in ps if getattr(p, name) is not None]
+        return statistics.median(values) if values else None
+
+    out = []
+    for (gpus, hosts), ps in sorted(groups.items()):
+        fields_ = ("per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
+        out.append(Point(gpus, statistics.median(p.images_per_s for p in ps), hosts,
+                         **{f: med(ps, f) for f in fields_}))  # type: ignore[arg-type]
+    return out
+
+
+def fit(points: Sequence[Point], network: Network = Network()) -> Fit:
+    """The step model from measured points (one per count: `median_points`): the breakdown model
+    where every point has one, else the aggregate fit from throughput."""
+    pts = sorted(median_points(points), key=lambda p: p.total)
+    if not pts:
+        raise ValueError("no measured point to fit")
+    batch1 = pts[0].per_gpu_batch or 1.0
+    steps = [(p.step_s if p.step_s else p.total * (p.per_gpu_batch or 1.0) / p.images_per_s) for p in pts]
+    batches = [p.per_gpu_batch or 1.0 for p in pts]
+    counts = tuple(p.total for p in pts)
+    if all(p.broken_down for p in pts):
+        return _fit_breakdown(pts, batches, network, counts)
+    c = steps[0] / batches[0]
+    # s >= 0: the step's growth beyond compute at 1 GPU, in log2 N, least squares over counts > 1
+    xs = [(math.log2(p.total), st / (c * b) - 1) for p, st, b in zip(pts, steps, batches) if p.total > 1]
+    grow = max(0.0, sum(x * y for x, y in xs) / sum(x * x for x, _ in xs)) if xs else 0.0
+    notes = ["aggregate fit from throughput: what grows with N (the slowest rank, the sync, the input) is "
+             "one term in log2 N"]
+    if not xs:
+        notes.append("one GPU count measured: the sync is the measured all-reduce, not overlapped")
+    return Fit("aggregate", batch1, 0.0, c, grow, 0.0, 0.0, 1.0, 0.0, 0.0, network, counts, tuple(notes))
+
+
+def _fit_breakdown(pts: list[Point], batches: list[float], network: Network, counts: tuple[int, ...]) -> Fit:
+    notes = []
+    compute = [p.compute_s or 0.0 for p in pts]
+    alpha, beta, s = _fit_compute([p.total for p in pts], batches, compute)
+    if len(set(batches)) < 2:
+        notes.append("one per-GPU batch measured: compute taken as proportional to the batch")
+    dw1 = pts[0].data_wait_s or 0.0
+    more = [(p.total - 1, (p.data_wait_s or 0.0) - dw1) for p in pts if p.total > 1]
+    h = max(0.0, sum(x * y for x, y in more) / sum(x * x for x, _ in more)) if more else 0.0
+    other = statistics.median(p.other_s or 0.0 for p in pts)
+    g, k = 1.0, 0.0
+    if network.sync_s(2) is not None:
+        measured = [(p, c) for p, c in zip(pts, compute) if p.total > 1]
+        if measured:
+            g = min((x / 4 for x in range(4, 41)), key=lambda g_: sum(
+                (((c ** g_ + (network.sync_s(p.gpus, p.hosts) or 0.0) ** g_) ** (1 / g_) - c) - (p.sync_s or 0.0)) ** 2
+                for p, c in measured))
+        else:
+            notes.append("no count above 1 measured: sync taken as not overlapped with backward")
+    else:
+        syncs = [(ring(p.total), p.sync_s or 0.0) for p in pts if p.total > 1]
+        k = max(0.0, sum(x * y for x, y in syncs) / sum(x * x for x, _ in syncs)) if syncs else 0.0
+        notes.append("no all-reduce measured on this host: the exposed sync scaled as a ring from the measured counts")
+    return Fit("breakdown", batches[0], alpha, beta, s, dw1, h, g, k, other, network, counts, tuple(notes))
+
+
+def _fit_compute(counts: list[int], batches: list[float], compute: list[float]) -> tuple[float, float, float]:
+    """(alpha, beta, s) of compute = (alpha + beta b)(1 + s log2 N), least squares over a grid of s
+    (alpha, beta >= 0 by NNLS at each s); alpha 0 with one per-GPU batch."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    grid = [0.0] if len(counts) < 2 else [x / 1000 for x in range(0, 501, 2)]
+    best = None
+    for s in grid:
+        scale = np.array([1 + s * math.log2(n) for n in counts])
+        cols = [scale * np.array(batches)] if len(set(batches)) < 2 else [scale, scale * np.array(batches)]
+        coef, res = nnls(np.column_stack(cols), np.array(compute))
+        if best is None or res < best[0] - 1e-12:
+            best = (res, s, coef)
+    assert best is not None
+    _, s, coef = best
+    return (0.0, float(coef[0]), s) if len(coef) == 1 else (float(coef[0]), float(coef[1]), s)
+
+
+def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network = Network(), *,
+            batch: float | None = None, table: bool = False, seed: int = 0) -> Prediction:
+    """images/s at gpus x hosts from the measured points; the interval from bootstrapping the
+    points' nights (BOOTSTRAP resamples), none with one night or from a table."""
+    try:
+        model = fit(points, network)
+    except ValueError as exc:
+        return Prediction(gpus, hosts, None, why_not=str(exc))
+    one = _images_per_s(model, 1, 1, None) if 1 not in model.counts else \
+        median_points([p for p in points if p.total == 1])[0].images_per_s
+    if batch is None:
+        batch = _batch_at(points, gpus * hosts, model.batch1)
+    parts = model.step(gpus, hosts, batch)
+    if parts is None:
+        why = ("two hosts need the link speed between them (the fleet's link_gbps) and a measured all-reduce"
+               if hosts > 1 else "one GPU count measured and no all-reduce measured: nothing to scale the sync from")
+        return Prediction(gpus, hosts, None, kind=model.kind, notes=model.notes, why_not=why)
+    step = sum(parts.values())
+    ips = gpus * hosts * batch / step
+    shares = {k: v / step for k, v in parts.items()}
+    part = max(shares, key=lambda k: shares[k])
+    limit = f"{BOUND[part]} at {gpus * hosts}: {shares[part]:.0%} of the step"
+    if model.kind == "aggregate":
+        limit = f"{'sync-bound' if part == 'sync' else 'compute-bound'} at {gpus * hosts}: {shares[part]:.0%} " \
+                "of the step (aggregate fit: compute and overhead only)"
+    low = high = None
+    nights = sorted({p.night for p in points if p.night})
+    if len(nights) > 1 and not table:
+        low, high = _bootstrap(points, nights, gpus, hosts, network, batch, seed)
+    n = gpus * hosts
+    eff = ips / (n * one) if one else None
+    return Prediction(gpus, hosts, ips, one / ips if one else None, eff, low, high,
+                      {k: round(v, 4) for k, v in shares.items()}, limit, "table" if table else model.kind,
+                      model.notes + ((f"{hosts} hosts: the link between them assumed at "
+                                      f"{network.link_gbps:g} Gbit/s, not measured",) if hosts > 1 else ()))
+
+
+def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
+    """The per-GPU batch at n: as measured there, else a strong-scaling run's global batch over n
+    (the largest count's global batch held), else the same as measured (weak scaling)."""
+    pts = median_points(points)
+    for p in pts:
+        if p.total == n and p.per_gpu_batch:
+            return p.per_gpu_batch
+    known = [p for p in pts if p.per_gpu_batch]
+    if len(known) > 1 and len({p.per_gpu_batch for p in known}) > 1:
+        top = max(known, key=lambda p: p.total)
+        return (top.per_gpu_batch or batch1) * top.total / n
+    return (known[-1].per_gpu_batch or batch1) if known else batch1
+
+
+def _images_per_s(model: Fit, gpus: int, hosts: int, batch: float | None) -> float | None:
+    parts = model.step(gpus, hosts, batch)
+    b = model.batch1 if batch is None else batch
+    return gpus * hosts * b / sum(parts.values()) if parts else None
+
+
+def _bootstrap(points: Sequence[Point], nights: list[str], gpus: int, hosts: int, network: Network,
+               batch: float, seed: int) -> tuple[float | None, float | None]:
+    import random
+
+    rng = random.Random(seed)
+    by_night = {n: [p for p in points if p.night == n] for n in nights}
+    got = []
+    for _ in range(BOOTSTRAP):
+        sample = [replace(p, night=None) for n in (rng.choice(nights) for _ in nights) for p in by_night[n]]
+        counts = {p.total for p in sample}
+        if len(counts) < len({p.total for p in points}):
+            continue  # a resample that lost a count fits another model
+        ips = _images_per_s(fit(sample, network), gpus, hosts, batch)
+        if ips:
+            got.append(ips)
+    if len(got) < BOOTSTRAP // 2:
+        return None, None
+    got.sort()
+    lo, hi = (1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2
+    return got[int(lo * (len(got) - 1))], got[int(hi * (len(got) - 1))]
+
+
+def naive_rules(points: Sequence[Point], n: int) -> dict[str, float]:
+    """The two rules a prediction must beat, as images/s at n: per-GPU throughput stays at the
+    largest measured count's; the efficiency trend continues linearly (least squares in N)."""
+    pts = median_points(points)
+    top = max(pts, key=lambda p: p.total)
+    one = next(p.images_per_s for p in pts if p.total == 1)
+    xs = [(p.total, p.images_per_s / (p.total * one)) for p in pts]
+    mx, my = statistics.fmean(x for x, _ in xs), statistics.fmean(y for _, y in xs)
+    sxx = sum((x - mx) ** 2 for x, _ in xs)
+    slope = sum((x - mx) * (y - my) for x, y in xs) / sxx if sxx else 0.0
+    eff = my + slope * (n - mx)
+    return {"per-GPU throughput held": top.images_per_s / top.total * n, "efficiency trend": eff * n * one}
+
+
+TABLE_COLUMNS = ("gpus", "hosts", "images_per_s", "per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s",
+                 "params")
+
+
+def points_from_csv(text: str, where: str) -> tuple[dict[str, list[Point]], dict[str, int]]:
+    """Measured points from a CSV table (columns: gpus, images_per_s, and where known hosts,
+    per_gpu_batch, step_s, compute_s, data_wait_s, sync_s, params; a `table` column names several
+    tables in one file, `source` says where a row comes from): ({table: points}, {table: params}).
+    ValueError naming the file, line and column on a bad value."""
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or "gpus" not in rows[0] or "images_per_s" not in rows[0]:
+        raise ValueError(f"{where}: expected a CSV with at least the columns gpus and images_per_s "
+                         f"(and optionally {', '.join(TABLE_COLUMNS[3:])}, table, source)")
+    tables: dict[str, list[Point]] = {}
+    params: dict[str, int] = {}
+    for line, row in enumerate(rows, start=2):
+        def number(col: str, whole: bool = False, required: bool = False, row=row, line=line) -> float | None:
+            return _cell(row.get(col), f"{where}: line {line}: column {col}", whole, required,
+                         zero=col in ("data_wait_s", "sync_s"))
+        name = (row.get("table") or "").strip() or "table"
+        gpus, hosts = number("gpus", True, True), number("hosts", True) or 1.0
+        assert gpus is not None
+        point = Point(int(gpus), number("images_per_s", required=True) or 0.0, int(hosts), number("per_gpu_batch"),
+                      number("step_s"), number("compute_s"), number("data_wait_s"), number("sync_s"))
+        if point.step_s is not None and point.compute_s is not None:
+            point = replace(point, other_s=max(0.0, point.step_s - point.compute_s - (point.data_wait_s or 0.0)
+                                               - (point.sync_s or 0.0)))
+        tables.setdefault(name, []).append(point)
+        if number("params", True):
+            params[name] = int(number("params", True) or 0)
+    return tables, params
+
+
+def _cell(text: str | None, where: str, whole: bool, required: bool, zero: bool) -> float | None:
+    """One number of a table; ValueError naming where it is and what it must be."""
+    text = (text or "").strip()
+    if not text:
+        if required:
+            raise ValueError(f"{where} is empty; expected a number")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or value == 0 and not zero or whole and value != int(value):
+        raise ValueError(f"{where}: {text!r} must be a {'whole ' if whole else ''}number above 0")
+    return value

@@ -1,0 +1,137 @@
+"""The scaling prediction: published multi-GPU tables (bench/public_scaling.csv) held to the
+goals, and the step model given back on synthetic hosts whose truth is known."""
+import importlib.util
+import math
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalebench.analysis.prediction import Network, Point, fit, points_from_csv, predict
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "prediction.py"
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location("prediction_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_published_tables_predicted_from_up_to_4_gpus_meet_the_goals():
+    """8 GPUs from the counts up to 4: within 5 % on every regular and poorly scaling table, never
+    more than 1 point of efficiency worse than the better naive rule, better than both on the
+    poorly scaling ones. The irregular table (96 % at 4, 78 % at 8) defeats every rule: shown."""
+    rows = [r for r in bench().rows() if r.gpus == 8]
+    kinds = {r.kind for r in rows}
+    assert {"regular", "poor", "irregular"} <= kinds and len([r for r in rows if r.kind == "poor"]) >= 2
+    for r in rows:
+        if r.kind == "irregular":
+            continue
+        assert abs(r.error(r.predicted)) <= 0.05, (r.table, r.error(r.predicted))
+        assert abs(r.points(r.predicted)) <= abs(r.better_naive) + 1.0, (r.table, r.points(r.predicted), r.better_naive)
+        if r.kind == "poor":
+            assert all(abs(r.points(r.predicted)) < abs(r.points(v)) for v in r.naive.values()), r.table
+
+
+def synthetic(counts, nights=1, *, batch=32, c=0.004, s=0.02, d1=0.01, h=0.004, other=0.005, g=2.0,
+              network=Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0, 8: 50.0}), cv=0.0, seed=0, strong=None):
+    """Points of a host whose step is the model's own form with known parts (per step, seconds)."""
+    rng = random.Random(seed)
+    out = []
+    for night in range(nights):
+        for n in counts:
+            b = strong / n if strong else batch
+            compute = c * b * (1 + s * math.log2(n))
+            full = network.sync_s(n)
+            sync = (compute ** g + full ** g) ** (1 / g) - compute if full else 0.0
+            wait = d1 + h * (n - 1)
+            noise = 1 + rng.gauss(0, cv)
+            step = (compute + sync + wait + other) * noise
+            out.append(Point(n, n * b / step, per_gpu_batch=b, step_s=step, compute_s=compute * noise,
+                             data_wait_s=wait * noise, sync_s=sync * noise, other_s=other * noise,
+                             night=f"2026-11-{night + 1:02d}"))
+    return out
+
+
+def truth(n, **kw):
+    return synthetic([n], **kw)[0].images_per_s
+
+
+def test_the_breakdown_model_gives_back_a_known_host_at_8_gpus_from_1_2_and_4():
+    net = Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0, 8: 50.0})
+    got = predict(synthetic([1, 2, 4], network=net), 8, network=net)
+    assert got.kind == "breakdown" and got.images_per_s == pytest.approx(truth(8, network=net), rel=0.01)
+    assert got.efficiency == pytest.approx(truth(8, network=net) / (8 * truth(1, network=net)), abs=0.01)
+    assert got.limit.startswith("compute-bound at 8") and "% of the step" in got.limit
+
+
+def test_a_large_model_on_a_slow_ring_is_sync_bound_and_says_so():
+    net = Network(1e9, {1: 20.0, 2: 12.0, 4: 8.0, 8: 6.0})
+    got = predict(synthetic([1, 2, 4], network=net, g=1.5), 8, network=net)
+    assert got.images_per_s == pytest.approx(truth(8, network=net, g=1.5), rel=0.02)
+    assert got.limit.startswith("sync-bound at 8") and got.shares["sync"] > 0.4
+
+
+def test_strong_scaling_shrinks_the_per_gpu_batch_and_is_modelled_too():
+    net = Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0, 8: 50.0})
+    points = synthetic([1, 2, 4], network=net, strong=96)
+    got = predict(points, 8, network=net)
+    assert got.images_per_s == pytest.approx(truth(8, network=net, strong=96), rel=0.02)
+
+
+def test_from_one_gpu_and_the_sweep_alone_it_predicts_without_overlap_and_without_the_sweep_it_does_not():
+    net = Network(100e6, {2: 80.0, 4: 60.0, 8: 50.0})
+    flat = {"network": net, "s": 0.0, "h": 0.0}  # a host whose only growth is the sync: one GPU says all else
+    got = predict(synthetic([1], **flat), 8, network=net)
+    assert got.images_per_s is not None and got.images_per_s < truth(8, **flat)  # no overlap: conservative
+    assert got.images_per_s == pytest.approx(truth(8, **flat | {"g": 1.0}), rel=0.001)
+    assert any("not overlapped" in n for n in got.notes)
+    bare = predict(synthetic([1], network=net), 8)
+    assert bare.images_per_s is None and "nothing to scale the sync from" in bare.why_not
+    assert "not predicted" in bare.line()
+
+
+def test_two_hosts_need_the_link_and_say_it_is_assumed():
+    net = Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0})
+    points = synthetic([1, 2, 4], network=net)
+    assert predict(points, 4, 2, net).images_per_s is None
+    linked = Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0}, link_gbps=100.0)
+    got = predict(points, 4, 2, linked)
+    assert got.images_per_s is not None and got.images_per_s < predict(points, 8, 1, linked).images_per_s
+    assert any("assumed at 100 Gbit/s, not measured" in n for n in got.notes) and got.label == "4 GPUs x 2 hosts"
+
+
+def test_the_interval_comes_from_the_nights_and_one_night_has_none():
+    """The interval is the nights' spread carried through the fit (not the model's own error):
+    it holds the estimate and widens with noisier nights."""
+    net = Network(100e6, {1: 100.0, 2: 80.0, 4: 60.0, 8: 50.0})
+    quiet, noisy = (predict(synthetic([1, 2, 4], nights=8, cv=cv, network=net), 8, network=net) for cv in (0.005, 0.03))
+    for got in (quiet, noisy):
+        assert got.low is not None and got.high is not None and got.low < got.images_per_s < got.high
+    assert noisy.high - noisy.low > 2 * (quiet.high - quiet.low)
+    one = predict(synthetic([1, 2, 4], network=net), 8, network=net)
+    assert one.low is None and "no interval: one night" in one.line()
+
+
+def test_a_framework_without_a_breakdown_gets_the_aggregate_fit_and_says_so():
+    points = [Point(p.gpus, p.images_per_s, per_gpu_batch=p.per_gpu_batch) for p in synthetic([1, 2, 4])]
+    model = fit(points)
+    assert model.kind == "aggregate" and any("aggregate fit" in n for n in model.notes)
+    # one term for every growth misses the parts' shapes (the breakdown is within 1 % on this host)
+    assert predict(points, 8).images_per_s == pytest.approx(truth(8), rel=0.10)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("gpus,images_per_s\n1,100\ntwo,190\n", "line 3: column gpus: 'two' is not a number"),
+    ("gpus,images_per_s\n1,100\n2,-5\n", "line 3: column images_per_s: '-5' must be a number above 0"),
+    ("gpus,images_per_s\n1.5,100\n", "line 2: column gpus: '1.5' must be a whole number above 0"),
+    ("gpus,throughput\n1,100\n", "expected a CSV with at least the columns gpus and images_per_s"),
+    ("gpus,images_per_s\n1,\n", "line 2: column images_per_s is empty"),
+])
+def test_a_bad_table_names_the_file_line_and_column(text, says):
+    with pytest.raises(ValueError, match="t.csv: .*" + says.replace("(", r"\(").replace(")", r"\)")):
+        points_from_csv(text, "t.csv")
