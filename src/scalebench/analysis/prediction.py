@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 MODEL_VERSION = 1
 PARTS = ("compute", "data_wait", "sync", "other")
 BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time"}
-BOOTSTRAP = 200
+BOOTSTRAP = 100
 LEVEL = 0.90
 
 
@@ -155,6 +155,7 @@ class Prediction:
     kind: str = ""
     notes: tuple[str, ...] = ()
     why_not: str | None = None
+    nights: int = 0
 
     @property
     def label(self) -> str:
@@ -164,7 +165,7 @@ class Prediction:
         if self.images_per_s is None:
             return f"{self.label}: not predicted ({self.why_not})"
         interval = (f" (90% interval {self.low:.4g}-{self.high:.4g})" if self.low is not None
-                    else " (no interval: one night)" if self.kind != "table" else "")
+                    else " (no interval: one night)" if self.kind != "table" and self.nights < 2 else "")
         eff = f", efficiency {self.efficiency:.0%}" if self.efficiency is not None else ""
         rel = f", {self.relative_time:.0%} of 1 GPU's time" if self.relative_time is not None else ""
         return f"{self.label}: {self.images_per_s:.4g} images/s{interval}{rel}{eff}; {self.limit}"
@@ -173,7 +174,7 @@ class Prediction:
         return {"gpus": self.gpus, "hosts": self.hosts, "images_per_s": self.images_per_s,
                 "relative_time": self.relative_time, "efficiency": self.efficiency, "low": self.low,
                 "high": self.high, "shares": self.shares, "limit": self.limit, "kind": self.kind,
-                "notes": list(self.notes), "why_not": self.why_not, "line": self.line()}
+                "notes": list(self.notes), "why_not": self.why_not, "nights": self.nights, "line": self.line()}
 
 
 def median_points(points: Iterable[Point]) -> list[Point]:
@@ -244,28 +245,34 @@ def _fit_breakdown(pts: list[Point], batches: list[float], network: Network, cou
 
 
 def _fit_compute(counts: list[int], batches: list[float], compute: list[float]) -> tuple[float, float, float]:
-    """(alpha, beta, s) of compute = (alpha + beta b)(1 + s log2 N), least squares over a grid of s
-    (alpha, beta >= 0 by NNLS at each s); alpha 0 with one per-GPU batch."""
+    """(alpha, beta, s) of compute = (alpha + beta b)(1 + s log2 N), alpha, beta, s >= 0. With one
+    per-GPU batch alpha is 0 and the fit is linear (compute = A + B log2 N, s = B / A); with
+    several, least squares over a grid of s (NNLS for alpha and beta at each)."""
     import numpy as np
     from scipy.optimize import nnls
 
-    grid = [0.0] if len(counts) < 2 else [x / 1000 for x in range(0, 501, 2)]
+    logs = np.array([math.log2(n) for n in counts])
+    y, b = np.array(compute), np.array(batches)
+    if len(set(batches)) < 2:
+        cols = [np.ones(len(counts))] + ([logs] if len(counts) > 1 else [])
+        coef, _ = nnls(np.column_stack(cols), y)
+        a = float(coef[0])
+        grow = float(coef[1]) / a if len(coef) > 1 and a > 0 else 0.0
+        return 0.0, a / batches[0], grow
     best = None
-    for s in grid:
-        scale = np.array([1 + s * math.log2(n) for n in counts])
-        cols = [scale * np.array(batches)] if len(set(batches)) < 2 else [scale, scale * np.array(batches)]
-        coef, res = nnls(np.column_stack(cols), np.array(compute))
+    for s in (x / 100 for x in range(0, 51)):
+        scale = 1 + s * logs
+        coef, res = nnls(np.column_stack([scale, scale * b]), y)
         if best is None or res < best[0] - 1e-12:
             best = (res, s, coef)
     assert best is not None
-    _, s, coef = best
-    return (0.0, float(coef[0]), s) if len(coef) == 1 else (float(coef[0]), float(coef[1]), s)
+    return float(best[2][0]), float(best[2][1]), best[1]
 
 
 def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network = Network(), *,
-            batch: float | None = None, table: bool = False, seed: int = 0) -> Prediction:
+            batch: float | None = None, table: bool = False, interval: bool = True, seed: int = 0) -> Prediction:
     """images/s at gpus x hosts from the measured points; the interval from bootstrapping the
-    points' nights (BOOTSTRAP resamples), none with one night or from a table."""
+    points' nights (BOOTSTRAP resamples), none with one night, from a table or without `interval`."""
     try:
         model = fit(points, network)
     except ValueError as exc:
@@ -289,14 +296,15 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
                 "of the step (aggregate fit: compute and overhead only)"
     low = high = None
     nights = sorted({p.night for p in points if p.night})
-    if len(nights) > 1 and not table:
+    if len(nights) > 1 and not table and interval:
         low, high = _bootstrap(points, nights, gpus, hosts, network, batch, seed)
     n = gpus * hosts
     eff = ips / (n * one) if one else None
     return Prediction(gpus, hosts, ips, one / ips if one else None, eff, low, high,
                       {k: round(v, 4) for k, v in shares.items()}, limit, "table" if table else model.kind,
                       model.notes + ((f"{hosts} hosts: the link between them assumed at "
-                                      f"{network.link_gbps:g} Gbit/s, not measured",) if hosts > 1 else ()))
+                                      f"{network.link_gbps:g} Gbit/s, not measured",) if hosts > 1 else ()),
+                      nights=len(nights))
 
 
 def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
@@ -405,3 +413,37 @@ def _cell(text: str | None, where: str, whole: bool, required: bool, zero: bool)
     if not math.isfinite(value) or value < 0 or value == 0 and not zero or whole and value != int(value):
         raise ValueError(f"{where}: {text!r} must be a {'whole ' if whole else ''}number above 0")
     return value
+
+
+Series = tuple[str, str, str]  # benchmark, host, precision
+
+
+def series_points(rows: Sequence, before: str | None = None, up_to: str | None = None) -> dict[Series, list[Point]]:
+    """Per benchmark, host and precision, one point per valid measured cell (the step breakdown
+    per step where the trainer measured it), on the nights (before `before`, or up to `up_to`) of
+    the newest night's image and profile: a new image or profile starts the fit again."""
+    groups: dict[Series, list] = {}
+    for r in rows:
+        if r.get("role", "measure") != "measure" or r.get("status") != "valid" or not r.get("figure") or \
+                not r.get("night") or before and r["night"] >= before or up_to and r["night"] > up_to:
+            continue
+        groups.setdefault((r["benchmark"], r["host"], r["precision"]), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        newest = max(rs, key=lambda r: (r["night"], r["run_id"]))
+        same = [r for r in rs if r["figure"].get("image_digest") == newest["figure"].get("image_digest")
+                and r["profile"] == newest["profile"]]
+        out[key] = [_point(r) for r in same]
+    return out
+
+
+def _point(row) -> Point:
+    figure = row["figure"]
+    b = ((figure.get("timing") or {}).get("breakdown") or {})
+    steps = b.get("timed_steps") or 0
+
+    def per_step(part: str) -> float | None:
+        v = b.get(part)
+        return v / steps if v is not None and steps else None
+    return Point(row["gpus"], figure["images_per_s"], 1, row.get("per_device_batch"), per_step("step_s"),
+                 per_step("compute_s"), per_step("data_wait_s"), per_step("sync_s"), per_step("other_s"), row["night"])

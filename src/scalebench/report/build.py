@@ -21,6 +21,7 @@ from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
+from scalebench.report import predictions
 from scalebench.report.checks import plausibility, table_checks
 from scalebench.analysis.changes import diff_line, package_diff
 from scalebench.analysis.regress import Change
@@ -112,7 +113,8 @@ def options_from_configs() -> Options:
     configs = Configs()
     good, broken = configs.load_all()
     return Options(benchmarks=good, shifts=load_shifts(configs.config_dir / SHIFTS_FILE), gates=gates_for(configs.fleet),
-                   config_errors={stem: str(err) for stem, err in broken.items()})
+                   config_errors={stem: str(err) for stem, err in broken.items()},
+                   links={h.name: h.link_gbps for h in configs.fleet.hosts if h.link_gbps})
 
 
 def with_alert_groups(opts: Options, store) -> Options:
@@ -146,13 +148,22 @@ def build_report(store, night: str | None = None, opts: Options | None = None) -
         kept = store.image_packages(digest)
         return kept["packages"] if kept else None
 
-    return build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves())
+    rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves())
+    rep.predictions = predictions.section(store, night, cells, opts.links)
+    return rep
 
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:
     """Build one night's report into reports/<night>/ and refresh the index of nights beside it."""
     from scalebench.report.summary import marks_of
 
+    night = night or nights.today()
+    opts = opts or options_from_configs()
+    # tonight's predictions are frozen from the nights before it, then tonight's cells judge them
+    cells = store.figures(up_to_night=night,
+                          since_night=(dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat())
+    predictions.freeze(store, night, cells, opts.links)
+    predictions.judge(store, night, cells)
     rep = build_report(store, night, opts)
     store.save_marks(rep.night, marks_of(rep))  # the history pages mark what this report judged
     path = render(rep, paths.reports_dir() / rep.night)

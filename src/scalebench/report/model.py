@@ -34,6 +34,7 @@ class Options:
     margin: float = 0.01                # accuracy equivalence margin: ±1 point
     gates: Gates = field(default_factory=Gates)
     n_boot: int = 1000
+    links: dict[str, float] = field(default_factory=dict)  # host -> link_gbps (fleet): two-host predictions
 
     def scheduled(self) -> list[str]:
         if self.expected is not None:
@@ -162,6 +163,8 @@ class Report:
     # still regressed), line}
     fixed: list[dict] = field(default_factory=list)
     fixed_details: list[dict] = field(default_factory=list)  # figures back tonight: figures.back_detail
+    # what more GPUs would give (report.predictions.section): per series, 8 GPUs and two hosts; running errors
+    predictions: dict = field(default_factory=dict)
     plots: tuple[str, ...] = PLOTS
 
     def to_json(self) -> dict:

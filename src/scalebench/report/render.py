@@ -198,6 +198,11 @@ def markdown(rep: Report) -> str:
     out += ["", "## Where a steady step goes", "", "Seconds per steady step of the slowest rank, median over "
             "cells (share of the step in brackets); – where the framework does not expose the part.", "",
             *table(step_columns(), [(r, n) for r in rows for n in sorted(r.step_s)])]
+    out += ["", "## What more GPUs would give", "", "Predicted from each series' nights so far on its current image "
+            "and profile (a model of the step: compute, data wait, the all-reduce measured on the host; "
+            "docs/prediction.md), with the part that limits it. Each night also freezes predictions before its "
+            "cells count; the first night that measures a target judges them.", ""]
+    out += _prediction_lines(rep.predictions)
     out += ["", "## Time to accuracy", ""]
     tta = [r for r in rows if r.time_to_accuracy]
     for r in tta:
@@ -258,6 +263,22 @@ def markdown(rep: Report) -> str:
         out.append("- none")
     out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in rep.plots]
     return "\n".join(out) + "\n"
+
+
+def _prediction_lines(section: dict) -> list[str]:
+    out = []
+    for r in section.get("rows", []):
+        counts = ", ".join(str(n) for n in r["counts"])
+        out.append(f"- **{r['benchmark']}** on {r['host']} ({r['precision']}; {r['nights']} night(s) at {counts} "
+                   f"GPU(s)): " + "; ".join(p["line"] for p in r["predictions"]))
+    out = out or ["- none (no valid measured cell yet)"]
+    errors = section.get("errors", [])
+    out += [f"- frozen predictions of {e['benchmark']}, judged: {e['judged']}, median error "
+            + (f"{e['median_abs_points']:.1f} points of efficiency, " if e["median_abs_points"] is not None else "")
+            + f"{e['median_abs_pct']:.1f}% of images/s (last: {e['last']})" for e in errors]
+    if section.get("rows") and not errors:
+        out.append("- no frozen prediction judged yet (a later night that measures its GPU count judges it)")
+    return out
 
 
 def to_html(md: str, title: str = "scalebench report") -> str:

@@ -22,6 +22,8 @@ class Host(Strict):
     topology: dict[str, dict[str, str]] | None = None
     # None: by profile (smoke packed, timed profiles exclusive); set it to dedicate or share a host
     timing_policy: Literal["packed", "exclusive"] | None = None
+    # the link to the other hosts (Gbit/s): a two-host prediction assumes it (not measured)
+    link_gbps: Annotated[float, Field(gt=0, le=100_000)] | None = None
 
     def cores_for(self, device_ids: list[str]) -> list[int] | None:
         """The cores that go with these devices (each device owns an equal slice), or None."""

@@ -1,0 +1,117 @@
+"""The report's scaling predictions (model: scalebench.analysis.prediction). Each night, before
+its own cells count, one prediction per benchmark, host, precision and target is frozen in the
+store: the largest measured GPU count from the smaller counts only, 8 GPUs and two hosts of the
+largest count from all of them; the first night that measures a target judges its prediction.
+The section shows what the nights so far predict at 8 GPUs and on two hosts, and the running
+error of the frozen predictions."""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from scalebench.analysis.prediction import (MODEL_VERSION, Network, Point, Prediction, Series, median_points,
+                                            predict, series_points)
+
+TARGET_GPUS = 8
+HOSTS = 2
+
+
+def _network(store, host: str, params: int | None, links: dict[str, float]) -> Network:
+    from scalebench.store.predictions import Predictions
+
+    size = params * 4 if params else None  # float32 gradients
+    return Network(size, Predictions(store).bandwidth(host, size), links.get(host))
+
+
+def _params(store, cells: Sequence, key: Series) -> int | None:
+    """The model's parameter count as its trainer reported it (the newest cell of the series)."""
+    mine = [c for c in cells if (c["benchmark"], c["host"], c["precision"]) == key and c.get("figure")]
+    if not mine:
+        return None
+    contract = store.contract(max(mine, key=lambda c: (c["night"] or "", c["key"]))["key"]) or {}
+    return (contract.get("model") or {}).get("parameters")
+
+
+def _targets(points: list[Point]) -> list[tuple[str, int, int, list[Point]]]:
+    """(role, GPUs, hosts, points to fit on): the largest count held out, then 8 and two hosts."""
+    counts = sorted({p.total for p in points})
+    top = counts[-1]
+    out = [("held_out", top, 1, [p for p in points if p.total < top])] if top > 1 else []
+    if TARGET_GPUS not in counts:
+        out.append(("beyond", TARGET_GPUS, 1, points))
+    out.append(("beyond", top, HOSTS, points))
+    return [t for t in out if t[3]]
+
+
+def freeze(store, night: str, cells: Sequence, links: dict[str, float]) -> int:
+    """Freeze tonight's predictions from the nights before it (never rewritten: a later report
+    run of the same night adds nothing). Returns how many were new."""
+    from scalebench.store.predictions import Predictions
+
+    rows = []
+    for key, points in sorted(series_points(cells, before=night).items()):
+        net = _network(store, key[1], _params(store, cells, key), links)
+        for role, gpus, hosts, fit_on in _targets(points):
+            p = predict(fit_on, gpus, hosts, net, interval=False)  # judged by its estimate; the report shows intervals
+            rows.append({"benchmark": key[0], "host": key[1], "precision": key[2], "gpus": gpus, "hosts": hosts,
+                         "night": night, "role": role, "model_version": MODEL_VERSION,
+                         "fitted_nights": sorted({x.night for x in fit_on if x.night}),
+                         "fitted_counts": sorted({x.total for x in fit_on}), "images_per_s": p.images_per_s,
+                         "efficiency": p.efficiency, "low": p.low, "high": p.high, "line": p.line(), "doc": p.to_json()})
+    return Predictions(store).freeze(rows)
+
+
+def judge(store, night: str, cells: Sequence) -> int:
+    """Each frozen prediction whose target (one host) tonight measures, judged by tonight's medians."""
+    from scalebench.store.predictions import Predictions
+
+    preds = Predictions(store)
+    tonight = {k: median_points([p for p in ps if p.night == night])
+               for k, ps in series_points(cells, up_to=night).items()}
+    judged = 0
+    for f in preds.frozen(up_to=night):
+        measured = {p.total: p.images_per_s for p in tonight.get((f["benchmark"], f["host"], f["precision"]), [])}
+        if f["judged_night"] or f["hosts"] != 1 or f["images_per_s"] is None or f["gpus"] not in measured:
+            continue
+        ips = measured[f["gpus"]]
+        eff = ips / (f["gpus"] * measured[1]) if 1 in measured else None
+        judged += preds.judge(f["id"], night, ips, eff)
+    return judged
+
+
+def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict:
+    """What the report shows: per series, 8 GPUs and two hosts predicted from every night so far;
+    per benchmark, the running error of its judged predictions (points of efficiency)."""
+    from scalebench.store.predictions import Predictions
+
+    rows = []
+    for key, points in sorted(series_points(cells, up_to=night).items()):
+        net = _network(store, key[1], _params(store, cells, key), links)
+        top = max(p.total for p in points)
+        wanted = [(TARGET_GPUS, 1)] if TARGET_GPUS > top else []
+        preds: list[Prediction] = [predict(points, g, h, net) for g, h in wanted + [(top, HOSTS)]]
+        rows.append({"benchmark": key[0], "host": key[1], "precision": key[2],
+                     "counts": sorted({p.total for p in points}), "nights": len({p.night for p in points}),
+                     "predictions": [p.to_json() for p in preds]})
+    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night))}
+
+
+def running_errors(frozen: list[dict]) -> list[dict]:
+    """Per benchmark, the judged predictions' median absolute error in points of efficiency (and
+    of images/s, in %), with the newest judgement's line."""
+    out = []
+    for bench in sorted({f["benchmark"] for f in frozen}):
+        judged = [f for f in frozen if f["benchmark"] == bench and f["judged_night"]]
+        if not judged:
+            continue
+        points = [abs(f["efficiency"] - f["measured_efficiency"]) * 100 for f in judged
+                  if f["efficiency"] is not None and f["measured_efficiency"] is not None]
+        pct = [abs(f["images_per_s"] / f["measured_images_per_s"] - 1) * 100 for f in judged]
+        last = max(judged, key=lambda f: (f["judged_night"], f["id"]))
+        out.append({"benchmark": bench, "judged": len(judged),
+                    "median_abs_points": round(statistics.median(points), 2) if points else None,
+                    "median_abs_pct": round(statistics.median(pct), 2),
+                    "last": f"{last['gpus']} GPUs on {last['host']} ({last['precision']}), frozen {last['night']}: "
+                            f"predicted {last['images_per_s']:.4g} images/s, measured "
+                            f"{last['measured_images_per_s']:.4g} on {last['judged_night']}"})
+    return out

@@ -1,0 +1,87 @@
+"""Predictions through the report: frozen each night from the nights before it, never rewritten,
+judged by the first night that measures their target, and shown in the report's section."""
+import datetime as dt
+import math
+
+import pytest
+
+from scalebench.report.build import publish
+from scalebench.report.model import Options
+from scalebench.store.predictions import Predictions
+from scalebench.store.results import Store
+from tests.support.samples import sample_breakdown, sample_cell, sample_contract
+
+BENCH = "resnet50_keras_cifar10"
+FIRST = dt.date(2026, 11, 1)
+
+
+def night_of(i: int) -> str:
+    return (FIRST + dt.timedelta(days=i)).isoformat()
+
+
+def record(store, i: int, counts, ips=lambda n: 100.0 * n * (1 - 0.04 * math.log2(n)), digest="sha256:a"):
+    night = night_of(i)
+    run_id = f"scheduled__{night}T01:00:00+00:00"
+    for gpus in counts:
+        for rep in (1, 2):
+            cell = sample_cell(gpus=gpus, repeat=rep, run_id=run_id, night=night, run_type="scheduled")
+            c = sample_contract(cell)
+            c["provenance"]["image_digest"] = digest
+            c["timing"]["images_per_s"] = ips(gpus)
+            c["timing"]["breakdown"] = sample_breakdown(gpus, 20 * 16 * gpus / ips(gpus), sync_share=0.02 * (gpus - 1))
+            store.record_attempt(cell, 1, "valid", contract=c)
+    store.record_run(dag_id=f"scalebench_{BENCH}", run_id=run_id, benchmark=BENCH, run_type="scheduled", night=night,
+                     counts={})
+
+
+@pytest.fixture
+def store(isolated_state):
+    return Store()
+
+
+def frozen(store, night):
+    return {(f["gpus"], f["hosts"]): f for f in Predictions(store).frozen(benchmark=BENCH, night=night)}
+
+
+def test_a_night_freezes_from_the_nights_before_it_and_judges_the_held_out_count(store):
+    for i in range(5):
+        record(store, i, (1, 2, 4))
+    rep, path = publish(store, night_of(4), Options(expected=[BENCH]))
+    got = frozen(store, night_of(4))
+    assert set(got) == {(4, 1), (8, 1), (4, 2)}
+    held = got[(4, 1)]
+    assert held["role"] == "held_out" and held["fitted_counts"] == [1, 2] and held["night"] == night_of(4)
+    assert held["fitted_nights"] == [night_of(i) for i in range(4)]  # never the night it is judged by
+    assert held["judged_night"] == night_of(4) and held["measured_images_per_s"] == pytest.approx(400 * 0.92)
+    assert held["measured_efficiency"] == pytest.approx(0.92)
+    assert got[(8, 1)]["fitted_counts"] == [1, 2, 4] and got[(8, 1)]["judged_night"] is None
+    assert got[(4, 2)]["images_per_s"] is None and "link speed" in got[(4, 2)]["line"]  # no link_gbps, no sweep
+    text = path.read_text()
+    assert "## What more GPUs would give" in text and "8 GPUs: " in text
+    assert f"frozen predictions of {BENCH}, judged: 1, median error" in text
+    [row] = rep.predictions["rows"]
+    assert row["counts"] == [1, 2, 4] and row["nights"] == 5
+
+
+def test_a_frozen_prediction_is_never_rewritten_and_a_later_night_that_measures_8_judges_it(store):
+    for i in range(4):
+        record(store, i, (1, 2, 4))
+    publish(store, night_of(4), Options(expected=[BENCH]))
+    before = frozen(store, night_of(4))
+    record(store, 3, (4,), ips=lambda n: 50.0 * n)  # a late, much slower cell of an earlier night
+    publish(store, night_of(4), Options(expected=[BENCH]))
+    assert frozen(store, night_of(4)) == before  # the same rows, the same figures
+    record(store, 5, (1, 2, 4, 8))  # a host with 8 devices joins
+    publish(store, night_of(5), Options(expected=[BENCH]))
+    eight = frozen(store, night_of(4))[(8, 1)]
+    assert eight["judged_night"] == night_of(5) and eight["measured_efficiency"] == pytest.approx(0.88)
+    assert abs(eight["efficiency"] - 0.88) < 0.1  # judged, whatever its error: the report's running error says it
+
+
+def test_a_new_image_starts_the_fit_again(store):
+    for i in range(3):
+        record(store, i, (1, 2, 4))
+    record(store, 3, (1, 2), digest="sha256:b")
+    publish(store, night_of(4), Options(expected=[BENCH]))
+    got = frozen(store, night_of(4))
+    assert got[(2, 1)]["fitted_nights"] == [night_of(3)] and got[(2, 1)]["fitted_counts"] == [1]
