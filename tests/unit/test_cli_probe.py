@@ -54,6 +54,11 @@ CASES = [
     ("fleet is a folder", ["--fleet", "/tmp", "configs"], None, "/tmp: is a folder"),
     ("fleet missing", ["--fleet", "/nonexistent/fleet.yaml", "configs"], None, "/nonexistent/fleet.yaml"),
     ("unknown benchmark", ["cells", "no_such_benchmark"], None, "no_such_benchmark"),
+    ("predict no target", ["predict", "--gpus", "8"], None, "name a BENCHMARK"),
+    ("predict zero gpus", ["predict", BENCH, "--gpus", "0"], None, "--gpus"),
+    ("predict unknown benchmark", ["predict", "no_such_benchmark", "--gpus", "8"], None, "no_such_benchmark"),
+    ("predict missing table", ["predict", "--from-table", "{tmp}/none.csv", "--gpus", "8"], None, "none.csv"),
+    ("predict bad precision", ["predict", BENCH, "--gpus", "8", "--precision", "fp64"], None, "--precision"),
     # the results store
     ("garbage store: results", ["results"], "garbage store", "not a SQLite database"),
     ("garbage store: history", ["history", BENCH], "garbage store", "not a SQLite database"),

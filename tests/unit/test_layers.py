@@ -103,7 +103,7 @@ def test_orchestrations_rooms_import_only_lower_rooms(path):
 # Inside the command line and the UI: parts of one concern each, which never import one another;
 # only the one module that assembles them (the list of commands, the app) names them all.
 PARTS = {
-    "cli/commands": {"parts": {"changes", "configs", "plan", "report", "results", "store"},
+    "cli/commands": {"parts": {"changes", "configs", "plan", "predict", "report", "results", "store"},
                      "assembler": "__init__", "shared": "scalebench.cli.{arguments,listing}"},
     "orchestration/ui": {"parts": {"browsing", "triage", "reports"}, "assembler": "webapp",
                          "shared": "scalebench.orchestration.ui.{shared,pages}"},

@@ -79,6 +79,20 @@ def judge(store, night: str, cells: Sequence) -> int:
     return judged
 
 
+def predict_series(store, cells: Sequence, links: dict[str, float], gpus: int, hosts: int = 1, *,
+                   up_to: str | None = None, benchmark: str | None = None, host: str | None = None,
+                   precision: str | None = None) -> list[tuple[Series, list[Point], Prediction]]:
+    """Each series' prediction at gpus x hosts from its nights up to `up_to` (what `scalebench
+    predict` prints: the same fit as the report's section)."""
+    out = []
+    for key, points in sorted(series_points(cells, up_to=up_to).items()):
+        if benchmark and key[0] != benchmark or host and key[1] != host or precision and key[2] != precision:
+            continue
+        net = _network(store, key[1], _params(store, cells, key), links)
+        out.append((key, points, predict(points, gpus, hosts, net)))
+    return out
+
+
 def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict:
     """What the report shows: per series, 8 GPUs and two hosts predicted from every night so far;
     per benchmark, the running error of its judged predictions (points of efficiency)."""

@@ -85,3 +85,26 @@ def test_a_new_image_starts_the_fit_again(store):
     publish(store, night_of(4), Options(expected=[BENCH]))
     got = frozen(store, night_of(4))
     assert got[(2, 1)]["fitted_nights"] == [night_of(3)] and got[(2, 1)]["fitted_counts"] == [1]
+
+
+def test_scalebench_predict_prints_what_the_report_predicts(store, capsys, tmp_path):
+    import json
+
+    from scalebench.cli import main
+
+    for i in range(5):
+        record(store, i, (1, 2, 4))
+    rep, _ = publish(store, night_of(4), Options(expected=[BENCH]))
+    assert main(["predict", BENCH, "--gpus", "8", "-o", "json"]) == 0
+    [got] = json.loads(capsys.readouterr().out)
+    shown = rep.predictions["rows"][0]["predictions"][0]
+    assert (got["gpus"], got["hosts"], got["precision"]) == (8, 1, "fp32")
+    assert got["images_per_s"] == pytest.approx(shown["images_per_s"]) and got["limit"] == shown["limit"]
+    table = tmp_path / "points.csv"
+    table.write_text("gpus,per_gpu_batch,images_per_s\n1,16,100\n2,16,196\n4,16,368\n")
+    assert main(["predict", "--from-table", str(table), "--gpus", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "8 GPUs" in out and "aggregate fit" in out
+    table.write_text("gpus,images_per_s\n2,196\n4,368\n")
+    assert main(["predict", "--from-table", str(table), "--gpus", "8"]) == 2
+    assert "no row at 1 GPU" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Every `scalebench` command, in the order `scalebench --help` lists them. A new command is a
 `Command` in its group's module (or a module of its own) and one line here."""
-from scalebench.cli.commands import changes, configs, plan, report, results, store
+from scalebench.cli.commands import changes, configs, plan, predict, report, results, store
 
 COMMANDS = [
     configs.CONFIGS,
@@ -11,6 +11,7 @@ COMMANDS = [
     results.RESULTS,
     results.HISTORY,
     results.COMPARE,
+    predict.PREDICT,
     changes.DIFF,
     changes.BISECT,
     report.REPORT,
