@@ -100,3 +100,33 @@ def record(s: ContainerSettings, image_digest: str, host: str, device_ids: list[
         "shm_size": s.shm_size, "cpuset_cpus": s.cpuset_cpus, "user": s.user, "labels": dict(s.labels),
         "host_options": {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in s.host_options.items()},
     }
+
+
+SWEEP_RESULT = "allreduce.json"
+
+
+def sweep_settings(host: Host, image: str, device_ids: list[str], sizes: list[int], out_dir: str,
+                   uid_gid: tuple[int, int] = (0, 0)) -> ContainerSettings:
+    """The all-reduce sweep's container on a host's leased devices: one process per device under
+    torchrun, NCCL on GPUs (the leased ones, renumbered from 0), gloo on a CPU host's slots; the
+    result in out_dir/allreduce.json (scalebench_kit.allreduce)."""
+    n = len(device_ids)
+    cpu = host.kind == "cpu"
+    command = ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
+               "-m", "scalebench_kit.allreduce", f"/results/{SWEEP_RESULT}", "--bytes", ",".join(map(str, sizes)),
+               *(["--cpu"] if cpu else [])]
+    env = {"OMP_NUM_THREADS": str(host.threads_per_device)}
+    requests = None
+    if not cpu:
+        requests = [DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(device_ids)
+    user = f"{uid_gid[0]}:{uid_gid[1]}" if uid_gid[0] != 0 else None
+    if user:
+        env["HOME"] = "/tmp"
+    cores = host.cores_for(list(device_ids))
+    return ContainerSettings(image=image, command=command, environment=env,
+                             mounts=[Mount(target="/results", source=out_dir, type="bind", read_only=False)],
+                             device_requests=requests, labels={"org.scalebench.sweep": f"{host.name}/{n}",
+                                                               "org.scalebench.host": host.name,
+                                                               "org.scalebench.devices": ",".join(device_ids)},
+                             cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)

@@ -88,3 +88,21 @@ class Predictions:
                 return False
             r.judged_night, r.measured_images_per_s, r.measured_efficiency = night, images_per_s, efficiency
             return True
+
+    def model_parameters(self) -> dict[str, int]:
+        """Each benchmark's parameter count as its trainer reported it in its newest valid attempt."""
+        from sqlalchemy import func
+
+        from scalebench.store.results import AttemptRow, CellRow
+
+        with Session(self.engine) as s:
+            newest = s.execute(select(CellRow.benchmark, func.max(AttemptRow.id)).join(CellRow)
+                               .where(AttemptRow.status == "valid").group_by(CellRow.benchmark)).all()
+            out = {}
+            for bench, attempt_id in newest:
+                row = s.get(AttemptRow, attempt_id)
+                contract = (row.contract if row else None) or {}
+                params = (contract.get("model") or {}).get("parameters")
+                if params:
+                    out[bench] = int(params)
+            return out

@@ -76,3 +76,26 @@ def test_a_cell_runs_as_a_non_root_worker_so_its_results_stay_the_workers():
     assert as_root.user is None and "HOME" not in as_root.environment  # the image's own user (root)
     s = settings(bench, host, sample_cell(gpus=1), ["0"], "/d", "/r", uid_gid=(1000, 1000))
     assert s.user == "1000:1000" and s.environment["HOME"] == "/tmp"  # an arbitrary uid has no home in the image
+
+
+def test_the_all_reduce_sweep_runs_nccl_on_exactly_the_leased_gpus_and_gloo_on_a_cpu_host(gpu_configs):
+    from scalebench.cell.container import sweep_settings
+
+    host = gpu_configs.fleet.hosts_of("gpu")[0]
+    s = sweep_settings(host, "scalebench/torch:gpu", ["2", "3"], [26214400, 7771668], "/tmp/out", (1000, 1000))
+    assert s.device_requests == [DeviceRequest(device_ids=["2", "3"], capabilities=[["gpu"]])]
+    assert s.environment["NVIDIA_VISIBLE_DEVICES"] == "2,3" and s.user == "1000:1000"
+    assert s.command[:5] == ["python", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert s.command[5:] == ["-m", "scalebench_kit.allreduce", "/results/allreduce.json", "--bytes", "26214400,7771668"]
+    local = Configs().fleet.host("local")
+    cpu = sweep_settings(local, "scalebench/torch:cpu", ["0", "1"], [26214400], "/tmp/out")
+    assert cpu.device_requests is None and cpu.command[-1] == "--cpu" and cpu.user is None
+
+
+def test_the_sweep_covers_every_count_above_one_the_hosts_benchmarks_run_and_the_models_gradients():
+    from scalebench.orchestration.dags.allreduce_dag import sizes, sweep_counts, sweep_image
+
+    configs = Configs()
+    local = configs.fleet.host("local")
+    assert sweep_counts(configs, local) == [2, 3, 4] and sweep_image(configs, local) == "scalebench/torch:cpu"
+    assert sizes({"unet": 1_942_917, "resnet": 23_608_202}) == [1_942_917 * 4, 25 * 2**20, 23_608_202 * 4]

@@ -23,11 +23,15 @@ def test_dagbag_has_one_dag_per_config_and_the_report_dag(dagbag):
     assert dagbag.import_errors == {}
     benchmarks = Configs().benchmarks
     expected = ({f"scalebench_{b}" for b in benchmarks} | {f"scalebench_{b}_accuracy" for b in benchmarks}
-                | {"scalebench_nightly_report", "scalebench_maintenance", "scalebench_bisect"})
+                | {"scalebench_nightly_report", "scalebench_maintenance", "scalebench_bisect", "scalebench_allreduce"})
     assert set(dagbag.dags) == expected
-    assert len(expected) == 15
+    assert len(expected) == 16
     maintenance = dagbag.dags["scalebench_maintenance"]
     assert maintenance.timetable.summary == "0 5 * * 0" and set(maintenance.task_ids) == {"prune"}
+    sweeps = dagbag.dags["scalebench_allreduce"]  # the local host's counts above 1, on its queue and pool
+    [sweep] = sweeps.tasks
+    assert sweeps.timetable.summary == "0 4 * * 6" and sweep.task_id == "sweep_local"
+    assert (sweep.queue, sweep.pool, sweep.pool_slots) == ("default", "scalebench_local", 4)
 
 
 @pytest.mark.parametrize("dag_id, now", [
@@ -213,7 +217,7 @@ def test_one_broken_config_fails_only_its_own_dag(config_tree, monkeypatch):
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
-    assert len(bag.dags) == 14 and "scalebench_nightly_report" in bag.dags  # 5 benchmarks x 2, a placeholder, 3
+    assert len(bag.dags) == 15 and "scalebench_nightly_report" in bag.dags  # 5 benchmarks x 2, a placeholder, 4
     placeholder = bag.dags["scalebench_unet_torch_voc2007"]
     assert "config-error" in placeholder.tags and type(placeholder.timetable).__name__ == "NullTimetable"  # never scheduled
     assert f"{bad}: field 'per_gpu_batch': Input should be greater than 0 (got -3)" in placeholder.doc_md
@@ -283,10 +287,10 @@ def test_every_dag_we_make_opens_in_the_grid_and_graph_views(config_tree, monkey
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(config_tree))
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {} and "scalebench_unet_seventh_accuracy" in bag.dags
-    # seven benchmarks x 2 and three more; on the GPU example fleet (two hosts) seven x 2 and the probe
+    # seven benchmarks x 2 and four more; on the GPU example fleet (two hosts) seven x 2 and the probe
     gpu = build_all(Configs(fleet_path=ROOT / "include/configs/fleet.gpu-example.yaml"))
     dags = {**bag.dags, **{f"gpu:{k}": d for k, d in gpu.items()}}
-    assert len(dags) == 17 + 15 and "gpu:scalebench_host_probe" in dags
+    assert len(dags) == 18 + 15 and "gpu:scalebench_host_probe" in dags
     opened = {}
     for name, dag in dags.items():
         graph, grid = _ui_structures(dag)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from scalebench.core import paths
-from scalebench.core.dag_ids import MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
+from scalebench.core.dag_ids import ALLREDUCE_DAG_ID, MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
 from scalebench.orchestration.ui import pages
 from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
                                                 NIGHT_VALUE, bases, export, inside, store)
@@ -145,7 +145,10 @@ def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:
                         pages.link(f"{base}/", "the nights"), pages.text(" and "),
                         pages.link(f"{base}/latest", "the latest report"), pages.text(".")],
         MAINTENANCE_DAG_ID: [pages.text("The maintenance DAG prunes old attempt folders and logs and records no "
-                                        "figure; its task logs say what it removed.")]}
+                                        "figure; its task logs say what it removed.")],
+        ALLREDUCE_DAG_ID: [pages.text("The all-reduce DAG measures each host's bus bandwidth per GPU count for the "
+                                      "scaling predictions; see "), pages.link(f"{base}/latest", "the latest report"),
+                           pages.text("'s section What more GPUs would give.")]}
     return texts.get(dag_id)
 
 
