@@ -144,6 +144,10 @@ demo: venv images airflow-db
 	  echo "DAG run scalebench_$$b: success in $$(( $$(date +%s) - t0 )) s"; \
 	  $(BIN)/scalebench results --benchmark $$b | tail -n $$(( 2 * r )); \
 	done; \
+	$(BIN)/airflow dags test scalebench_allreduce > $(STATE)/demo-allreduce.log 2>&1 \
+	  && grep -q "DagRun Finished.*state=success" $(STATE)/demo-allreduce.log \
+	  || { tail -20 $(STATE)/demo-allreduce.log; echo "the all-reduce sweep failed; full log: $(STATE)/demo-allreduce.log"; exit 1; }; \
+	grep -oE "[a-z0-9_-]+ at [0-9]+ devices \((gloo|nccl)\): .*" $(STATE)/demo-allreduce.log | sort -u; \
 	$(BIN)/scalebench report && \
 	echo "demo took $$(( $$(date +%s) - start )) s (DAG logs: $(STATE)/demo-<benchmark>.log)"
 

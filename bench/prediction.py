@@ -3,7 +3,8 @@ each row with its source): fitted on the counts up to 4, it predicts every large
 two naive rules ("per-GPU throughput stays at the largest count's", "the efficiency trend
 continues linearly"). Prints one Markdown row per prediction (docs/measurements.md keeps them).
 
-    .venv/bin/python bench/prediction.py
+    .venv/bin/python bench/prediction.py            # the published tables
+    .venv/bin/python bench/prediction.py --year     # `scalebench predict` on a store of a year of nights
 """
 from __future__ import annotations
 
@@ -57,7 +58,61 @@ def rows(path: Path = TABLES) -> list[Row]:
     return out
 
 
+def year_of_nights(nights: int = 365) -> None:
+    """A store of a year of scheduled nights of one benchmark at 1-4 GPUs (two cells each, a step
+    breakdown in every cell), then `scalebench predict BENCHMARK --gpus 8` timed end to end (a new
+    process: imports, configs, the store read, the fit and its bootstrap), median of three."""
+    import datetime as dt
+    import math
+    import os
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from scalebench.store.db import upgrade
+    from scalebench.store.results import Store
+    from tests.support.samples import sample_breakdown, sample_cell, sample_contract
+
+    home = Path(tempfile.mkdtemp(prefix="predict-year-"))
+    url = f"sqlite:///{home / 'results.db'}"
+    upgrade(url)
+    store = Store(url)
+    last = dt.date.today()
+    t0 = time.perf_counter()
+    for i in range(nights):
+        night = (last - dt.timedelta(days=nights - 1 - i)).isoformat()
+        for gpus in (1, 2, 3, 4):
+            for rep in (1, 2):
+                cell = sample_cell(gpus=gpus, repeat=rep, run_id=f"scheduled__{night}", night=night,
+                                   run_type="scheduled")
+                c = sample_contract(cell)
+                ips = 100.0 * gpus * (1 - 0.04 * math.log2(gpus))
+                c["timing"]["images_per_s"] = ips
+                c["timing"]["breakdown"] = sample_breakdown(gpus, 20 * 16 * gpus / ips, sync_share=0.02 * (gpus - 1))
+                store.record_attempt(cell, 1, "valid", contract=c)
+    print(f"seeded {nights} nights x 8 cells in {time.perf_counter() - t0:.0f} s ({home})")
+    env = {**os.environ, "SCALEBENCH_STORE_URL": url}
+    cli = Path(sys.executable).with_name("scalebench")
+    took = []
+    for _ in range(3):
+        t = time.perf_counter()
+        done = subprocess.run([str(cli), "predict", "resnet50_keras_cifar10", "--gpus", "8"], env=env,
+                              capture_output=True, text=True)
+        took.append(time.perf_counter() - t)
+        assert done.returncode == 0, done.stderr
+    print(done.stdout.strip())
+    print(f"scalebench predict on a year of nights: {statistics.median(took):.2f} s (median of 3: "
+          + ", ".join(f"{x:.2f}" for x in took) + ")")
+
+
 def main() -> None:
+    import sys
+
+    if "--year" in sys.argv[1:]:
+        return year_of_nights()
     print("| table | kind | GPUs | measured images/s | predicted | error | efficiency error (points) | "
           "per-GPU throughput held | efficiency trend |")
     print("|---|---|---|---|---|---|---|---|---|")

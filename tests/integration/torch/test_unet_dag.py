@@ -51,3 +51,19 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     assert "| unet_torch_voc2007 | fp32 | train time |" in text
     assert "- unet_torch_voc2007 (fp32): sync is " in text, text  # the generated sentence on what grows with devices
     assert "| unet_torch_voc2007 | fp32 | 2 |" in text.split("## Where a steady step goes")[1]
+    # the same home: each count's all-reduce sweep in the torch image (gloo), then the prediction
+    # the report shows and `scalebench predict` prints, its sync from the sweep
+    rc, log = run([BIN / "airflow", "dags", "test", "scalebench_allreduce"], env, 600)
+    (tmp_path / "allreduce.log").write_text(log)
+    assert rc == 0 and "DagRun Finished" in log and "state=success" in log, log[-5000:]
+    assert "local at 2 devices (gloo): " in log and "local at 4 devices (gloo): " in log, log[-3000:]
+    rc, out = run([BIN / "scalebench", "predict", "unet_torch_voc2007", "--gpus", "8", "-o", "json"], env, 120)
+    assert rc == 0, out
+    [pred] = json.loads(out[out.index("["):])
+    assert pred["kind"] == "breakdown" and pred["images_per_s"] > 0 and 0 < pred["efficiency"] < 1.5, pred
+    assert not any("no all-reduce measured" in n for n in pred["notes"]), pred["notes"]  # the sweep's bandwidth
+    assert pred["limit"].split("-bound at 8: ")[0] in ("compute", "input", "sync"), pred["limit"]
+    rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report2")], env, 120)
+    section = (tmp_path / "report2" / "report.md").read_text().split("## What more GPUs would give")[1]
+    assert "**unet_torch_voc2007** on local (fp32; 1 night(s) at 1, 2 GPU(s)): 8 GPUs: " in section, section[:2000]
+    print(f"\nprediction at 8 devices: {pred['line']}")

@@ -108,3 +108,21 @@ def test_scalebench_predict_prints_what_the_report_predicts(store, capsys, tmp_p
     table.write_text("gpus,images_per_s\n2,196\n4,368\n")
     assert main(["predict", "--from-table", str(table), "--gpus", "8"]) == 2
     assert "no row at 1 GPU" in capsys.readouterr().err
+
+
+def test_the_history_page_embeds_the_frozen_predictions_beside_the_measured_nights(store):
+    import json
+    import re
+
+    from scalebench.report.summary import summarize_night
+    from tests.unit.orchestration.test_pages import open_app
+
+    for i in range(5):
+        record(store, i, (1, 2, 4))
+        summarize_night(store, BENCH, night_of(i))
+    publish(store, night_of(4), Options(expected=[BENCH]))
+    page = open_app().get(f"/benchmarks/{BENCH}", params={"all": 1}).text
+    doc = json.loads(re.search(r'id="history-data">(.*?)</script>', page, re.S).group(1))
+    held = frozen(store, night_of(4))[(4, 1)]
+    assert [night_of(4), 4, "fp32", held["images_per_s"], held["line"]] in doc["predicted"]
+    assert all(p[0] == night_of(4) for p in doc["predicted"])  # drawn on the night each was frozen

@@ -50,7 +50,8 @@ def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHM
     since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
     charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
     rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
-    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None)
+    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None,
+                              _predicted(benchmark, since))
 
 @browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
 def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
@@ -135,6 +136,15 @@ def _shifts(benchmark: str) -> list[dict]:
     path = Configs().config_dir / SHIFTS_FILE
     return [{"since": s.since.isoformat(), "reason": s.reason, "gpus": s.gpus} for s in load_shifts(path)
             if s.benchmark == benchmark] if path.exists() else []
+
+
+def _predicted(benchmark: str, since: str | None) -> list[dict]:
+    """The frozen one-host predictions of a benchmark since `since` that made a figure: drawn
+    beside the measured images/s on the night they were frozen."""
+    from scalebench.store.predictions import Predictions
+
+    return [f for f in Predictions(store()).frozen(benchmark=benchmark)
+            if f["hosts"] == 1 and f["images_per_s"] is not None and (since is None or f["night"] >= since)]
 
 
 def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:

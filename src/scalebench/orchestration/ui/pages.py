@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
@@ -165,7 +166,7 @@ def _history_table(base: str, summaries: list[NightSummary]) -> tables.Table:
 
 
 def history_page(base: str, benchmark: str, summaries: list[NightSummary], shifts: list[dict], charts: bool,
-                 since: str | None, first: str | None) -> str:
+                 since: str | None, first: str | None, predicted: Sequence[dict] = ()) -> str:
     """A benchmark across nights since `since` (None: all; `first`: its first summarized night):
     the charts (drawn by history.js from the embedded summaries), the marked nights in words, and
     the last nights as a table."""
@@ -184,7 +185,10 @@ def history_page(base: str, benchmark: str, summaries: list[NightSummary], shift
     data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*plain, *FIGURE_NAMES],
             "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus, "percent": f.fmt.endswith("%")}
                         for f in HISTORY_FIGURES if f.chart],
-            "rows": [[s.get(k) for k in plain] + [s["figures"][f] for f in FIGURE_NAMES] for s in summaries]}
+            "rows": [[s.get(k) for k in plain] + [s["figures"][f] for f in FIGURE_NAMES] for s in summaries],
+            # frozen predictions (night, GPUs, precision, images/s, their line): points beside the measured images/s
+            "predicted": [[p["night"], p["gpus"], p["precision"], p["images_per_s"], p["line"]] for p in predicted
+                          if p["night"] in runs]}
     marks = {(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []}
     marks |= {(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts}
     table = _history_table(base, list(reversed(summaries[-60:])))

@@ -53,6 +53,9 @@
     const cells = mine.map((p) => keyOf(p) + ": " + p.valid + "/" + p.cells + " valid").join("; ");
     const bases = [...new Set(mine.map((p) => p.basis || "unknown"))].join(", ");
     const lines = ["night " + nights[i] + " · run " + runs, "image " + images, "timed by " + bases, "cells " + cells];
+    for (const [key, byIdx] of Object.entries(predicted)) {
+      if (byIdx[i] && (!labels || labels.includes(key))) lines.push("frozen prediction: " + byIdx[i].line);
+    }
     const mine_marks = marks[i].filter((m) => !labels || !/ GPUs? /.test(m.text) || labels.some((l) => m.text.includes(l)));
     for (const m of mine_marks.slice(0, 4)) lines.push(m.kind + ": " + m.text);
     if (mine_marks.length > 4) lines.push("… and " + (mine_marks.length - 4) + " more (Marked nights, below)");
@@ -79,6 +82,20 @@
     ctx.restore();
   }
 
+  // frozen predictions (the report froze each before its night's cells): per "predicted <key>", night -> images/s
+  const predicted = {};
+  for (const [night, gpus, precision, ips, line] of doc.predicted || []) {
+    const key = "predicted " + keyOf({ gpus: gpus, precision: precision });
+    if (at[night] !== undefined) ((predicted[key] = predicted[key] || {})[at[night]] = { ips: ips, line: line });
+  }
+  function withPredicted(sd) {
+    for (const key of Object.keys(predicted).sort((a, b) => parseInt(a.split(" ")[1]) - parseInt(b.split(" ")[1]))) {
+      sd.labels.push(key);
+      sd.data.push(nights.map((n, i) => (predicted[key][i] ? predicted[key][i].ips : null)));
+    }
+    return sd;
+  }
+
   function chart(id, yLabel, sd) {
     const el = document.getElementById("chart-" + id);
     const tip = document.getElementById("tip-" + id);
@@ -96,9 +113,12 @@
                values: (u, ticks) => ticks.map((t) => new Date(t * 1000).toISOString().slice(0, 10)) },
              { label: yLabel }],
       series: [{ label: "night", value: (u, v) => (v == null ? "–" : new Date(v * 1000).toISOString().slice(0, 10)) },
-               ...sd.labels.map((l, j) => ({ label: l, stroke: colors[(keys.includes(l) ? keys.indexOf(l) : j) % colors.length],
-                                             width: 2, spanGaps: false,
-                                             points: { show: true, size: 6 } }))],
+               ...sd.labels.map((l, j) => {
+                 const guess = l.startsWith("predicted ");  // a frozen prediction: hollow points, no line
+                 const own = keys.includes(l.replace("predicted ", "")) ? keys.indexOf(l.replace("predicted ", "")) : j;
+                 return { label: l, stroke: colors[own % colors.length], width: guess ? 0 : 2, spanGaps: false,
+                          dash: guess ? [4, 4] : undefined, points: { show: true, size: guess ? 9 : 6, fill: guess ? "#fff" : undefined } };
+               })],
       cursor: { drag: { x: true, y: false } },
       hooks: {
         draw: [markerHook],
@@ -113,7 +133,8 @@
   // a figure the tables write as a percentage is drawn in percent
   for (const f of doc.figures) {
     const value = (p) => (p[f.name] == null ? null : f.percent ? 100 * p[f.name] : p[f.name]);
-    chart(f.name, f.unit + (f.percent ? " (%)" : ""), seriesData(value, (k) => parseInt(k) >= f.from_gpus));
+    const sd = seriesData(value, (k) => parseInt(k) >= f.from_gpus);
+    chart(f.name, f.unit + (f.percent ? " (%)" : ""), f.name === "images_per_s" ? withPredicted(sd) : sd);
   }
   const top = points.reduce((m, p) => Math.max(m, p.gpus), 0);
   const metrics = [...new Set(points.flatMap((p) => Object.keys(p.metrics || {})))].sort();
