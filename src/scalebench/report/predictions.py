@@ -69,7 +69,7 @@ def judge(store, night: str, cells: Sequence) -> int:
     tonight = {k: median_points([p for p in ps if p.night == night])
                for k, ps in series_points(cells, up_to=night).items()}
     judged = 0
-    for f in preds.frozen(up_to=night):
+    for f in preds.frozen(up_to=night, judged=False, doc=False):
         measured = {p.total: p.images_per_s for p in tonight.get((f["benchmark"], f["host"], f["precision"]), [])}
         if f["judged_night"] or f["hosts"] != 1 or f["images_per_s"] is None or f["gpus"] not in measured:
             continue
@@ -107,7 +107,7 @@ def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict
         rows.append({"benchmark": key[0], "host": key[1], "precision": key[2],
                      "counts": sorted({p.total for p in points}), "nights": len({p.night for p in points}),
                      "predictions": [p.to_json() for p in preds]})
-    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night))}
+    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night, judged=True, doc=False))}
 
 
 def running_errors(frozen: list[dict]) -> list[dict]:

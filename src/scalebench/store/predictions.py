@@ -69,16 +69,23 @@ class Predictions:
                 continue  # frozen already on this night: the first one stands
         return added
 
-    def frozen(self, benchmark: str | None = None, night: str | None = None, up_to: str | None = None) -> list[dict]:
+    def frozen(self, benchmark: str | None = None, night: str | None = None, up_to: str | None = None,
+               judged: bool | None = None, doc: bool = True) -> list[dict]:
+        """Frozen predictions, oldest night first; `judged` True/False: only those judged / not yet;
+        without `doc` the whole prediction document is left out (a year of them is read nightly)."""
+        columns = [c for c in FIELDS if doc or c != "doc"]
         with Session(self.engine) as s:
-            q = select(PredictionRow).order_by(PredictionRow.night, PredictionRow.benchmark, PredictionRow.id)
+            q = select(*[getattr(PredictionRow, c) for c in columns]).order_by(
+                PredictionRow.night, PredictionRow.benchmark, PredictionRow.id)
             if benchmark:
                 q = q.where(PredictionRow.benchmark == benchmark)
             if night:
                 q = q.where(PredictionRow.night == night)
             if up_to:
                 q = q.where(PredictionRow.night <= up_to)
-            return [{k: getattr(r, k) for k in FIELDS} for r in s.scalars(q)]
+            if judged is not None:
+                q = q.where(PredictionRow.judged_night.is_not(None) if judged else PredictionRow.judged_night.is_(None))
+            return [dict(zip(columns, r)) for r in s.execute(q)]
 
     def judge(self, prediction_id: int, night: str, images_per_s: float, efficiency: float | None) -> bool:
         """The first night that measures a prediction's target judges it; later ones change nothing."""

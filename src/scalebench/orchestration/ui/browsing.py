@@ -143,7 +143,7 @@ def _predicted(benchmark: str, since: str | None) -> list[dict]:
     beside the measured images/s on the night they were frozen."""
     from scalebench.store.predictions import Predictions
 
-    return [f for f in Predictions(store()).frozen(benchmark=benchmark)
+    return [f for f in Predictions(store()).frozen(benchmark=benchmark, doc=False)
             if f["hosts"] == 1 and f["images_per_s"] is not None and (since is None or f["night"] >= since)]
 
 
