@@ -421,7 +421,11 @@ Series = tuple[str, str, str]  # benchmark, host, precision
 def series_points(rows: Sequence, before: str | None = None, up_to: str | None = None) -> dict[Series, list[Point]]:
     """Per benchmark, host and precision, one point per valid measured cell (the step breakdown
     per step where the trainer measured it), on the nights (before `before`, or up to `up_to`) of
-    the newest night's image and profile: a new image or profile starts the fit again."""
+    the newest night's image: a new image starts the fit again. Scheduled runs of the nightly
+    profile where a series has them (the nights the regression judge keeps: not a weekly full
+    run, not a manual trial of a candidate image), else its newest night's runs (a demo's)."""
+    from scalebench.analysis.noise import JUDGED_PROFILE
+
     groups: dict[Series, list] = {}
     for r in rows:
         if r.get("role", "measure") != "measure" or r.get("status") != "valid" or not r.get("figure") or \
@@ -430,6 +434,8 @@ def series_points(rows: Sequence, before: str | None = None, up_to: str | None =
         groups.setdefault((r["benchmark"], r["host"], r["precision"]), []).append(r)
     out = {}
     for key, rs in groups.items():
+        nightly = [r for r in rs if r.get("run_type") == "scheduled" and r["profile"] == JUDGED_PROFILE]
+        rs = nightly or rs
         newest = max(rs, key=lambda r: (r["night"], r["run_id"]))
         same = [r for r in rs if r["figure"].get("image_digest") == newest["figure"].get("image_digest")
                 and r["profile"] == newest["profile"]]

@@ -135,3 +135,24 @@ def test_a_framework_without_a_breakdown_gets_the_aggregate_fit_and_says_so():
 def test_a_bad_table_names_the_file_line_and_column(text, says):
     with pytest.raises(ValueError, match="t.csv: .*" + says.replace("(", r"\(").replace(")", r"\)")):
         points_from_csv(text, "t.csv")
+
+
+def test_the_fit_keeps_the_nightly_scheduled_runs_of_the_current_image():
+    """A weekly full run, a manual trial of a candidate image, a rerun or the host probe on a
+    later night neither joins the fit nor restarts it; a new scheduled image does restart it."""
+    from scalebench.analysis.prediction import series_points
+
+    def row(night, gpus, digest="sha256:a", profile="nightly", run_type="scheduled", role="measure"):
+        return {"benchmark": "b", "host": "h", "precision": "bf16", "night": night, "run_id": f"{run_type}__{night}",
+                "run_type": run_type, "profile": profile, "role": role, "status": "valid", "gpus": gpus,
+                "per_device_batch": 16, "figure": {"images_per_s": 100.0 * gpus, "image_digest": digest, "timing": {}}}
+
+    rows = [row(f"2026-11-0{i}", g) for i in (1, 2, 3) for g in (1, 2)]
+    rows += [row("2026-11-04", 4, profile="full"), row("2026-11-05", 4, digest="sha256:new", run_type="manual"),
+             row("2026-11-05", 4, role="rerun"), row("2026-11-05", 1, role="probe")]
+    [(key, points)] = series_points(rows).items()
+    assert key == ("b", "h", "bf16") and sorted({p.night for p in points}) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    assert {p.total for p in points} == {1, 2}
+    rows.append(row("2026-11-06", 1, digest="sha256:new"))
+    [points] = series_points(rows).values()
+    assert [p.night for p in points] == ["2026-11-06"]
