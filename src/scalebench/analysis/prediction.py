@@ -5,7 +5,7 @@ hosts of n). docs/prediction.md is the model's page; in short:
     step(N) = compute(N) + data_wait(N) + exposed_sync(N) + other        (slowest rank, per step)
     compute(N)   = (alpha + beta x per-GPU batch) x (1 + s log2 N)      Pollux's form; s the slowest
                                                                         rank's growth with N
-    data_wait(N) = d1 + h (N - 1)                                       ranks share the host's CPUs
+    data_wait(N) = d1 + h (n - 1)                                       the n ranks of a host share its CPUs
     sync(N)      = 2 (N - 1) / N x gradient bytes / bus bandwidth       a ring all-reduce, measured
     exposed      = (compute^g + sync^g)^(1/g) - compute                 Pollux's overlap, g fitted
     images/s(N)  = N x per-GPU batch / step(N)
@@ -127,7 +127,8 @@ class Fit:
         else:
             g = self.overlap
             exposed = (compute ** g + full ** g) ** (1 / g) - compute if full > 0 else 0.0
-        return {"compute": compute, "data_wait": self.data_wait1 + self.data_growth * (n - 1), "sync": exposed,
+        # data wait grows with the ranks sharing one host's CPUs: per host, not in all
+        return {"compute": compute, "data_wait": self.data_wait1 + self.data_growth * (gpus - 1), "sync": exposed,
                 "other": self.other}
 
     def _across_hosts(self, gpus: int, hosts: int) -> float | None:
