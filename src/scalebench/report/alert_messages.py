@@ -102,3 +102,25 @@ def broken_message(night: str, broken: dict, cfg: AlertConfig) -> dict:
             f"{len(broken['failed'])} cell(s) without a valid result ({link})")
     return {"source": "scalebench", "kind": "broken_night", "night": night, "report": link, **broken,
             "text": head + "\n" + "\n".join(f"- {x}" for x in broken["lines"])}
+
+
+def subject(doc: dict) -> str:
+    """A mail's subject: the text's first line, on one line (no header can be smuggled in)."""
+    first = (doc.get("text") or "scalebench").splitlines()[0] if doc.get("text") else "scalebench"
+    return " ".join(first.split())[:200]
+
+
+def mail_html(doc: dict) -> str:
+    """The mail's HTML, from an autoescaping template: a group's owner, a note or a benchmark's
+    title is shown as text, never as markup."""
+    import json
+
+    from scalebench.report.render import template
+
+    return template("alert_mail.html").render(subject=subject(doc), body=doc.get("text", ""), report=doc.get("report", ""),
+                                              document=json.dumps(doc, indent=2, default=str))
+
+
+def slack_text(text: str) -> str:
+    """Text as Slack's mrkdwn needs it: &, < and > escaped, so nothing in a message is a link or a mention."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -287,10 +287,10 @@ def to_html(md: str, title: str = "scalebench report") -> str:
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
-    return _template("report.html").render(title=title, body=body)
+    return template("report.html").render(title=title, body=body)
 
 
-def _template(name: str):
+def template(name: str):
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
@@ -320,5 +320,5 @@ def write_index(root: Path) -> Path:
         nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
                        "benchmarks": len(t["rows"])})
     (root / REPORTS_INDEX_JSON).write_text(json.dumps(nights, indent=2))
-    (root / REPORTS_INDEX_HTML).write_text(_template("index.html").render(nights=nights, report_html=REPORT_HTML))
+    (root / REPORTS_INDEX_HTML).write_text(template("index.html").render(nights=nights, report_html=REPORT_HTML))
     return root / REPORTS_INDEX_HTML

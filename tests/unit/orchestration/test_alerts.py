@@ -238,3 +238,46 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     doc = json.loads(shown[1])
     assert doc["state"] == "fixed" and [e["note"] for e in doc["events"] if e["kind"] == "notified"] == \
         ["new", "reminder", "state", "fixed"]
+
+
+MARKUP = {"owner": '<a href="http://evil.example">click</a>', "note": "<img src=x onerror=alert(1)> & <|link>"}
+
+
+def markup_message() -> dict:
+    from scalebench.report.alert_messages import group_message
+
+    group = {"id": 7, "key": "benchmark:b", "state": "triaged", "owner": MARKUP["owner"], "suspect": MARKUP["note"],
+             "benchmarks": ["b"], "first_night": "2026-11-30", "last_night": "2026-11-30", "what_changed": None,
+             "notified_benchmarks": [], "figures": [{**DETAIL, "line": f"b 2 GPUs: {MARKUP['note']}",
+                                                      "last_night": "2026-11-30"}]}
+    return group_message(group, "state", "2026-11-30", None, AlertConfig(notifier="email", to=["t@example.com"]))
+
+
+def test_a_mail_carries_free_text_as_text_never_as_markup(monkeypatch):
+    """Owner and note with markup, through Airflow's SMTP notifier to a local SMTP server, read back."""
+    import email
+
+    from scalebench.orchestration.dags.alerts import deliver
+    from tests.support.mail import MailCatcher
+
+    catcher = MailCatcher()
+    try:
+        monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"smtp://127.0.0.1:{catcher.port}?disable_tls=true&"
+                                                              "disable_ssl=true&from_email=scalebench%40example.com")
+        cfg = AlertConfig(notifier="email", to=["team@example.com"])
+        assert deliver(cfg, markup_message(), context={})
+        [raw] = catcher.messages
+    finally:
+        catcher.stop()
+    mail = email.message_from_bytes(raw)
+    html = next(p for p in mail.walk() if p.get_content_type() == "text/html").get_payload(decode=True).decode()
+    assert "regression group #7 is triaged (owner &lt;a href=" in html and "<a href=\"http://evil" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &lt;|link&gt;" in html and "<img" not in html
+    assert "\n" not in mail["Subject"] and mail["Subject"].startswith("scalebench: regression group #7 is triaged")
+
+
+def test_slack_text_escapes_what_slack_would_read_as_a_link_or_a_mention():
+    from scalebench.orchestration.dags.alerts import notifier
+
+    n = notifier(AlertConfig(notifier="slack"), markup_message())
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &lt;|link&gt;" in n.text and "<" not in n.text and ">" not in n.text

@@ -9,7 +9,6 @@ regressions go out anyway, and a night with benchmarks not recorded or cells wit
 result sends one broken-night alert naming them."""
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 from scalebench.core.config import AlertConfig, Configs
@@ -85,7 +84,11 @@ def to_send(night: dict, deadline: bool) -> tuple[list[dict], dict | None]:
 
 
 def notifier(cfg: AlertConfig, doc: dict):
-    """The configured Airflow notifier, carrying `doc`; None when alerts are switched off."""
+    """The configured Airflow notifier, carrying `doc`; None when alerts are switched off. Chat
+    text is escaped as Slack needs, a mail's HTML comes from an autoescaping template
+    (scalebench.report.alert_messages): free text in a message is never markup."""
+    from scalebench.report.alert_messages import mail_html, slack_text, subject
+
     if cfg.notifier == "webhook":
         from airflow.providers.http.notifications.http import HttpNotifier
 
@@ -94,12 +97,11 @@ def notifier(cfg: AlertConfig, doc: dict):
     if cfg.notifier == "slack":
         from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
 
-        return SlackWebhookNotifier(slack_webhook_conn_id=cfg.connection, text=doc["text"])
+        return SlackWebhookNotifier(slack_webhook_conn_id=cfg.connection, text=slack_text(doc["text"]))
     if cfg.notifier == "email":
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
-        return SmtpNotifier(smtp_conn_id=cfg.connection, to=cfg.to, subject=doc["text"].splitlines()[0],
-                            html_content="<pre>" + json.dumps(doc, indent=2) + "</pre>")
+        return SmtpNotifier(smtp_conn_id=cfg.connection, to=cfg.to, subject=subject(doc), html_content=mail_html(doc))
     return None
 
 
