@@ -54,6 +54,9 @@ CASES = [
     ("fleet is a folder", ["--fleet", "/tmp", "configs"], None, "/tmp: is a folder"),
     ("fleet missing", ["--fleet", "/nonexistent/fleet.yaml", "configs"], None, "/nonexistent/fleet.yaml"),
     ("unknown benchmark", ["cells", "no_such_benchmark"], None, "no_such_benchmark"),
+    ("empty fleet option", ["--fleet", "", "configs"], None, "--fleet: expected a value, got an empty one"),
+    ("empty benchmark", ["cells", " "], None, "benchmark: expected a value"),
+    ("empty owner", ["alerts", "set", "1", "triaged", "--owner", ""], None, "--owner: expected a value"),
     ("predict no target", ["predict", "--gpus", "8"], None, "name a BENCHMARK"),
     ("predict zero gpus", ["predict", BENCH, "--gpus", "0"], None, "--gpus"),
     ("predict unknown benchmark", ["predict", "no_such_benchmark", "--gpus", "8"], None, "no_such_benchmark"),
@@ -67,6 +70,8 @@ CASES = [
     ("foreign store: results", ["results"], "foreign store", "db upgrade"),
     ("no driver", ["results"], "no driver", "pip install"),
     ("bad store url", ["results"], "bad url", "not a database URL"),
+    ("a store that keeps nothing", ["results"], "memory store", "an in-memory SQLite database keeps nothing"),
+    ("a store in memory", ["db", "upgrade"], "memory file store", "an in-memory SQLite database keeps nothing"),
     # db restore never replaces a store, and refuses what is not a scalebench store before touching anything
     ("restore garbage", ["db", "restore", "{backup}"], "garbage backup", "not a SQLite database"),
     ("restore a foreign sqlite", ["db", "restore", "{backup}"], "foreign backup", "not a scalebench store"),
@@ -86,7 +91,8 @@ CASES = [
     ("id of the bisect", ["configs"], ("benchmarks", "copy as", "bisect"), "the bisect DAG"),
     ("id of the host probe", ["configs"], ("benchmarks", "copy as", "host_probe"), "the host probe DAG"),
     ("id with the accuracy suffix", ["configs"], ("benchmarks", "copy as", "unet_torch_voc2007_accuracy"), "_accuracy"),
-    ("id too long", ["configs"], ("benchmarks", "copy as", "u" * 245), "over Airflow's 250"),
+    ("id too long", ["configs"], ("benchmarks", "copy as", "u" * 245), "at most 100 characters"),
+    ("id of the all-reduce DAG", ["configs"], ("benchmarks", "copy as", "allreduce"), "the all-reduce DAG's"),
     ("id not the file name", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "id", "resnet50_keras_cifar10"),
      "must equal the file name"),
     ("not utf-8", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "text", b"id: caf\xe9\n"), "not UTF-8"),
@@ -119,6 +125,18 @@ CASES = [
     ("time to accuracy of an unknown metric", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "time_to_accuracy", {"metric": "map", "target": 0.5}),
      "time_to_accuracy"),
     ("fleet retention zero", ["configs"], ("fleet.yaml", "retention_days", 0), "retention_days"),
+    ("a key written twice", ["configs"], ("fleet.yaml", "text", b"retention_days: 30\nhosts: []\nretention_days: 7\n"),
+     "key 'retention_days' is written twice, at lines 1 and 3"),
+    ("a benchmark id longer than the store keeps", ["configs"], ("benchmarks", "copy as", "u" * 101),
+     "field 'id': String should have at most 100 characters"),
+    ("a host name longer than the store keeps", ["configs"], ("fleet.yaml", "hosts.0.name", "h" * 101),
+     "at most 100 characters"),
+    ("a boolean in a list of numbers", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "gpu_counts", [1, True]),
+     "field 'gpu_counts[1]': expected a number, got a boolean"),
+    ("a boolean in a mapping of numbers", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "bounds", {"iou": [True, 1]}),
+     "field 'bounds.iou[0]': expected a number, got a boolean"),
+    ("a stack without its Dockerfile", ["configs"], ("stacks.yaml", "stacks.jax", "copy of torch"),
+     "containers/jax/Dockerfile"),
     ("fleet budget negative", ["configs"], ("fleet.yaml", "night_budget_minutes", -5), "night_budget_minutes"),
     ("fleet host kind tpu", ["configs"], ("fleet.yaml", "hosts.0.kind", "tpu"), "kind"),
     ("fleet no hosts", ["configs"], ("fleet.yaml", "hosts", []), "hosts"),
@@ -185,6 +203,8 @@ def _edit(tree, file: str, field: str, value) -> None:
         path.write_bytes(value)
         return
     doc = yaml.safe_load(path.read_text())
+    if value == "copy of torch":  # a stack entry like the torch one, under another name
+        value = doc["stacks"]["torch"]
     if field == "two gpu hosts":
         host = {"name": "gpu-a", "kind": "gpu", "queue": value, "device_ids": ["0", "1"]}
         doc["hosts"] += [host, {**host, "name": "gpu-b"}]
@@ -228,6 +248,10 @@ def _store(state, setup, monkeypatch):
         monkeypatch.setenv("SCALEBENCH_STORE_URL", "postgresql+psycopg://u:secret@db.invalid/scalebench")
     elif setup == "bad url":
         monkeypatch.setenv("SCALEBENCH_STORE_URL", "a database somewhere")
+    elif setup == "memory store":
+        monkeypatch.setenv("SCALEBENCH_STORE_URL", "sqlite://")
+    elif setup == "memory file store":
+        monkeypatch.setenv("SCALEBENCH_STORE_URL", "sqlite:///:memory:")
     backup = state.parent / "backup.db"  # beside the home: the file a restore reads
     if setup == "garbage backup":
         backup.write_bytes(os.urandom(8192))

@@ -50,14 +50,25 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_command(sub, command: Command) -> None:
-    """The command's subparser, its arguments in the order declared (the output options first)."""
+    """The command's subparser, its arguments in the order declared (the output options first).
+    A value without a type of its own must not be empty."""
     p = sub.add_parser(command.name, help=command.help)
     groups: dict[str, Any] = {}
     for a in (LISTING_ARGS if command.listing else ()) + command.args:
         if a.exclusive and a.exclusive not in groups:
             groups[a.exclusive] = p.add_mutually_exclusive_group()
-        (groups[a.exclusive] if a.exclusive else p).add_argument(*a.flags, **a.options)
+        options = a.options
+        if "type" not in options and "choices" not in options and options.get("action", "store") in ("store", "append"):
+            options = {**options, "type": text}
+        (groups[a.exclusive] if a.exclusive else p).add_argument(*a.flags, **options)
     p.set_defaults(command=command)
+
+
+def text(value: str) -> str:
+    """An argparse type: a value that is not empty or blank."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty one")
+    return value
 
 
 def gpus(text: str) -> list[int]:

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from scalebench.cli.arguments import Parser, add_command
+from scalebench.cli.arguments import Parser, add_command, text
 from scalebench.cli.commands import COMMANDS
 from scalebench.cli.errors import explain
 from scalebench.cli.listing import Listing
@@ -20,7 +20,7 @@ and take `-o json` or `-o csv` for programs; other commands print a sentence or 
 
 def parser() -> Parser:
     top = Parser(prog="scalebench", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    top.add_argument("--fleet", help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
+    top.add_argument("--fleet", type=text, help="fleet YAML (default include/configs/fleet.yaml or $SCALEBENCH_FLEET)")
     sub = top.add_subparsers(dest="cmd", required=True)
     for command in COMMANDS:
         add_command(sub, command)

@@ -28,7 +28,11 @@ def make_engine(url: str, *, immediate: bool = False, deadline_s: float | None =
     pre-pinged, a connect timeout and TCP keepalives (a server or link that died is noticed), and
     with `deadline_s` server-side statement and lock timeouts and an idle-in-transaction timeout,
     so a call the client gave up on does not keep running or holding a lock. A paused server
-    enforces none of these: a caller that must not hang bounds its calls itself (leases.bounded)."""
+    enforces none of these: a caller that must not hang bounds its calls itself (leases.bounded).
+    A URL whose database keeps nothing (SQLite in memory) is refused: every night would be lost."""
+    if url.startswith("sqlite") and (url.split("?")[0] in ("sqlite://", "sqlite:///") or ":memory:" in url):
+        raise StoreNotReady(f"results store {url}: an in-memory SQLite database keeps nothing; set "
+                            "SCALEBENCH_STORE_URL to a file (sqlite:////path/to/results.db) or a postgresql:// URL")
     if not url.startswith("sqlite"):
         args: dict[str, int | str] = {}
         if url.startswith("postgresql"):

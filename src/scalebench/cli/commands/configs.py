@@ -24,12 +24,29 @@ def cmd_configs(args, configs: Configs) -> Listing:
             if unknown:
                 raise ConfigError(f"{configs.config_dir / ALERTS_FILE}: field 'routes.{i}.{what}': unknown {unknown}; "
                                   f"known: {sorted(known)}")
+    _stack_folders(configs)
     for i, shift in enumerate(shifts):  # the report reads old entries too; validating names them
         if shift.benchmark not in configs.benchmarks:
             raise ConfigError(f"{configs.config_dir / SHIFTS_FILE}: field 'shifts.{i}.benchmark': unknown benchmark "
                               f"{shift.benchmark!r}; known: {sorted(configs.benchmarks)}")
     return Listing(list(rows[0]) if rows else [], rows, doc,
                    notes=[f"fleet: {hosts}", f"alerts: {alerts.notifier}", f"acknowledged shifts: {len(shifts)}"])
+
+
+def _stack_folders(configs: Configs) -> None:
+    """Each stack of stacks.yaml has its folder's Dockerfile (where the checkout holds containers/:
+    an installed deployment without the build tree has nothing to check)."""
+    from scalebench.core import paths
+    from scalebench.core.config.common import STACKS_FILE
+
+    root = paths.project_root()
+    if root is None or not (root / "containers").is_dir():
+        return
+    for name in configs.stacks.stacks:
+        dockerfile = root / "containers" / name / "Dockerfile"
+        if not dockerfile.is_file():
+            raise ConfigError(f"{configs.config_dir / STACKS_FILE}: field 'stacks.{name}': no {dockerfile}; a stack "
+                              "is an entry here and its folder containers/<name>/ with its Dockerfile")
 
 
 def cmd_stacks(args, configs: Configs) -> Listing | str:

@@ -95,7 +95,7 @@ class AccuracyTarget(Strict):
 
 
 class Benchmark(Strict):
-    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$", max_length=100)]  # the store's benchmark column
     title: str
     task: Annotated[str, Field(pattern=r"^[a-z][a-z-]*$")]  # what the model does (classification, detection, ...)
     stack: str                    # a stack of include/configs/stacks.yaml: its images, launcher and formats

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -33,13 +34,39 @@ class ConfigError(ValueError):
     """A config file that does not validate; the message names file, field, value, expectation."""
 
 
-def _numeric(annotation) -> bool:
-    """Whether a field takes a number (int or float, optional or constrained) and never a boolean."""
-    if annotation in (int, float):
-        return True
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    return bool(args) and (annotation.__class__.__name__ in ("_AnnotatedAlias", "UnionType", "_UnionGenericAlias")) \
-        and all(_numeric(a) for a in args[:1])
+def _bare(annotation):
+    """The type under Annotated[...] and Optional[...] (X | None)."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _boolean_for_number(value, annotation) -> str | None:
+    """Where in `value` a boolean stands for a number the annotation wants ("" for the value
+    itself, "[2]" or ".key" inside a list or mapping), or None."""
+    bare = _bare(annotation)
+    if isinstance(value, bool):
+        return "" if bare in (int, float) else None
+    origin, args = get_origin(bare), get_args(bare)
+    if origin in (list, tuple, set, frozenset) and isinstance(value, list) and args:
+        for i, item in enumerate(value):
+            inner = _boolean_for_number(item, args[i] if origin is tuple and len(args) > i and args[-1] is not ... else args[0])
+            if inner is not None:
+                return f"[{i}]{inner}"
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            inner = _boolean_for_number(item, args[1])
+            if inner is not None:
+                return f".{key}{inner}"
+    return None
 
 
 class Strict(BaseModel):
@@ -51,9 +78,9 @@ class Strict(BaseModel):
         """YAML's yes/no/true are booleans, which pydantic would read as 1 and 0 for a number."""
         if isinstance(data, dict):
             for name, f in cls.model_fields.items():
-                value = data.get(f.alias or name)
-                if isinstance(value, bool) and _numeric(f.annotation):
-                    raise ValueError(f"field {name!r}: expected a number, got the boolean {value!r} "
+                where = _boolean_for_number(data.get(f.alias or name), f.annotation)
+                if where is not None:
+                    raise ValueError(f"field '{name}{where}': expected a number, got a boolean "
                                      "(YAML reads yes/no/true/false as booleans)")
         return data
 
@@ -124,9 +151,32 @@ def _format_errors(source: Path, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (the last would silently win)."""
+
+
+def _mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            again = key in seen
+        except TypeError:  # an unhashable key: the constructor below says so
+            continue
+        if again:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is written twice, at lines {seen[key]} and {key_node.start_mark.line + 1} "
+                "(the second would silently win); keep one", key_node.start_mark)
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
 def _load_yaml(path: Path) -> dict:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys)  # noqa: S506 (a safe loader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:

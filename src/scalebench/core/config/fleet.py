@@ -12,7 +12,7 @@ from scalebench.core.config.common import ConfigError, PosFloat, PosInt, Strict,
 
 
 class Host(Strict):
-    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=100)]  # the store's host column
     kind: Literal["cpu", "gpu"]
     queue: str
     device_ids: Annotated[list[str], Field(min_length=1)]
