@@ -9,8 +9,28 @@ OWNER_MAX = 100
 NOTE_MAX = 2000
 
 
+# A person's state changes, from -> to; a move not listed is refused. (The report's own moves are
+# JUDGE_MOVES: any open state -> fixed when every figure is back; fixed -> the state it had when a
+# figure regresses again within a week.)
+MOVES = {
+    "new": ("triaged", "investigating", "fixed", "invalid", "accepted"),
+    "triaged": ("new", "investigating", "fixed", "invalid", "accepted"),
+    "investigating": ("triaged", "fixed", "invalid", "accepted"),
+    "fixed": ("investigating",),     # looked at again by hand
+    "invalid": ("triaged",),         # a mistake undone
+    "accepted": ("triaged",),
+}
+JUDGE_MOVES = {**{s: ("fixed",) for s in OPEN}, "fixed": OPEN}
+NOTE_NEEDED = ("invalid", "accepted")  # and "fixed" while some figure is not back: say why
+
+
 class AlertStateError(ValueError):
     """A state change that is not allowed, in one line naming the field."""
+
+
+class MoveRefused(AlertStateError):
+    """A move the transitions table refuses, or one without the note it needs: its line names only
+    states and counts, so a page may show it."""
 
 
 def group_key(suspect: dict | None, benchmark: str) -> str:
@@ -31,3 +51,15 @@ def check_change(state: str | None, owner: str | None, note: str | None, has_own
         raise AlertStateError(f"note: at most {NOTE_MAX} characters, got {len(note)}")
     if state == "triaged" and owner is None and not has_owner:
         raise AlertStateError("owner: triaged means someone owns it; give --owner")
+
+
+def check_move(current: str, state: str, note: str | None, figures_out: int = 0) -> None:
+    """Refuse a person's move the table does not allow, or one that needs a note without it."""
+    if state == current:
+        return
+    if state not in MOVES.get(current, ()):
+        allowed = ", ".join(MOVES.get(current, ())) or "none"
+        raise MoveRefused(f"state: {current} cannot become {state} by hand (from {current}: {allowed})")
+    if not (note or "").strip() and (state in NOTE_NEEDED or state == "fixed" and figures_out):
+        why = (f"{figures_out} figure(s) are not back yet" if state == "fixed" else f"{state} closes the group")
+        raise MoveRefused(f"note: {state} needs a note ({why}); say why")

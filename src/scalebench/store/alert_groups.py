@@ -11,7 +11,7 @@ from typing import Iterable
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, group_key
+from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, check_move, group_key
 from scalebench.core.records import DEFAULT_PRECISION
 from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
 
@@ -90,6 +90,9 @@ class AlertGroups:
             if g is None:
                 raise AlertStateError(f"group: no alert group #{group_id}")
             check_change(state, owner, note, has_owner=g.owner is not None)
+            if state is not None:
+                out = sum(1 for f in self._figures(s, g.id) if f.back_night is None)
+                check_move(g.state, state, note, out)
             if owner is not None and owner != g.owner:
                 self._event(s, g.id, who, "owner", None, None, f"{g.owner or 'nobody'} -> {owner}")
                 g.owner = owner

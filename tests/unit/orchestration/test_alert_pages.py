@@ -43,7 +43,7 @@ def site(isolated_state, monkeypatch):
 
 
 def token_of(page: str) -> str:
-    return re.search(r'name="token" value="([0-9a-f]{64})"', page).group(1)
+    return re.search(r'name="token" value="([0-9]+\.[0-9a-f]{64})"', page).group(1)
 
 
 def test_the_list_shows_open_groups_and_filters(site):
@@ -109,3 +109,43 @@ def test_a_token_is_the_users_own_for_one_group(site):
     who["user"] = User("mallory")  # another user replaying alice's token
     assert client.post("/alerts/1", data={"token": token, "action": "take"}).status_code == 403
     assert client.get("/alerts/2").status_code == 404
+
+
+def test_a_token_expires_after_12_hours(site):
+    import time
+
+    client, who = site
+    old = triage._action_token(who["user"], 1, int(time.time()) - triage.TOKEN_TTL_S - 60)
+    got = client.post("/alerts/1", data={"token": old, "action": "take"})
+    assert got.status_code == 403 and "older than 12 hours" in got.text
+    forged = old.split(".")[0] + "9." + old.split(".")[1]  # a later time under the old signature
+    assert client.post("/alerts/1", data={"token": forged, "action": "take"}).status_code == 403
+    assert AlertGroups(Store()).group(1)["state"] == "new"
+
+
+@pytest.mark.parametrize("moves, refused, says", [
+    ([("invalid", None)], 0, "invalid needs a note (invalid closes the group)"),
+    ([("fixed", None)], 0, "fixed needs a note (1 figure(s) are not back yet)"),
+    ([("fixed", "the driver rollback"), ("new", None)], 1, "fixed cannot become new by hand (from fixed: investigating)"),
+])
+def test_the_transitions_table_refuses_a_move_it_does_not_list_or_one_without_its_note(site, moves, refused, says):
+    client, _ = site
+    token = token_of(client.get("/alerts/1").text)
+    for i, (state, note) in enumerate(moves):
+        got = client.post("/alerts/1", data={"token": token, "action": "state", "state": state,
+                                             **({"note": note} if note else {})}, follow_redirects=False)
+        assert got.status_code == (409 if i == refused else 303), got.text
+    assert says in got.text
+    assert AlertGroups(Store()).group(1)["state"] == (moves[refused - 1][0] if refused else "new")
+
+
+def test_behind_a_proxy_the_origin_is_compared_with_the_base_url(site, monkeypatch):
+    client, _ = site
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example.com/")
+    token = token_of(client.get("/alerts/1").text)
+    ok = client.post("/alerts/1", data={"token": token, "action": "take"}, follow_redirects=False,
+                     headers={"Origin": "https://airflow.example.com"})  # the Host the app sees is airflow.test
+    assert ok.status_code == 303
+    other = client.post("/alerts/1", data={"token": token, "action": "note", "note": "x"},
+                        headers={"Origin": "http://airflow.test"})
+    assert other.status_code == 403

@@ -48,7 +48,7 @@ def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_o
     changes = [m for m in last["marks"] if m["kind"] in ("change", "flagged", "alert")]
     assert changes and all("image digest sha256:old -> sha256:new" in m["text"] for m in changes), last["marks"]
     assert f"{changes[0]['kind']}: " in page.text  # the marked nights, in words
-    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    scripts = re.findall(r'<script src="([^"?]+)\?v=[0-9a-f]{12}"', page.text)  # each under its content's hash
     assert scripts == ["/scalebench/static/uPlot.iife.min.js", "/scalebench/static/pages.js",
                        "/scalebench/static/history.js"]
     for src in scripts:
@@ -102,7 +102,7 @@ def test_a_dag_run_tab_shows_its_cells_and_the_other_dags_say_what_they_are(nigh
     # a DAG id Airflow would not allow is refused by a page naming the parameter and what it must be, not echoing it
     hostile = client.get("/dags", params={"dag_id": "scalebench_<img src=x onerror=alert(1)>"})
     assert hostile.status_code == 422 and hostile.headers["content-type"].startswith("text/html")
-    assert "img" not in hostile.text and "onerror" not in hostile.text and 'href="/scalebench/static/pages.css"' in hostile.text
+    assert "img" not in hostile.text and "onerror" not in hostile.text and 'href="/scalebench/static/pages.css?v=' in hostile.text
     assert "query parameter dag_id: expected an Airflow DAG id (letters, digits, _ . -, at most 250)." in hostile.text
     assert '<a href="/scalebench/">the nights</a>' in hostile.text  # a way back
     api = client.get("/api/runs/cells.csv", params={"dag_id": "<img>", "run_id": "x"})  # under /api/: JSON
@@ -217,7 +217,7 @@ def test_latest_is_the_newest_night_that_holds_a_report_else_a_page_saying_none_
     client = open_app()
     first = client.get("/latest", follow_redirects=False)  # a new install: no reports folder at all
     assert first.status_code == 200 and first.headers["content-type"].startswith("text/html")
-    assert "No report yet" in first.text and 'href="/scalebench/static/pages.css"' in first.text
+    assert "No report yet" in first.text and 'href="/scalebench/static/pages.css?v=' in first.text
     reports = isolated_state / "reports"
     (reports / "2026-11-27").mkdir(parents=True)
     (reports / "2026-11-27" / "report.html").write_text("<p>the 27th</p>")
@@ -260,3 +260,16 @@ def test_a_bidirectional_control_in_stored_text_is_shown_not_obeyed(nights):
     assert "\u202e" not in html and "exit code 3: [U+202E]gnp.exe" in html
     table = tables.build([tables.Column("why", lambda s: s)], ["a\u2067b\u200f"])
     assert tables.markdown(table)[-1] == "| a[U+2067]b[U+200F] |" and tables.text(table).endswith("a[U+2067]b[U+200F]")
+
+
+def test_a_static_file_under_its_hash_is_kept_and_a_page_never(nights):
+    from scalebench.orchestration.ui.pages import static_hash
+
+    client = open_app()
+    page = client.get(f"/benchmarks/{BENCH}")
+    link = f"/scalebench/static/history.js?v={static_hash('history.js')}"
+    assert link in page.text and page.headers["cache-control"] == "no-store"
+    kept = client.get(link.removeprefix("/scalebench"))
+    assert kept.status_code == 200 and kept.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert client.get("/static/history.js?v=000000000000").headers["cache-control"] == "no-store"  # an old address
+    assert client.get("/static/history.js").headers["cache-control"] == "no-store"

@@ -88,7 +88,9 @@ def cmd_alerts(args, configs: Configs) -> Listing:
             if args.id is None:
                 raise ConfigError(f"alerts {args.action}: needs a group ID (scalebench alerts list shows them)")
             if args.action == "set":
-                groups.set(args.id, args.who or getpass.getuser(), state=args.state, owner=args.owner, note=args.note)
+                # the OS user makes the change; --who is recorded beside it as a claim, never instead of it
+                who = getpass.getuser() + (f" (for {args.who})" if args.who else "")
+                groups.set(args.id, who, state=args.state, owner=args.owner, note=args.note)
             one = groups.group(args.id)
             if one is None:
                 raise ConfigError(f"alerts {args.action}: no alert group #{args.id} (scalebench alerts list shows them)")
@@ -133,5 +135,5 @@ ALERTS = Command("alerts", "alert groups (one per change that regressed): list, 
     arg("--benchmark", help="list: only groups with this benchmark"),
     arg("--owner", help="set: who owns it (needed for triaged); list: only theirs"),
     arg("--note", help="set: a note for the event log"),
-    arg("--who", help="set: who makes the change (default: this user)"),
+    arg("--who", help="set: on whose behalf (recorded beside this user, who makes the change)"),
 ), listing=True)

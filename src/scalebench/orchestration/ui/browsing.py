@@ -4,7 +4,6 @@ task logs, a DAG's tab, two nights compared; each with its CSV and JSON; and the
 scripts and style."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
@@ -20,20 +19,20 @@ from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_r
 DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
 RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
 NIGHT_QUERY = Annotated[str | None, Query(pattern=NIGHT.pattern, max_length=10)]
-STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "pages.css": STATIC / "pages.css",
-                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
-                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+STATIC, STATIC_FILES = pages.STATIC, pages.STATIC_FILES
 
 browsing = APIRouter()
 
 @browsing.get("/static/{name}")
-def static(name: Annotated[str, PathParam(max_length=40)]):
+def static(name: Annotated[str, PathParam(max_length=40)], v: Annotated[str | None, Query(max_length=16)] = None):
+    """A script or style of the pages; kept by the browser for a year when asked for under its
+    content's hash (`?v=`, as the pages link it: a new file is a new address), else not kept."""
     known = STATIC_FILES.get(name)
     path = inside(STATIC, str(known.relative_to(STATIC))) if known else None
     if known is None or path is None:
         raise HTTPException(404, "No such static file" + (" (make ui-vendor restores uPlot)." if known else "."))
-    return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]])
+    cache = {"Cache-Control": "public, max-age=31536000, immutable"} if v and v == pages.static_hash(name) else {}
+    return FileResponse(path, media_type=MEDIA[name.rsplit(".", 1)[1]], headers=cache)
 
 @browsing.get("/benchmarks", response_class=HTMLResponse)
 def benchmarks(request: Request):

@@ -25,6 +25,25 @@ from scalebench.core.records import NightSummary
 from scalebench.report.exports import history_table, result_row
 
 TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+STATIC_FILES = {"history.js": STATIC / "history.js", "pages.js": STATIC / "pages.js", "pages.css": STATIC / "pages.css",
+                "uPlot.iife.min.js": STATIC / "vendor" / "uPlot.iife.min.js",
+                "uPlot.min.css": STATIC / "vendor" / "uPlot.min.css"}
+
+
+@functools.lru_cache(maxsize=16)
+def static_hash(name: str) -> str:
+    """The first 12 hex digits of a static file's sha256 ("missing" when it is not there)."""
+    import hashlib
+
+    path = STATIC_FILES[name]
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path.is_file() else "missing"
+
+
+def static_url(base: str, name: str) -> str:
+    """A static file's address under its content's hash: a new file is a new address, so a browser
+    may keep each one for good."""
+    return f"{base}/static/{name}?v={static_hash(name)}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,6 +53,7 @@ def _env():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, finalize=_shown,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": str}  # dates in summaries as ISO text
+    env.globals["static"] = static_url
     return env
 
 

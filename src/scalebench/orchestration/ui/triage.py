@@ -44,29 +44,56 @@ def may_edit(user) -> bool:
     return get_auth_manager().is_authorized_dag(method="PUT", user=user, details=DagDetails(id=REPORT_DAG_ID))
 
 
-def _action_token(user, group_id: int) -> str:
-    """The token a group page's forms carry: tied to the user and the group, keyed by the
-    deployment's JWT secret, so a page on another site cannot make one."""
+TOKEN_TTL_S = 12 * 3600  # a group page's form token works this long; a new page view issues a new one
+
+
+def _action_token(user, group_id: int, issued: int | None = None) -> str:
+    """The token a group page's forms carry: its issue time, and an HMAC of the user, the group and
+    that time keyed by the deployment's JWT secret, so a page on another site cannot make one and a
+    leaked one stops working after TOKEN_TTL_S."""
     import hashlib
     import hmac
+    import time
 
     from airflow.configuration import conf
 
     key = conf.get("api_auth", "jwt_secret", fallback="") or conf.get("api", "secret_key", fallback="")
     if not key:
         raise HTTPException(503, "The deployment has no [api_auth] jwt_secret: alert actions are off.")
-    return hmac.new(key.encode(), f"{user.get_id()}:{group_id}".encode(), hashlib.sha256).hexdigest()
+    issued = int(time.time()) if issued is None else issued
+    mac = hmac.new(key.encode(), f"{user.get_id()}:{group_id}:{issued}".encode(), hashlib.sha256).hexdigest()
+    return f"{issued}.{mac}"
+
+
+def _token_refusal(token: str, user, group_id: int) -> str | None:
+    """Why a form's token is refused (None: it is this user's for this group, and current)."""
+    import hmac
+    import time
+
+    issued, _, _ = token.partition(".")
+    if not issued.isdigit() or len(issued) > 12 or \
+            not hmac.compare_digest(token, _action_token(user, group_id, int(issued))):
+        return "Refused: the form's token is missing or not this page's; reload the page."
+    if not 0 <= time.time() - int(issued) <= TOKEN_TTL_S:
+        return f"Refused: the page is older than {TOKEN_TTL_S // 3600} hours; reload it and try again."
+    return None
 
 
 def _same_site(request: Request) -> bool:
     """A browser's POST from this site: Sec-Fetch-Site same-origin (or absent), and an Origin, when
-    sent, of this host."""
+    sent, of this site: the host of Airflow's [api] base_url where it is set (a proxy that rewrites
+    Host then works), else the request's Host."""
     from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
 
     if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         return False
     origin = request.headers.get("origin")
-    return origin is None or urlsplit(origin).netloc == request.headers.get("host", "")
+    if origin is None:
+        return True
+    base = urlsplit(conf.get("api", "base_url", fallback="") or "").netloc
+    return urlsplit(origin).netloc == (base or request.headers.get("host", ""))
 
 
 def _groups():
@@ -108,9 +135,7 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
     """Take a group, set its state or add a note; then back to its page. Refused (403) for a user
     without edit access, a request from another site or without the page's token; a bad field is
     a 422 naming it."""
-    import hmac
-
-    from scalebench.core.alert_rules import AlertStateError
+    from scalebench.core.alert_rules import AlertStateError, MoveRefused
 
     if not may_edit(user):
         raise HTTPException(403, "Changing an alert group needs edit access to the report DAG.")
@@ -118,8 +143,9 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
         raise HTTPException(403, "Refused: a change must come from this site's own alert page.")
     form = await request.form(max_files=0, max_fields=8, max_part_size=8192)
     token, action = str(form.get("token") or ""), form.get("action")
-    if not hmac.compare_digest(token, _action_token(user, group_id)):
-        raise HTTPException(403, "Refused: the form's token is missing or not this page's; reload the page.")
+    refused = _token_refusal(token, user, group_id)
+    if refused:
+        raise HTTPException(403, refused)
     who = str(user.get_name())
     note = str(form.get("note") or "") or None
     try:
@@ -131,6 +157,8 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
             _groups().set(group_id, who, note=note)
         else:
             raise HTTPException(422, "action: expected take, state or note.")
+    except MoveRefused as exc:  # names only states and counts: shown as it is
+        raise HTTPException(409, f"{exc}.") from None
     except AlertStateError as exc:
         field = str(exc).split(":", 1)[0]
         raise HTTPException(404 if field == "group" else 422,

@@ -73,7 +73,8 @@ async def _headers(request: Request, call_next):
     response = await call_next(request)
     response.headers.setdefault("Content-Security-Policy", PAGE_CSP)  # the report files set REPORT_CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Cache-Control"] = "no-store"  # behind the login: no shared or disk cache keeps it
+    # behind the login: no shared or disk cache keeps a page (a static file under its hash sets its own)
+    response.headers.setdefault("Cache-Control", "no-store")
     return response
 
 
