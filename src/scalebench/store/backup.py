@@ -82,15 +82,37 @@ def _pg_command(url: str, tool: list[str], container: str | None) -> tuple[list[
     return tool, env
 
 
-def _run(cmd: list[str], env: dict, what: str, **kw) -> None:
+def _run(cmd: list[str], env: dict, what: str, **kw) -> bytes:
     try:
         done = subprocess.run(cmd, env=env, stderr=subprocess.PIPE, **{"stdout": subprocess.PIPE, **kw})
     except FileNotFoundError:
         raise BackupError(f"{what}: {cmd[0]} is not installed here; use --pg-container NAME to run it inside the "
                           "PostgreSQL container, or install the PostgreSQL client") from None
     if done.returncode != 0:
-        raise BackupError(f"{what}: {' '.join(cmd[:4])} ... exited {done.returncode}: "
-                          f"{done.stderr.decode(errors='replace').strip()[-400:]}")
+        lines = done.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+        told = next((x for x in lines if "error" in x.lower()), lines[-1])  # pg's line, not the SQL after it
+        raise BackupError(f"{what}: {' '.join(cmd[:4])} ... exited {done.returncode}: {' '.join(told.split())[:300]}")
+    return done.stdout or b""
+
+
+def _dump_revision(src: Path, pg_container: str | None) -> str:
+    """The schema revision inside a PostgreSQL dump, read without a database (pg_restore to SQL);
+    BackupError when it is no scalebench store or one newer than this scalebench."""
+    from scalebench.store.db import HEAD_REVISION
+
+    tool = ["pg_restore", "--data-only", "--table=alembic_version", "--file=-"]
+    cmd = ["docker", "exec", "-i", pg_container, *tool] if pg_container else tool
+    with open(src, "rb") as fh:
+        sql = _run(cmd, dict(os.environ), f"reading {src}", stdin=fh).decode(errors="replace")
+    lines = sql.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("COPY ") and "alembic_version" in line), None)
+    revision = lines[start + 1].strip() if start is not None and start + 1 < len(lines) else ""
+    if not revision or revision == "\\.":
+        raise BackupError(f"{src}: not a scalebench store (no schema revision in the dump); nothing was restored")
+    if revision[:4] > HEAD_REVISION:
+        raise BackupError(f"{src}: a store at revision {revision}, newer than this scalebench's {HEAD_REVISION}; "
+                          "upgrade scalebench first; nothing was restored")
+    return revision
 
 
 def backup(url: str, dest: Path, *, pg_container: str | None = None) -> str:
@@ -140,9 +162,11 @@ def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
     if tables:
         raise BackupError(f"{shown_url(url)} has tables ({', '.join(sorted(tables)[:4])}...); restore into an "
                           "empty database, never over a store")
-    cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error"], pg_container)
+    revision = _dump_revision(src, pg_container)  # before anything is written
+    # one transaction: a dump that fails half way (or a restore killed) leaves the database empty
+    cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error", "--single-transaction"], pg_container)
     with open(src, "rb") as fh:
-        _run(cmd, env, f"restore into {shown_url(url)}", stdin=fh)
+        _run(cmd, env, f"restore into {shown_url(url)} (rolled back: the database is as it was)", stdin=fh)
     engine = make_engine(url)
     check_schema(engine, url)
-    return f"{src} restored into results store {shown_url(url)}"
+    return f"{src} (a scalebench store at revision {revision}) restored into results store {shown_url(url)}"

@@ -127,6 +127,13 @@ def store_error(exc: BaseException) -> str | None:
         return f"results store {url}: read-only ({why}); give this user write access to the file and its folder"
     if "locked" in low:
         return f"results store {url}: locked by another process ({why}); try again when it finishes"
+    missing = re.search(r'(database|role|schema) "([^"]{1,100})" does not exist', why)
+    if missing:
+        kind, name = missing.groups()
+        fix = {"database": f"create it (createdb {name}, or the stack's init) and run `scalebench db upgrade`",
+               "role": "create the role, or name an existing user in SCALEBENCH_STORE_URL",
+               "schema": f"create the schema (CREATE SCHEMA {name}) and run `scalebench db upgrade`"}[kind]
+        return f"results store {url}: the {kind} {name} does not exist; {fix}"
     if "no such table" in low or "does not exist" in low:
         return f"results store {url}: no schema ({why}); run `scalebench db upgrade`"
     if "unable to open" in low:

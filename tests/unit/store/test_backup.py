@@ -72,3 +72,73 @@ def test_backup_and_restore_into_a_new_store_gives_the_same_report(kind, tmp_pat
                           "and gave the same report; a second backup to the same file and a restore over the "
                           "restored store were refused",
                  figure=f"{dump.stat().st_size} bytes; {len(Store(new).cells())} cells identical; report identical")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_restore_that_fails_half_way_leaves_the_target_as_it_was_and_a_retry_works(kind, tmp_path, monkeypatch,
+                                                                                     request, drill, capsys):
+    """SQLite: a backup cut at half its bytes is refused before the store file is written.
+    PostgreSQL: a restore that breaks off after it has created tables (a view in the target named
+    like a later table) is rolled back whole, the database empty as it was; once the view is gone
+    the same backup restores."""
+    drill.update(drill=f"a restore that fails half way ({'SQLite' if kind == 'sqlite' else 'PostgreSQL'})",
+                 done="`scalebench db restore` into a new store: " + (
+                     "a backup cut at half its bytes" if kind == "sqlite" else
+                     "a whole backup into a database holding a view named like one of its later tables") +
+                 "; then again with the cause gone")
+    if kind == "sqlite":
+        url, new, container = f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}", None
+    else:
+        url = request.getfixturevalue("postgres_database")
+        container, _ = request.getfixturevalue("postgres_server")
+        new = url.rsplit("/", 1)[0] + "/halfway"
+        for sql in ("DROP DATABASE IF EXISTS halfway", "CREATE DATABASE halfway"):
+            subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-c", sql], check=True,
+                           capture_output=True)
+    upgrade(url)
+    _seed(url)
+    dump = tmp_path / "store.backup"
+    pg = ["--pg-container", container] if container else []
+    monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
+    assert _cli("backup", str(dump), *pg) == 0
+    if kind == "sqlite":
+        broken = tmp_path / "cut.backup"
+        broken.write_bytes(dump.read_bytes()[: dump.stat().st_size // 2])
+    else:
+        broken = dump
+
+        def psql(sql):
+            subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-d", "halfway", "-c", sql],
+                           check=True, capture_output=True)
+        psql("CREATE VIEW night_summaries AS SELECT 1 AS x")  # not a table: the empty-store check lets it through
+    monkeypatch.setenv("SCALEBENCH_STORE_URL", new)
+    assert _cli("restore", str(broken), *pg) == 2
+    err = capsys.readouterr().err
+    if kind == "sqlite":
+        assert not (tmp_path / "new.db").exists() and "nothing was restored" in err
+    else:
+        from sqlalchemy import create_engine, inspect
+
+        engine = create_engine(new)
+        with engine.connect() as conn:
+            left = inspect(conn).get_table_names()
+        engine.dispose()
+        assert left == [] and "rolled back" in err and "already exists" in err, (left, err)
+        psql("DROP VIEW night_summaries")
+    assert _cli("restore", str(dump), *pg) == 0  # the retry is not refused by what the first left
+    assert Store(new).cells() == Store(url).cells()
+    drill.update(happened=("refused before the store file was written" if kind == "sqlite" else
+                           "pg_restore stopped at the view, after creating earlier tables; the one transaction rolled "
+                           "back, no table left") + "; the retry restored every cell",
+                 figure=f"{len(Store(new).cells())} cells restored on the retry")
+
+
+def test_a_database_or_role_that_does_not_exist_is_named_with_its_next_step():
+    from sqlalchemy.exc import OperationalError
+
+    from scalebench.store.db import store_error
+
+    for why, says in (('FATAL:  database "scalebench" does not exist', "the database scalebench does not exist; create it"),
+                      ('FATAL:  role "sb" does not exist', "the role sb does not exist; create the role"),
+                      ('relation "cells" does not exist', "no schema")):
+        assert says in store_error(OperationalError("SELECT 1", {}, Exception(why)))
