@@ -140,13 +140,17 @@ class AlertGroups:
         fixed = s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state == "fixed")
                           .order_by(AlertGroupRow.id.desc())).first()
         f = self._figure(s, fixed, d) if fixed is not None else None
-        if fixed is not None and f is not None and f.back_night is not None and since <= f.back_night <= night:
+        # reopened: a figure back within the week that slipped, or one a person's "fixed" left out
+        slipped = f is not None and f.back_night is not None and since <= f.back_night <= night
+        still_out = fixed is not None and f is not None and f.back_night is None and fixed.last_night >= since
+        if fixed is not None and f is not None and (slipped or still_out):
             before = s.scalars(select(AlertEventRow.from_state).where(
                 AlertEventRow.group_id == fixed.id, AlertEventRow.to_state == "fixed").order_by(AlertEventRow.id.desc())
             ).first()
             state = before if before in OPEN else "new"
-            self._event(s, fixed.id, REPORT, "state", "fixed", state,
-                        f"reopened: back on {f.back_night}, regressed again on {night}: {d['line']}")
+            why = (f"back on {f.back_night}, regressed again on {night}" if slipped else
+                   f"set fixed while this figure was not back; still regressed on {night}")
+            self._event(s, fixed.id, REPORT, "state", "fixed", state, f"reopened: {why}: {d['line']}")
             fixed.state = state  # the other figures stay back; this one's mark goes as it joins
             return fixed
         suspect = d.get("suspect") or {}

@@ -325,3 +325,19 @@ def test_alerts_show_says_which_figures_are_back(capsys):
     assert "partly fixed: 1 of 2 figures back" in out
     assert "- back on 2026-01-05: b 4 GPUs images_per_s slower on 2026-01-02" in out  # its last alert, and when back
     assert "- b 2 GPUs images_per_s slower on 2026-01-05" in out
+
+
+def test_a_group_a_person_set_fixed_while_a_figure_was_out_reopens_when_it_is_still_regressed(store):
+    from scalebench.store.alert_groups import AlertGroups
+
+    groups = AlertGroups(store)
+    groups.record_night("2026-01-02", [detail(2, "2026-01-02"), detail(4, "2026-01-02")])
+    groups.set(1, "alice", state="triaged", owner="alice")
+    with pytest.raises(AlertStateError, match="fixed needs a note"):
+        groups.set(1, "alice", state="fixed")
+    groups.set(1, "alice", state="fixed", note="the driver rollback should do it")
+    assert groups.group(1)["state"] == "fixed"
+    groups.record_night("2026-01-03", [detail(2, "2026-01-03")])  # the next night: still slower
+    g = groups.group(1)
+    assert g["state"] == "triaged" and len(groups.groups()) == 1
+    assert g["events"][-1]["note"].startswith("reopened: set fixed while this figure was not back; still regressed")
