@@ -14,6 +14,7 @@ from tests.support.engine import chromium, free_port
 from tests.support.service_clients import browser, save_screenshot, ui_login
 
 NIGHT = "2026-11-28"
+JWT_SECRET = "a-test-only-jwt-secret"  # known here, so the test can sign a form token as an old page would
 BIN = Path(sys.executable).parent
 
 
@@ -24,12 +25,16 @@ def server(tmp_path_factory):
     env = {**os.environ, "SCALEBENCH_HOME": str(home / "state"), "AIRFLOW_HOME": str(home / "airflow"),
            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "ops:admin",
-           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "pw.json")}
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "pw.json"),
+           "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET}
     out = subprocess.run([BIN / "airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     script = ("from scalebench.store.db import upgrade\nfrom scalebench.store.results import Store\n"
               "from tests.support.samples import seed_nights\nupgrade()\n"
-              f"seed_nights(Store(), last='{NIGHT}')\n")
+              f"seed_nights(Store(), last='{NIGHT}')\n"
+              "from scalebench.store.alert_groups import AlertGroups\n"  # one alert group to triage
+              f"AlertGroups(Store()).record_night('{NIGHT}', [{{'benchmark': 'resnet50_keras_cifar10', 'gpus': 2, "
+              "'metric': 'images_per_s', 'change': 0.2, 'line': 'slower'}])\n")
     out = subprocess.run([sys.executable, "-c", script], env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -175,3 +180,28 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         driver.switch_to.default_content()
         save_screenshot(driver, home, "history-view.png")
 
+
+
+def test_through_the_real_server_an_old_form_token_and_a_move_the_table_forbids_are_refused(server):
+    """The triage POST behind the real api-server's login: a token signed 13 hours ago is refused
+    (403), so is "accepted" without a note (409, the table's line); a current token and a note pass."""
+    import hashlib
+    import hmac
+    import re
+    import time
+
+    base, _ = server
+    jwt = httpx.post(f"{base}/auth/token", json={"username": "ops", "password": "s3cret"}).json()["access_token"]
+    h = {"Authorization": f"Bearer {jwt}", "Origin": base, "Sec-Fetch-Site": "same-origin"}
+    page = httpx.get(f"{base}/scalebench/alerts/1", headers=h)
+    token = re.search(r'name="token" value="([0-9]+\.[0-9a-f]{64})"', page.text).group(1)
+    issued = int(time.time()) - 13 * 3600
+    mac = hmac.new(JWT_SECRET.encode(), f"ops:1:{issued}".encode(), hashlib.sha256).hexdigest()
+    old = httpx.post(f"{base}/scalebench/alerts/1", headers=h, data={"token": f"{issued}.{mac}", "action": "take"})
+    assert old.status_code == 403 and "older than 12 hours" in old.text, old.text[:500]
+    no_note = httpx.post(f"{base}/scalebench/alerts/1", headers=h,
+                         data={"token": token, "action": "state", "state": "accepted"})
+    assert no_note.status_code == 409 and "accepted needs a note" in no_note.text
+    ok = httpx.post(f"{base}/scalebench/alerts/1", headers=h, data={"token": token, "action": "state",
+                                                                    "state": "accepted", "note": "fp8 is the default"})
+    assert ok.status_code == 303, ok.text[:500]
