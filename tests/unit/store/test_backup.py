@@ -38,18 +38,17 @@ def _cli(*args) -> int:
     return main(["db", *args])
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_backup_and_restore_into_a_new_store_gives_the_same_report(kind, tmp_path, monkeypatch, request, drill, capsys):
-    drill.update(drill=f"results store backed up and restored ({'SQLite' if kind == 'sqlite' else 'PostgreSQL'})",
-                 done="`scalebench db backup` of a store with two nights, then `scalebench db restore` into a new, "
-                      "empty store; the night's report built from each")
+def _backed_up(kind, tmp_path, request, monkeypatch, target: str):
+    """A seeded store backed up (the old store's URL, the backup), and an empty target to restore
+    into (a new SQLite file, or a fresh database `target` on the session's PostgreSQL); the CLI's
+    --pg-container arguments."""
     if kind == "sqlite":
         url, new, container = f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}", None
     else:
         url = request.getfixturevalue("postgres_database")
         container, _ = request.getfixturevalue("postgres_server")
-        new = url.rsplit("/", 1)[0] + "/restored"
-        for sql in ("DROP DATABASE IF EXISTS restored", "CREATE DATABASE restored"):
+        new = url.rsplit("/", 1)[0] + f"/{target}"
+        for sql in (f"DROP DATABASE IF EXISTS {target}", f"CREATE DATABASE {target}"):
             subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-c", sql], check=True,
                            capture_output=True)
     upgrade(url)
@@ -58,6 +57,15 @@ def test_backup_and_restore_into_a_new_store_gives_the_same_report(kind, tmp_pat
     pg = ["--pg-container", container] if container else []
     monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
     assert _cli("backup", str(dump), *pg) == 0
+    return url, new, dump, pg, container
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_backup_and_restore_into_a_new_store_gives_the_same_report(kind, tmp_path, monkeypatch, request, drill, capsys):
+    drill.update(drill=f"results store backed up and restored ({'SQLite' if kind == 'sqlite' else 'PostgreSQL'})",
+                 done="`scalebench db backup` of a store with two nights, then `scalebench db restore` into a new, "
+                      "empty store; the night's report built from each")
+    url, new, dump, pg, _ = _backed_up(kind, tmp_path, request, monkeypatch, "restored")
     assert _cli("backup", str(dump), *pg) == 2  # never over a file
     monkeypatch.setenv("SCALEBENCH_STORE_URL", new)
     assert _cli("restore", str(dump), *pg) == 0
@@ -86,21 +94,7 @@ def test_a_restore_that_fails_half_way_leaves_the_target_as_it_was_and_a_retry_w
                      "a backup cut at half its bytes" if kind == "sqlite" else
                      "a whole backup into a database holding a view named like one of its later tables") +
                  "; then again with the cause gone")
-    if kind == "sqlite":
-        url, new, container = f"sqlite:///{tmp_path / 'old.db'}", f"sqlite:///{tmp_path / 'new.db'}", None
-    else:
-        url = request.getfixturevalue("postgres_database")
-        container, _ = request.getfixturevalue("postgres_server")
-        new = url.rsplit("/", 1)[0] + "/halfway"
-        for sql in ("DROP DATABASE IF EXISTS halfway", "CREATE DATABASE halfway"):
-            subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-c", sql], check=True,
-                           capture_output=True)
-    upgrade(url)
-    _seed(url)
-    dump = tmp_path / "store.backup"
-    pg = ["--pg-container", container] if container else []
-    monkeypatch.setenv("SCALEBENCH_STORE_URL", url)
-    assert _cli("backup", str(dump), *pg) == 0
+    url, new, dump, pg, container = _backed_up(kind, tmp_path, request, monkeypatch, "halfway")
     if kind == "sqlite":
         broken = tmp_path / "cut.backup"
         broken.write_bytes(dump.read_bytes()[: dump.stat().st_size // 2])
