@@ -130,13 +130,15 @@ def with_alert_groups(opts: Options, store) -> Options:
     return replace(opts, shifts=[*opts.shifts, *shifts], invalid={**opts.invalid, **invalid})
 
 
-def build_report(store, night: str | None = None, opts: Options | None = None) -> Report:
+def build_report(store, night: str | None = None, opts: Options | None = None,
+                 cells: list[FigureRow] | None = None) -> Report:
     """The report of one night (default: today, UTC) from the store: figures over the lookback
     window, the night's runs, and each chosen run's model size from its contract."""
     night = night or nights.today()
     opts = with_alert_groups(opts or options_from_configs(), store)
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
-    cells = store.figures(up_to_night=night, since_night=since)
+    if cells is None:  # publish reads them once for the predictions and the report
+        cells = store.figures(up_to_night=night, since_night=since)
 
     def model_size(bench: str, run_id: str) -> int | None:
         key = next((c["key"] for c in cells if c["benchmark"] == bench and c["run_id"] == run_id
@@ -164,7 +166,7 @@ def publish(store, night: str | None = None, opts: Options | None = None) -> tup
                           since_night=(dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat())
     predictions.freeze(store, night, cells, opts.links)
     predictions.judge(store, night, cells)
-    rep = build_report(store, night, opts)
+    rep = build_report(store, night, opts, cells)
     store.save_marks(rep.night, marks_of(rep))  # the history pages mark what this report judged
     path = render(rep, paths.reports_dir() / rep.night)
     write_index(paths.reports_dir())

@@ -23,13 +23,11 @@ def _network(store, host: str, params: int | None, links: dict[str, float]) -> N
     return Network(size, Predictions(store).bandwidth(host, size), links.get(host))
 
 
-def _params(store, cells: Sequence, key: Series) -> int | None:
-    """The model's parameter count as its trainer reported it (the newest cell of the series)."""
-    mine = [c for c in cells if (c["benchmark"], c["host"], c["precision"]) == key and c.get("figure")]
-    if not mine:
-        return None
-    contract = store.contract(max(mine, key=lambda c: (c["night"] or "", c["key"]))["key"]) or {}
-    return (contract.get("model") or {}).get("parameters")
+def _parameters(store) -> dict[str, int]:
+    """Each benchmark's parameter count as its trainer last reported it (one read for all series)."""
+    from scalebench.store.predictions import Predictions
+
+    return Predictions(store).model_parameters()
 
 
 def _targets(points: list[Point]) -> list[tuple[str, int, int, list[Point]]]:
@@ -48,9 +46,9 @@ def freeze(store, night: str, cells: Sequence, links: dict[str, float]) -> int:
     run of the same night adds nothing). Returns how many were new."""
     from scalebench.store.predictions import Predictions
 
-    rows = []
+    rows, params = [], _parameters(store)
     for key, points in sorted(series_points(cells, before=night).items()):
-        net = _network(store, key[1], _params(store, cells, key), links)
+        net = _network(store, key[1], params.get(key[0]), links)
         for role, gpus, hosts, fit_on in _targets(points):
             p = predict(fit_on, gpus, hosts, net, interval=False)  # judged by its estimate; the report shows intervals
             rows.append({"benchmark": key[0], "host": key[1], "precision": key[2], "gpus": gpus, "hosts": hosts,
@@ -71,7 +69,7 @@ def judge(store, night: str, cells: Sequence) -> int:
     judged = 0
     for f in preds.frozen(up_to=night, judged=False, doc=False):
         measured = {p.total: p.images_per_s for p in tonight.get((f["benchmark"], f["host"], f["precision"]), [])}
-        if f["judged_night"] or f["hosts"] != 1 or f["images_per_s"] is None or f["gpus"] not in measured:
+        if f["hosts"] != 1 or f["images_per_s"] is None or f["gpus"] not in measured:
             continue
         ips = measured[f["gpus"]]
         eff = ips / (f["gpus"] * measured[1]) if 1 in measured else None
@@ -84,11 +82,11 @@ def predict_series(store, cells: Sequence, links: dict[str, float], gpus: int, h
                    precision: str | None = None) -> list[tuple[Series, list[Point], Prediction]]:
     """Each series' prediction at gpus x hosts from its nights up to `up_to` (what `scalebench
     predict` prints: the same fit as the report's section)."""
-    out = []
+    out, params = [], _parameters(store)
     for key, points in sorted(series_points(cells, up_to=up_to).items()):
         if benchmark and key[0] != benchmark or host and key[1] != host or precision and key[2] != precision:
             continue
-        net = _network(store, key[1], _params(store, cells, key), links)
+        net = _network(store, key[1], params.get(key[0]), links)
         out.append((key, points, predict(points, gpus, hosts, net)))
     return out
 
@@ -98,9 +96,9 @@ def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict
     per benchmark, the running error of its judged predictions (points of efficiency)."""
     from scalebench.store.predictions import Predictions
 
-    rows = []
+    rows, params = [], _parameters(store)
     for key, points in sorted(series_points(cells, up_to=night).items()):
-        net = _network(store, key[1], _params(store, cells, key), links)
+        net = _network(store, key[1], params.get(key[0]), links)
         top = max(p.total for p in points)
         wanted = [(TARGET_GPUS, 1)] if TARGET_GPUS > top else []
         preds: list[Prediction] = [predict(points, g, h, net) for g, h in wanted + [(top, HOSTS)]]
