@@ -102,7 +102,7 @@ class Fit:
     data_wait1: float
     data_growth: float               # h: seconds per step per added rank
     overlap: float                   # g of (compute^g + sync^g)^(1/g); 1: none
-    sync_k: float                    # aggregate (or no sweep): exposed sync = K x 2(N-1)/N
+    sync_k: float                    # no sweep on the host: exposed sync = K x 2(N-1)/N from the measured counts
     other: float
     network: Network
     counts: tuple[int, ...]
