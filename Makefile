@@ -80,7 +80,7 @@ browser:  # Debian's headless Chromium + driver, for the UI test
 	fi
 
 airflow-db: venv
-	@mkdir -p $(AIRFLOW_HOME)
+	@mkdir -p $(AIRFLOW_HOME) $(STATE)
 	$(BIN)/airflow db migrate > $(STATE)/airflow-migrate.log 2>&1 || { tail -20 $(STATE)/airflow-migrate.log; exit 1; }
 	$(BIN)/scalebench db upgrade
 	$(BIN)/scalebench pools --apply
@@ -110,14 +110,18 @@ stack-images: docker images
 	@[ -f .env ] || { echo "no .env: run make secrets first"; exit 1; }
 	deploy/build-images.sh
 
+# the Airflow containers' cpuset: the cores no cell of this host's queues is pinned to (empty: all)
+ORCHESTRATOR_CPUS = $$([ -x $(BIN)/python ] && $(BIN)/python deploy/local/airflow_service.py cores $${SCALEBENCH_WORKER_QUEUES:-default})
+
 stack: stack-images  # control host: PostgreSQL, Redis, Airflow (Celery) and this host's worker
-	deploy/stack.sh up
+	SCALEBENCH_ORCHESTRATOR_CPUS=$(ORCHESTRATOR_CPUS) deploy/stack.sh up
 
 stack-down:
 	deploy/stack.sh down
 
 gpu-worker: docker  # on a GPU host: its Celery worker (CONTROL_HOST and SCALEBENCH_WORKER_QUEUES set)
-	deploy/stack.sh compose -f docker-compose.yaml -f deploy/gpu-host.compose.yaml up -d --no-deps airflow-worker
+	SCALEBENCH_ORCHESTRATOR_CPUS=$(ORCHESTRATOR_CPUS) \
+	  deploy/stack.sh compose -f docker-compose.yaml -f deploy/gpu-host.compose.yaml up -d --no-deps airflow-worker
 
 # e2e: the stack on ResNet50 + a failing "drill" benchmark, with the task heartbeat timeout and
 # the lease TTL lowered so that the killed-worker drill resolves in minutes, not the defaults' 5 + 2

@@ -9,11 +9,17 @@ SCALEBENCH_BIND says otherwise, and the settings a new user would otherwise gues
 plugins, examples off, DAGs unpaused at creation). Records each process it started, so `stop` ends those processes and
 their children, and nothing else.
 
+Airflow's own settings for a quiet idle service come from deploy/airflow/settings.env (shared
+with the compose stack). Where fleet.yaml pins the cells to cores (a host's `cpus`), the
+components and every process they start run on the cores left over, said in the startup line;
+`cores [QUEUES]` prints that list (empty: no core to spare) for the compose stack.
+
 `units DIR` writes the same components as systemd units instead (one service each, a target
 that wants them all, and their environment file), so a GPU machine runs its nightly schedule
 again after a reboot; `make airflow-units` writes and verifies them.
 
-Usage: python deploy/local/airflow_service.py start|stop|status|restart COMPONENT|units DIR   (the Makefile sets the env)
+Usage: python deploy/local/airflow_service.py start|stop|status|restart COMPONENT|units DIR|cores [QUEUES]
+(the Makefile sets the env)
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ PASSWORDS = SERVICE / "passwords.json"
 PORT = int(os.environ.get("AIRFLOW_PORT", "8080"))
 URL = f"http://localhost:{PORT}"
 AIRFLOW = Path(sys.executable).parent / "airflow"
+SETTINGS = Path(__file__).resolve().parents[1] / "airflow" / "settings.env"
 
 
 def fernet_key() -> str:
@@ -75,8 +82,30 @@ def parallelism() -> int:
     return sum(len(h.device_ids) for h in Configs().fleet.hosts) + 4
 
 
+def settings() -> dict[str, str]:
+    """deploy/airflow/settings.env: KEY=VALUE lines, `#` comments."""
+    lines = (line.strip() for line in SETTINGS.read_text().splitlines())
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def cores(queues: list[str] | None = None) -> tuple[list[int] | None, str]:
+    """The cores the components run on (None: all) and the sentence that says why. The cells of
+    every fleet host run on this machine (LocalExecutor), or those of `queues`' hosts (a Celery worker)."""
+    from scalebench.core.config import Configs
+    from scalebench.core.config.fleet import orchestrator_cores
+
+    hosts = [h for h in Configs().fleet.hosts if queues is None or h.queue in queues]
+    return orchestrator_cores(hosts, sorted(os.sched_getaffinity(0)))
+
+
+def pinned(to: list[int] | None):
+    """What a component's Popen runs in the child before exec: its cores (inherited by all it starts)."""
+    return (lambda: os.sched_setaffinity(0, to)) if to else None
+
+
 def service_env(keys: dict) -> dict:
     env = dict(os.environ)
+    env.update(settings())
     env.update({
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{NOTES_USER}:user,{VIEWER}:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(PASSWORDS),
@@ -89,7 +118,6 @@ def service_env(keys: dict) -> dict:
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{URL}/execution/",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism()),
-        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # schedules wait for their next cron time
         # task notes go through the REST API of this api-server (see scalebench.orchestration.notes),
         # as an account of the USER role: it can edit DAG runs and task instances, not connections
@@ -121,6 +149,9 @@ def units(out_dir: Path) -> dict[str, str]:
     env_file.write_text("".join(f"{k}={json.dumps(v, ensure_ascii=False)}\n" for k, v in sorted(carried.items())))
     user = psutil.Process().username()
     project = Path(__file__).resolve().parents[2]
+    on, why = cores()
+    # the cores no cell is pinned to (make airflow-units again after fleet.yaml's `cpus` change)
+    affinity = f"# {why}\nCPUAffinity={' '.join(map(str, on))}\n" if on else f"# {why}\n"
     out = {}
     for i, name in enumerate(COMPONENTS):
         after = " ".join(["network-online.target", "docker.service", *(unit_name(c) for c in COMPONENTS[:i][:1])])
@@ -137,7 +168,7 @@ User={user}
 WorkingDirectory={project}
 EnvironmentFile={env_file}
 ExecStart={AIRFLOW} {name}
-Restart=on-failure
+{affinity}Restart=on-failure
 RestartSec=10
 # SIGTERM to the component first (the scheduler then stops its task processes), the rest after
 KillMode=mixed
@@ -222,12 +253,13 @@ def start() -> int:
         stop()
     keys = load_secrets()
     env = service_env(keys)
+    on, why = cores()
     began = time.monotonic()
     pids = {}
     for name in COMPONENTS:
         log = open(SERVICE / f"{name}.log", "ab")
         proc = subprocess.Popen([str(AIRFLOW), name], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=pinned(on))
         pids[name] = {"pid": proc.pid, "start": started_at(proc.pid)}
         PIDS.write_text(json.dumps(pids))
     if not healthy(240):
@@ -235,6 +267,7 @@ def start() -> int:
         stop()
         return 1
     print(login_line(keys) + f" (started in {time.monotonic() - began:.0f} s; logs: {SERVICE}; stop: make airflow-stop)")
+    print(why)
     return 0
 
 
@@ -254,7 +287,7 @@ def restart(name: str) -> int:
         p.kill()
     log = open(SERVICE / f"{name}.log", "ab")
     new = subprocess.Popen([str(AIRFLOW), name], env=service_env(load_secrets()), stdout=log, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
+                           stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=pinned(cores()[0]))
     pids = json.loads(PIDS.read_text())
     pids[name] = {"pid": new.pid, "start": started_at(new.pid)}
     PIDS.write_text(json.dumps(pids))
@@ -307,6 +340,11 @@ if __name__ == "__main__":
         sys.exit(restart(sys.argv[2]))
     if action == "units" and len(sys.argv) == 3:
         sys.exit(write_units(sys.argv[2]))
+    if action == "cores" and len(sys.argv) <= 3:  # the compose stack's cpuset: the list on stdout, why on stderr
+        on, why = cores(sys.argv[2].split(",") if len(sys.argv) == 3 else None)
+        print(",".join(map(str, on or [])))
+        print(why, file=sys.stderr)
+        sys.exit(0)
     if action not in ("start", "stop", "status"):
-        sys.exit("usage: airflow_service.py start|stop|status|restart COMPONENT|units DIR")
+        sys.exit("usage: airflow_service.py start|stop|status|restart COMPONENT|units DIR|cores [QUEUES]")
     sys.exit({"start": start, "stop": stop, "status": status}[action]())

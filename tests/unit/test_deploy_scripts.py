@@ -1,6 +1,7 @@
 """The deployment's shell scripts as a user runs them: `make secrets` (deploy/make-secrets.sh) and
 the Airflow image's entrypoint (deploy/airflow/entrypoint.sh), which refuses placeholders."""
 import base64
+import functools
 import json
 import os
 import stat
@@ -97,26 +98,32 @@ def _compose() -> list[str] | None:
     return ["docker-compose"] if shutil.which("docker-compose") else None
 
 
-@pytest.mark.skipif(_compose() is None and os.environ.get("CI") != "true", reason="no Docker Compose (make test installs it)")
-def test_each_secret_reaches_only_the_containers_that_use_it(tmp_path):
-    """The stack's config as Compose resolves it, with an .env from make secrets: the admin
-    password in no container's environment (only the api-server's mounted file), the JWT secret
-    only where tokens are checked or signed, the notes login only in the worker, whose tasks use it."""
+def _compose_config(env_file, *files: str, **env: str) -> tuple[str, dict]:
+    """The stack's config as Compose resolves it: its text and its services."""
     import yaml
 
     compose = _compose()
     assert compose, "Docker Compose is not installed: make test installs it (deploy/stack.sh install)"
+    args = [a for f in files for a in ("-f", str(ROOT / f))]
+    out = subprocess.run([*compose, "--env-file", str(env_file), "--project-directory", str(ROOT), *args, "config"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "CONTROL_HOST": "control.example", "SCALEBENCH_WORKER_QUEUES": "gpu-a", **env})
+    assert out.returncode == 0, out.stderr
+    return out.stdout, yaml.safe_load(out.stdout)["services"]
+
+
+needs_compose = pytest.mark.skipif(_compose() is None and os.environ.get("CI") != "true",
+                                   reason="no Docker Compose (make test installs it)")
+
+
+@needs_compose
+def test_each_secret_reaches_only_the_containers_that_use_it(tmp_path):
+    """The stack's config as Compose resolves it, with an .env from make secrets: the admin
+    password in no container's environment (only the api-server's mounted file), the JWT secret
+    only where tokens are checked or signed, the notes login only in the worker, whose tasks use it."""
     env_file = tmp_path / ".env"
     _, values = _secrets(env_file)
-
-    def config(*files: str) -> tuple[str, dict]:
-        args = [a for f in files for a in ("-f", str(ROOT / f))]
-        out = subprocess.run([*compose, "--env-file", str(env_file), "--project-directory", str(ROOT), *args, "config"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "CONTROL_HOST": "control.example", "SCALEBENCH_WORKER_QUEUES": "gpu-a"})
-        assert out.returncode == 0, out.stderr
-        return out.stdout, yaml.safe_load(out.stdout)["services"]
-
+    config = functools.partial(_compose_config, env_file)
     def holders(services: dict, value: str) -> set[str]:
         return {n for n, s in services.items() if value in json.dumps(s.get("environment") or {})}
 
@@ -159,3 +166,22 @@ def test_the_stack_runs_as_non_root_users_keeps_logs_and_puts_no_secret_on_a_com
     assert env["AIRFLOW__CORE__FERNET_KEY"] == "${AIRFLOW_FERNET_KEY:?run make secrets}"
     notes = services["airflow-worker"]["environment"]["AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API"]
     assert notes.startswith("http://notes:${AIRFLOW_NOTES_PASSWORD:?run make secrets}@")
+
+
+@needs_compose
+def test_every_airflow_container_has_the_shared_settings_and_the_cores_make_stack_gives_it(tmp_path):
+    """deploy/airflow/settings.env (what `make airflow` reads too) in each Airflow service's
+    environment, here and on another GPU host; the cpuset `make stack` computes, or none."""
+    env_file = tmp_path / ".env"
+    _secrets(env_file)
+    shared = dict(line.split("=", 1) for line in (ROOT / "deploy/airflow/settings.env").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    for files in (["docker-compose.yaml"], ["docker-compose.yaml", "deploy/gpu-host.compose.yaml"]):
+        _, services = _compose_config(env_file, *files, SCALEBENCH_ORCHESTRATOR_CPUS="6-7")
+        airflow = {n: s for n, s in services.items() if n.startswith("airflow-")}
+        assert {"airflow-worker"} <= set(airflow)
+        for name, service in airflow.items():
+            assert {k: service["environment"].get(k) for k in shared} == shared, name
+            assert service["cpuset"] == "6-7", name
+    _, services = _compose_config(env_file, "docker-compose.yaml", SCALEBENCH_ORCHESTRATOR_CPUS="")
+    assert not services["airflow-scheduler"].get("cpuset")  # empty: Docker's default, every core

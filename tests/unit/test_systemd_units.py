@@ -73,3 +73,44 @@ def test_the_service_knows_its_processes_by_their_start_whatever_the_wall_clock_
         child.kill()
         child.wait()
     assert service.recorded() == {}  # gone
+
+
+def test_the_shared_airflow_settings_reach_make_airflow_and_the_units_and_airflow_reads_them(service, tmp_path,
+                                                                                             monkeypatch):
+    import json
+
+    from airflow.configuration import conf
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+    from scalebench.orchestration.dag_bundle import GeneratedDagBundle
+
+    shared = service.settings()
+    assert {"AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL",
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES"} <= set(shared)
+    env = service.service_env(service.load_secrets())
+    assert {k: env[k] for k in shared} == shared  # make airflow
+    service.units(tmp_path / "units")
+    lines = dict(line.split("=", 1) for line in (tmp_path / "airflow" / "service" / "systemd.env").read_text().splitlines())
+    assert {k: json.loads(lines[k]) for k in shared} == shared  # the units, quoted as systemd unquotes
+    for k, v in shared.items():
+        monkeypatch.setenv(k, v)
+    assert conf.getint("dag_processor", "min_file_process_interval") == int(shared[
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"])
+    bundle = DagBundlesManager().get_bundle("dags-folder")  # the name Airflow's default bundle has: DAGs keep theirs
+    assert isinstance(bundle, GeneratedDagBundle)
+    assert bundle.refresh_interval <= 30  # a config edit reaches the DAG list within a minute
+    assert bundle.path == ROOT / "dags"
+
+
+def test_the_units_run_on_the_cores_no_cell_is_pinned_to(service, tmp_path, monkeypatch):
+    monkeypatch.setattr(service, "cores", lambda queues=None: ([6, 7], "Airflow on cores 6-7, the cells on 0-5"))
+    written = service.units(tmp_path / "units")
+    for c in COMPONENTS:
+        text = written[f"scalebench-airflow-{c}.service"]
+        assert "\nCPUAffinity=6 7\n" in text and "# Airflow on cores 6-7, the cells on 0-5\n" in text
+    if shutil.which("systemd-analyze"):
+        files = sorted(str(p) for p in (tmp_path / "units").iterdir())
+        proc = subprocess.run(["systemd-analyze", "verify", *files], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "scalebench-airflow" not in proc.stderr, proc.stderr
+    monkeypatch.setattr(service, "cores", lambda queues=None: (None, "Airflow shares all 2 cores with the cells"))
+    assert "CPUAffinity" not in service.units(tmp_path / "units2")["scalebench-airflow-scheduler.service"]

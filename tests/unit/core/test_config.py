@@ -227,3 +227,39 @@ def test_a_new_stack_is_a_stacks_entry_and_a_container_folder(config_tree, tmp_p
     s = settings(b, host, cell, ["0", "1"], "/data", "/results/x")
     assert s.image == "scalebench/jax:cpu" and s.environment["OMP_NUM_THREADS"] == str(2 * host.threads_per_device)
     assert b.resolved("nightly").summary()["launcher"] == "jax-pmap"
+
+
+def _host(name, devices, cpus=None):
+    from scalebench.core.config.fleet import Host
+
+    return Host(name=name, kind="gpu", queue=name, device_ids=devices, cpus=cpus)
+
+
+@pytest.mark.parametrize("hosts, online, cores, says", [
+    # 8 GPUs on cores 0-15 of a 20-core host: the orchestrator gets the four left over
+    ([_host("a", [str(i) for i in range(8)], list(range(16)))], list(range(20)), [16, 17, 18, 19],
+     "Airflow on cores 16-19, the cells on 0-15"),
+    # every core a cell's: nothing to spare, said
+    ([_host("a", ["0", "1"], [0, 1])], [0, 1], None, "they are pinned to all 2 cores, none to spare"),
+    # no host pins its cells: their containers may use any core, so no core is Airflow's alone
+    ([_host("a", ["0", "1"])], [0, 1], None, "fleet.yaml pins no cell to any of them"),
+    # 3 cores for 2 devices: one each, the third unused by cells
+    ([_host("a", ["0", "1"], [0, 1, 2])], [0, 1, 2, 3], [2, 3], "Airflow on cores 2-3, the cells on 0-1"),
+    # one host pinned, one not: the spare cores still go to Airflow, and the unpinned host is named
+    ([_host("a", ["0"], [0, 1]), _host("b", ["1"])], [0, 1, 2, 3], [2, 3], "(the cells of b are not pinned)"),
+    # cores the process may not use (a container's cpuset) are neither pinned nor spare
+    ([_host("a", ["0"], [4, 5])], [0, 1, 2, 3], None, "fleet.yaml pins no cell to any of them"),
+])
+def test_the_orchestrator_runs_on_the_cores_no_cell_is_pinned_to(hosts, online, cores, says):
+    from scalebench.core.config.fleet import orchestrator_cores
+
+    got, why = orchestrator_cores(hosts, online)
+    assert got == cores
+    assert says in why
+
+
+def test_core_lists_are_written_as_taskset_reads_them():
+    from scalebench.core.config.fleet import core_list
+
+    assert core_list([0, 1, 2, 3, 6, 8, 9]) == "0-3,6,8-9"
+    assert core_list([5]) == "5"

@@ -70,6 +70,33 @@ class Host(Strict):
         return self
 
 
+def core_list(cores: list[int]) -> str:
+    """Cores as taskset and Docker's cpuset write them: 0-3,6."""
+    runs: list[list[int]] = []
+    for c in sorted(cores):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def orchestrator_cores(hosts: list[Host], online: list[int]) -> tuple[list[int] | None, str]:
+    """The cores Airflow's own processes (scheduler, parsing, tasks) run on, on a machine where
+    these hosts' cells run: the cores no cell is pinned to. None, and why, where the cells are not
+    pinned (their containers may use any core) or are pinned to every core."""
+    pinned = sorted({c for h in hosts for c in h.cores_for(h.device_ids) or []} & set(online))
+    free = [c for c in online if c not in pinned]
+    unpinned = [h.name for h in hosts if not h.cores_for(h.device_ids)]
+    if not pinned:
+        return None, (f"Airflow shares all {len(online)} cores with the cells: fleet.yaml pins no cell to any of them "
+                      "(a host's `cpus`)")
+    if not free:
+        return None, f"Airflow shares the cells' cores: they are pinned to all {len(online)} cores, none to spare"
+    also = f" (the cells of {', '.join(unpinned)} are not pinned)" if unpinned else ""
+    return free, f"Airflow on cores {core_list(free)}, the cells on {core_list(pinned)}{also}"
+
+
 class HostProbe(Strict):
     """A short fixed cell run on every GPU host each night before the benchmarks (`scalebench_host_probe`):
     it has no changes of its own, so its throughput against its own recent nights is the host's

@@ -1,0 +1,73 @@
+"""The DAG folder as Airflow's DAG processor sees it, parsed again when what the DAGs are generated
+from changes, instead of on a short timer.
+
+Airflow parses every DAG file again each `[dag_processor] min_file_process_interval` and, sooner,
+any file whose modification time is newer than its last parse. Our DAG files barely change: the
+DAGs come from include/configs/ and scalebench's code. So the interval is long (see
+deploy/airflow/settings.env) and this bundle, refreshed every `refresh_interval` seconds,
+touches the DAG files when any of those inputs changed since the last refresh; the processor
+then parses them within its next loop. A check costs a few hundred `stat` calls."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from airflow.dag_processing.bundles.local import LocalDagBundle
+
+log = logging.getLogger(__name__)
+
+
+def dag_inputs() -> list[Path]:
+    """The folders the generated DAGs are built from: the configs (benchmarks, fleet, stacks) and
+    the code of scalebench and its in-container kit (the DAG files import both)."""
+    import scalebench
+    import scalebench_kit
+
+    from scalebench.core import paths
+
+    found = [paths.config_dir(), paths.fleet_file(), Path(scalebench.__file__).parent, Path(scalebench_kit.__file__).parent]
+    return list(dict.fromkeys(found))
+
+
+def fingerprint(roots: list[Path]) -> int:
+    """What every file and folder under `roots` looks like from outside (path, size, modification
+    time): any edit, added or removed file changes it, an older time copied in (`cp -p`) too."""
+    seen = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root) if root.is_dir() else [(str(root.parent), [], [root.name])]:
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                try:
+                    st = os.stat(os.path.join(folder, name))
+                except OSError:
+                    continue  # removed while walking
+                seen.append((folder, name, st.st_size, st.st_mtime_ns))
+    return hash(tuple(seen))
+
+
+class GeneratedDagBundle(LocalDagBundle):
+    """A local DAG folder whose files are marked changed when their generated DAGs' inputs change."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._seen: int | None = None
+
+    def refresh(self) -> None:
+        now = fingerprint(dag_inputs())
+        if self._seen is not None and now != self._seen:
+            touched = mark_changed(self.path)
+            log.info("DAG inputs changed: %d DAG files marked for parsing", touched)
+        self._seen = now  # the first refresh is at start-up, when every file is parsed anyway
+
+
+def mark_changed(dag_folder: Path) -> int:
+    """Set the DAG files' modification time to now, which the DAG processor takes as changed."""
+    touched = 0
+    for f in sorted(dag_folder.glob("*.py")):
+        try:
+            os.utime(f)
+            touched += 1
+        except OSError as e:  # a read-only folder: the edit waits for min_file_process_interval
+            log.warning("cannot mark %s changed (%s); it is parsed again at the next interval", f, e)
+    return touched

@@ -1,0 +1,78 @@
+"""The DAG bundle `make airflow` and the stack use: the DAG files are marked changed (and so parsed
+again by the DAG processor) when their inputs change, and only then."""
+import os
+import shutil
+
+import pytest
+
+from scalebench.orchestration import dag_bundle
+from scalebench.orchestration.dag_bundle import GeneratedDagBundle, fingerprint
+
+
+@pytest.fixture
+def tree(tmp_path):
+    configs = tmp_path / "configs"
+    (configs / "benchmarks").mkdir(parents=True)
+    (configs / "benchmarks" / "a.yaml").write_text("id: a\n")
+    (configs / "fleet.yaml").write_text("hosts: []\n")
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    for name in ("scalebench_benchmarks.py", "scalebench_report.py"):
+        (dags / name).write_text("# a DAG file\n")
+        os.utime(dags / name, (1_000_000, 1_000_000))  # long ago: a touch is plain to see
+    return configs, dags
+
+
+def edits(configs):
+    """Each kind of change a user makes to the configs."""
+    bench = configs / "benchmarks" / "a.yaml"
+    yield "edit", lambda: bench.write_text("id: a\nper_gpu_batch: 64\n")
+    yield "add", lambda: (configs / "benchmarks" / "b.yaml").write_text("id: b\n")
+    yield "remove", lambda: (configs / "benchmarks" / "b.yaml").unlink()
+    older = configs.parent / "older.yaml"
+    older.write_text("id: a\nper_gpu_batch: 32\n")
+    os.utime(older, (1_000_000, 1_000_000))
+    yield "an older file copied in with its time", lambda: shutil.copy2(older, bench)
+
+
+def test_every_kind_of_config_change_changes_the_fingerprint(tree):
+    configs, _ = tree
+    before = fingerprint([configs])
+    assert fingerprint([configs]) == before  # nothing changed, nothing seen
+    for what, change in edits(configs):
+        change()
+        after = fingerprint([configs])
+        assert after != before, what
+        before = after
+
+
+def test_the_dag_files_are_marked_changed_after_an_input_change_and_not_before(tree, monkeypatch):
+    configs, dags = tree
+    monkeypatch.setattr(dag_bundle, "dag_inputs", lambda: [configs])
+    bundle = GeneratedDagBundle(name="dags-folder", path=str(dags), refresh_interval=20)
+    times = lambda: {f.name: f.stat().st_mtime for f in dags.glob("*.py")}  # noqa: E731
+    bundle.refresh()  # at start-up every file is parsed anyway
+    bundle.refresh()
+    assert set(times().values()) == {1_000_000}
+    for what, change in edits(configs):
+        for f in dags.glob("*.py"):
+            os.utime(f, (1_000_000, 1_000_000))
+        change()
+        bundle.refresh()
+        assert all(t > 1_000_000 for t in times().values()), what
+        for f in dags.glob("*.py"):
+            os.utime(f, (1_000_000, 1_000_000))
+        bundle.refresh()  # seen once: not marked again
+        assert set(times().values()) == {1_000_000}, what
+
+
+def test_the_inputs_are_the_configs_the_fleet_and_the_code_the_dag_files_import(monkeypatch, tmp_path):
+    import scalebench
+    import scalebench_kit
+
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tmp_path / "configs"))
+    monkeypatch.setenv("SCALEBENCH_FLEET", str(tmp_path / "elsewhere" / "fleet.yaml"))
+    inputs = dag_bundle.dag_inputs()
+    assert tmp_path / "configs" in inputs and tmp_path / "elsewhere" / "fleet.yaml" in inputs
+    assert os.path.dirname(scalebench.__file__) in map(str, inputs)
+    assert os.path.dirname(scalebench_kit.__file__) in map(str, inputs)
