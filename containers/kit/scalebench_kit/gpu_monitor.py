@@ -43,6 +43,8 @@ class GpuSampler:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+            if self._thread.is_alive():  # an NVML call hung: say so, the run's end must not wait on it
+                print(f"nvml-sampler still running {5} s after it was told to stop", flush=True)
 
     def summary(self) -> dict:
         per = {}

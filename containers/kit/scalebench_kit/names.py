@@ -12,6 +12,7 @@ RESULT_FILE = "metrics.json"          # the result contract (trainer -> orchestr
 EVENTS_FILE = "events.jsonl"          # event lines, keys below
 MLLOG_FILE = "mlperf.log"             # the same events in MLPerf's :::MLLOG format (MLLOG_KEYS)
 FAILURE_FILE = "failure.json"         # why an attempt failed, at any stage
+TEARDOWN_FILE = "teardown.json"       # a crash after every rank's run_stop success (the attempt stays valid)
 VALIDATION_FILE = "validation.json"   # the GX verdict on the result
 PLACEMENT_FILE = "placement.json"     # devices, timing policy, co-tenants
 PREFLIGHT_FILE = "preflight.json"     # NVML report of a failed pre-flight
@@ -83,6 +84,9 @@ FAILURE_REASONS: dict[str, bool] = {
     "image_missing": False,
     "contract_missing_or_invalid": False,
     "validation_failed": False,   # a result outside the benchmark's expectations (NaN, bounds, counts)
+    # the launcher failed after every rank logged its run_stop success: the cell counts as valid
+    # when its contract validates (the crash is recorded with it), so it is never retried
+    "teardown_crash": False,
     "unknown": False,
 }
 

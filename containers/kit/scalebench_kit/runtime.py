@@ -16,6 +16,7 @@ from .events import EventLog
 from .timing import Progress, StepTimer, combine_ranks  # noqa: F401  (trainers import them from here)
 
 RESULTS_DIR_ENV = "SCALEBENCH_RESULTS_DIR"
+FINAL_BARRIER_S = 300.0  # how long a rank waits at the end for the others (rank 0 writes the result meanwhile)
 
 
 def system_fingerprint(framework: str, framework_version: str, **extra: Any) -> dict:
@@ -108,6 +109,38 @@ class Cell:
         path = write_result(self.results_dir, doc)
         self.events.log("run_stop", "success", total_s=doc["timing"]["total_s"])
         return path
+
+    def shut_down(self, torch, world: int, device=None, timeout_s: float = FINAL_BARRIER_S) -> None:
+        """A distributed run's end, the same on every rank, after `finish`: every rank meets the
+        others at a final barrier (bounded: a rank that never comes is an error, not a hang), so no
+        rank tears the group down while another still uses it; each rank other than 0 then logs its
+        run_stop (rank 0 logged it with the result) and the process group is destroyed. Stop the
+        threads and loader workers the run started before (the GPU sampler's `with`,
+        `stop_loader_workers`): nothing may still run when the group goes."""
+        if self.test_hooks.get("teardown") == "abrupt":  # the drill's "before": the group torn down at once
+            if world > 1:
+                torch.distributed.destroy_process_group()
+            return
+        if world > 1:
+            from datetime import timedelta
+
+            on = {"device_ids": [device.index]} if device is not None and device.type == "cuda" else {}
+            torch.distributed.barrier(async_op=True, **on).wait(timeout=timedelta(seconds=timeout_s))
+        if self.rank != 0:
+            self.events.log("run_stop", "success")
+        if world > 1:
+            torch.distributed.destroy_process_group()
+
+
+def stop_loader_workers(loader) -> None:
+    """End a DataLoader's persistent worker processes now, as the loader's own iterator does when
+    it is collected (`_shutdown_workers`: each worker told to stop, then joined), instead of at
+    interpreter exit, after the process group is gone."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
+    if hasattr(loader, "_iterator"):
+        loader._iterator = None
 
 
 def main_guard(fn) -> None:

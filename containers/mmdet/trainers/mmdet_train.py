@@ -50,7 +50,8 @@ from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
 from scalebench_kit.precision import ObservedDtype, PrecisionError, record, requested
-from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from scalebench_kit.runtime import (Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, stop_loader_workers,
+                                    system_fingerprint)
 from trainers.unet_voc import SyncProbe, nccl_version, setup_distributed
 
 DETECTIONS_FILE = "detections.jsonl"
@@ -425,8 +426,8 @@ def main(name: str) -> None:
                                  {"optim_wrapper": cfg["optim_wrapper"]["type"],
                                   "amp_dtype": cfg["optim_wrapper"].get("dtype"),
                                   "cudnn_benchmark": cfg["env_cfg"]["cudnn_benchmark"], **tf32}))
-    if world > 1:
-        torch.distributed.destroy_process_group()
+    stop_loader_workers(runner.train_dataloader)  # persistent workers, else ended at exit after the group
+    cell.shut_down(torch, world, device)
 
 
 def score(model: Model, detections: list[dict], truths: list[dict]) -> dict:

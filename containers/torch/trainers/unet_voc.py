@@ -294,8 +294,7 @@ def main() -> None:
                 eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evals.rows,
                 model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"},
                 extra={"epoch": plan}, precision=prec.record(observed))
-    if world > 1:
-        torch.distributed.destroy_process_group()
+    cell.shut_down(torch, world, device)  # the sampler was joined at the end of its `with`; no loader workers
 
 
 def evaluate_saved(weights: str) -> dict:

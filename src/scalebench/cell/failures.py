@@ -50,9 +50,10 @@ def signal_of(exit_code: int | None) -> str | None:
 
 
 def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = False, timed_out: bool = False,
-             timeout_s: float | None = None, cancelled: bool = False) -> Failure:
+             timeout_s: float | None = None, cancelled: bool = False, finished: bool = False) -> Failure:
     """Classify a finished container; the first match wins, in this order: our watchdog, a
-    user's cancel, the kernel OOM killer, any other signal, then what the output says."""
+    user's cancel, the kernel OOM killer, a crash after every rank `finished` (logged its
+    run_stop success), any other signal, then what the output says."""
     text = "\n".join(output[-400:])
     if timed_out:
         return Failure("timeout", exit_code, f"ran past the cell timeout of {timeout_s:.0f}s and was stopped")
@@ -60,6 +61,8 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
         return Failure("cancelled", exit_code, "stopped on request (the task was marked failed, cleared or killed)")
     if oom_killed:
         return Failure("out_of_memory", exit_code, "the container was killed by the kernel OOM killer (host memory)")
+    if finished:
+        return Failure("teardown_crash", exit_code, f"after every rank's run_stop success: {crashed_rank(exit_code, output)}")
     sig = signal_of(exit_code)
     if sig:
         outside = " (docker kill or stop, preemption, host shutdown)" if sig in EXTERNAL_SIGNALS else ""
@@ -77,13 +80,46 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
     return Failure("unknown", exit_code, f"last output line: {last_meaningful_line(output)[:200]}")
 
 
-# torchrun's line when a child process failed; what follows is its own traceback and summary table
-LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py.*failed \(exitcode: -?\d+\) local_rank")
+# torchrun's own log lines once a child failed (closing the others, "failed (exitcode: ...)"), then
+# its traceback and summary table: what comes before the first is the children's
+LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py:\d+\]")
+
+
+# torchrun's summary of each failed child: "[0]:" / "rank      : 1 (local_rank: 1)" / "exitcode  : -6 (pid: 42)"
+CHILD_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+CHILD_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+TEARDOWN_LINES = 3  # the last lines before the launcher's report, quoted in the reason
+
+
+def every_rank_finished(events: list[dict]) -> bool:
+    """Every process of the run (ranks 0..world_size-1, as its events say) logged its run_stop
+    success in events.jsonl: the run was over, its result written."""
+    world = max((int(e.get("world_size") or 1) for e in events), default=0)
+    done = {e.get("rank") for e in events if e.get("key") == "run_stop" and e.get("value") == "success"}
+    return world >= 1 and set(range(world)) <= done
+
+
+def crashed_rank(exit_code: int | None, output: list[str]) -> str:
+    """Which rank died and how, as torchrun's report or the exit code says, and the last lines
+    before the report (e.g. `terminate called without an active exception`)."""
+    rank = code = None
+    for line in output:
+        if (m := CHILD_RANK.match(line)) and rank is None:
+            rank = int(m.group(1))
+        elif (m := CHILD_EXIT.match(line)) and code is None:
+            code = int(m.group(1))
+    sig = signal_of(128 - code) if code is not None and code < 0 else signal_of(exit_code)
+    who = f"rank {rank}" if rank is not None else "the main process"
+    how = f"ended by {sig}" if sig else f"exited {code if code is not None else exit_code}"
+    cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
+    last = [ln.strip() for ln in output[:cut] if ln.strip()][-TEARDOWN_LINES:]
+    return f"{who} {how} at teardown; last lines: {' | '.join(last)[:300] or 'none'}"
 
 
 def last_meaningful_line(output: list[str]) -> str:
-    """The last non-blank line, or under torchrun the last one before its failure report (the
-    report ends in '====' rules and fields that name no cause; the child's error comes first)."""
+    """The last non-blank line, or under torchrun the last one before its own lines about the
+    failure (closing the other children, its report of '====' rules and fields that name no
+    cause; the child's error comes first)."""
     cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
     for scope in (output[:cut], output):
         found = next((ln.strip() for ln in reversed(scope) if ln.strip()), None)

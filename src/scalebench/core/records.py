@@ -56,6 +56,7 @@ class Figure(TypedDict):
     config_sha: str | None           # the resolved config's identity (see core.config.Resolved.summary)
     timing: dict[str, Any] | None    # the contract's timing, with its breakdown, epoch plan and evaluations
     fingerprint: dict[str, Any] | None  # the system the attempt ran on (core.provenance.system_of)
+    teardown: str | None             # a crash after the run (every rank's success): the attempt stays valid
 
 
 class FigureRow(StoredCellFields):

@@ -32,8 +32,9 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowTaskTimeout
 
 from scalebench_kit.contract import ContractError, load_result, write_json_atomic
-from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, PLACEMENT_FILE, PREFLIGHT_FILE, PROGRESS_PREFIX,
-                                  RESULT_FILE, TASK_FILE, VALIDATION_FILE)
+from scalebench_kit.events import read_events
+from scalebench_kit.names import (CELL_SPEC_FILE, CONTAINER_FILE, EVENTS_FILE, PLACEMENT_FILE, PREFLIGHT_FILE,
+                                  PROGRESS_PREFIX, RESULT_FILE, TASK_FILE, TEARDOWN_FILE, VALIDATION_FILE)
 
 from scalebench.orchestration import notes
 from scalebench.core import paths
@@ -45,7 +46,8 @@ from scalebench.cell.container import CELL_LABEL, ContainerSettings, create, set
 from scalebench.cell.images import keep_reference, read_packages
 from scalebench.cell.container import record as container_record
 from scalebench.cell.spec import cell_document
-from scalebench.cell.failures import OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify, write_failure
+from scalebench.cell.failures import (OUTPUT_TAIL_LINES, Failure, account_for_lost_attempts, classify,
+                                      every_rank_finished, write_failure)
 
 if TYPE_CHECKING:  # the store's ORM is not imported at DAG parse time
     from scalebench.store.leases import Lease
@@ -164,11 +166,13 @@ class CellDockerOperator(DockerOperator):
                 lost = self.lease_lost(lease)
                 failure = (Failure("lease_lost", outcome.exit_code, f"{lost}; its container was stopped") if lost
                            else self.classify(attempt, outcome))
-                if failure:
+                if failure and failure.reason != "teardown_crash":
                     raise self.fail(attempt, failure, outcome.lines)
                 summary = lap("collect", self.collect(attempt, lease, outcome))
                 self.validate(attempt)
                 lap("validate", None)
+                if failure:  # the run was over and its result validates: the cell is valid, the crash kept
+                    summary["teardown_crash"] = self.keep_teardown_crash(attempt, failure, outcome.lines)
                 self.write_placement(attempt, lease, checked, lap.phases)  # with the phases after the container
                 self.log.info("phases (s): %s", ", ".join(f"{k} {v:.2f}" for k, v in lap.phases.items()))
                 return summary
@@ -373,8 +377,25 @@ class CellDockerOperator(DockerOperator):
         a.stage = "classify"
         if outcome.exit_code == 0 and not (self._timed_out.is_set() or self._cancelled.is_set()):
             return None
+        try:  # every rank's run_stop success: a crash after it is the teardown's, not the run's
+            finished = every_rank_finished(read_events(a.out / EVENTS_FILE))
+        except (OSError, ValueError):  # no events, or a line a killed rank left half-written
+            finished = False
         return classify(outcome.exit_code, outcome.lines, oom_killed=outcome.oom_killed,
-                        timed_out=self._timed_out.is_set(), timeout_s=a.timeout_s, cancelled=self._cancelled.is_set())
+                        timed_out=self._timed_out.is_set(), timeout_s=a.timeout_s, cancelled=self._cancelled.is_set(),
+                        finished=finished)
+
+    def keep_teardown_crash(self, a: Attempt, failure: Failure, logs: list[str]) -> str:
+        """A crash after the run (every rank's run_stop success, a result that validates): kept
+        beside the result (teardown.json, which the store and the report read), said in the log
+        and the task's note; the cell stays valid and is not retried."""
+        line = failure.line(a.cell, a.number).replace(" failed: ", " valid, then crashed at teardown: ", 1)
+        write_json_atomic(a.out / TEARDOWN_FILE, {"reason": failure.reason, "exit_code": failure.exit_code,
+                                                  "message": line, "output_tail": logs[-OUTPUT_TAIL_LINES:]})
+        self.log.warning("%s", line)
+        if self._ti is not None and getattr(self._ti, "dag_id", None):
+            notes.note(self._ti, line, log=lambda text: self.log.info("%s", text))
+        return line
 
     def collect(self, a: Attempt, lease, outcome: Outcome) -> dict:
         """The result contract of a clean exit, summarised for validation."""

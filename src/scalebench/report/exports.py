@@ -25,8 +25,10 @@ def result_row(c: Mapping[str, Any]) -> dict:
     row = {"night": c["night"], "benchmark": c["benchmark"], "run_id": c["run_id"], "cell": c["label"], "status": c["status"],
            "train_s": None, "attempt": None, "detail": ""}
     if c["figure"]:
-        return row | {"train_s": round(c["figure"]["train_s"], 2), "attempt": f"{c['figure']['attempt']}",
-                      "detail": f"{c['figure']['images_per_s']:.1f} images/s"}
+        f = c["figure"]
+        crash = f"; then {f['reason']}, exit code {f['exit_code']}" if f.get("reason") == "teardown_crash" else ""
+        return row | {"train_s": round(f["train_s"], 2), "attempt": f"{f['attempt']}",
+                      "detail": f"{f['images_per_s']:.1f} images/s{crash}"}
     if not c["attempts"]:
         return row | {"detail": "never started"}
     last = c["attempts"][-1]

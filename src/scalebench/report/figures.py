@@ -124,6 +124,7 @@ def bench_row(bench: str, mine: list[FigureRow], opts: Options, parameters: int 
         refused=[c["label"] for c in refused],
         retried=[{"label": c["label"], "figure": figure_of(c)["attempt"] if c["figure"] else None,
                   "others": c["others"]} for c in mine if c.get("others")],
+        teardown=[{"label": c["label"], "message": figure_of(c)["teardown"]} for c in valid if figure_of(c).get("teardown")],
     )
 
 

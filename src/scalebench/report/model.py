@@ -102,6 +102,7 @@ class Row:
     not_valid: list[dict]
     refused: list[str]
     retried: list[dict] = field(default_factory=list)  # cells with other attempts: {label, figure attempt, others}
+    teardown: list[dict] = field(default_factory=list)  # valid cells whose run crashed after it ended: {label, message}
     steps_per_epoch: dict[int, int] = field(default_factory=dict)  # what an epoch was, per GPU count (contracts that say)
     samples_per_epoch: dict[int, int] = field(default_factory=dict)  # samples an epoch covered, per GPU count
     epoch_mismatch: list[int] = field(default_factory=list)  # GPU counts whose epoch covers another part of the split

@@ -255,6 +255,9 @@ def markdown(rep: Report) -> str:
             "valid attempt.", ""]
     out += [f"- {r.name}: {x['label']}: " + (f"attempt {x['figure']} is the figure; " if x["figure"] else "")
             + "; ".join(x["others"]) for r in rows for x in r.retried] or ["- none"]
+    out += ["", "## Cells valid after a crash at teardown", "", "Every rank had logged its run_stop success; the "
+            "result validated, so the cell counts and was not retried.", ""]
+    out += [f"- {r.name}: {x['label']}: {x['message']}" for r in rows for x in r.teardown] or ["- none"]
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:
         out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalebench_kit.contract import ContractError, load_result, read_json
-from scalebench_kit.names import CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, TASK_FILE, VALIDATION_FILE
+from scalebench_kit.names import (CELL_SPEC_FILE, FAILURE_FILE, PLACEMENT_FILE, RESULT_FILE, TASK_FILE, TEARDOWN_FILE,
+                                  VALIDATION_FILE)
 
 from scalebench.core.attempt_folders import cell_attempts, contract_mismatch
 from scalebench.core.records import PlannedCell
@@ -34,6 +35,10 @@ def attempt_record(folder: Path, cell: PlannedCell | None = None, number: int | 
     verdict = read_json(validation)
     if not verdict.get("success"):
         return "invalid", {"reason": "validation_failed", "message": verdict.get("message"), "contract": contract}
+    if (folder / TEARDOWN_FILE).exists():  # valid, and the crash after the run is kept with it
+        crash = read_json(folder / TEARDOWN_FILE)
+        return "valid", {"contract": contract, "reason": crash.get("reason"), "message": crash.get("message"),
+                         "exit_code": crash.get("exit_code")}
     return "valid", {"contract": contract}
 
 

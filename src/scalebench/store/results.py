@@ -10,8 +10,8 @@ import datetime as dt
 import logging
 from typing import Any, Mapping, cast
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, delete,
-                        select)
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, case,
+                        delete, select)
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from scalebench.core import nights
@@ -405,7 +405,8 @@ class Store:
         c, a = CellRow.__table__, AttemptRow.__table__
         q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
                     a.c.reason, a.c.train_s, a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha,
-                    a.c.timing, a.c.fingerprint)
+                    a.c.timing, a.c.fingerprint,
+                    case((a.c.reason == "teardown_crash", a.c.message), else_=None).label("teardown"))
              .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
         if up_to_night:
             q = q.where(c.c.night <= up_to_night)

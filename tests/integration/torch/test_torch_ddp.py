@@ -60,6 +60,10 @@ def test_ddp_breakdown_per_rank_and_metrics_equal_a_single_process_evaluation(vo
     pids = {e["rank"]: e["pid"] for e in events}
     assert sorted(pids) == list(range(n)) and len(set(pids.values())) == n  # one process per rank, all logging
     assert {e["world_size"] for e in events} == {n}
+    from scalebench.cell.failures import every_rank_finished
+
+    # each rank's run_stop after the final barrier: a crash after it would be a teardown crash, not a lost cell
+    assert every_rank_finished(events) and [e["rank"] for e in events if e["key"] == "run_stop"].count(0) == 1
 
     b = doc["timing"]["breakdown"]
     assert b["ranks"] == n and [r["rank"] for r in b["per_rank"]] == list(range(n))

@@ -180,3 +180,66 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     drill.update(happened="the orphaned container kept running until the next lease request stopped and removed it "
                           f"and reclaimed its lease (event: {ev.detail[:80]}) before handing the devices on",
                  figure=f"{reclaim_s:.2f} s to stop the orphan and hand the devices on")
+
+
+# a 2-rank cell under torchrun whose rank 1 aborted at exit, after the run (the issue's night)
+TEARDOWN_TAIL = """epoch 12/12 done
+run_stop success
+terminate called without an active exception
+W1205 20:00:01.000000 1 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 10 closing signal SIGTERM
+E1205 20:00:01.100000 1 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 1 (pid: 11) of binary: /opt/venv/bin/python3
+Traceback (most recent call last):
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+trainers.unet_voc FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-05_20:00:01
+  host      : gpu-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 11)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 11
+============================================================""".splitlines()
+
+
+def _stops(*ranks, value="success", world=2):
+    """events.jsonl of a run of `world` processes in which `ranks` logged their run_stop."""
+    return ([{"key": "run_start", "rank": r, "world_size": world} for r in range(world)]
+            + [{"key": "run_stop", "value": value, "rank": r, "world_size": world} for r in ranks])
+
+
+@pytest.mark.parametrize("events, finished", [
+    (_stops(0, 1), True),
+    (_stops(0), False),                      # rank 1 never finished: the crash is the run's
+    (_stops(1), False),
+    (_stops(0, 1, value="aborted"), False),
+    (_stops(0, world=1), True),              # one process (MirroredStrategy on every device)
+    (_stops(world=1), False),
+    ([], False),
+])
+def test_a_run_is_over_when_every_rank_logged_its_run_stop_success(events, finished):
+    from scalebench.cell.failures import every_rank_finished
+
+    assert every_rank_finished(events) is finished
+
+
+def test_a_crash_after_every_ranks_success_is_a_teardown_crash_and_before_it_a_failure_as_before():
+    from scalebench.cell.failures import every_rank_finished
+
+    after = classify(1, TEARDOWN_TAIL, finished=every_rank_finished(_stops(0, 1)))
+    assert after.reason == "teardown_crash" and not after.transient and after.exit_code == 1
+    assert after.detail.startswith("after every rank's run_stop success: rank 1 ended by SIGABRT at teardown; last "
+                                   "lines: ") and "terminate called without an active exception" in after.detail
+    before = classify(1, TEARDOWN_TAIL, finished=every_rank_finished(_stops(0)))
+    assert before.reason == "unknown" and before.detail == "last output line: terminate called without an active exception"
+    # our watchdog, a user's cancel and the kernel's OOM killer still say what they are
+    assert classify(1, TEARDOWN_TAIL, timed_out=True, timeout_s=60, finished=True).reason == "timeout"
+    assert classify(137, [], oom_killed=True, finished=True).reason == "out_of_memory"
+    # one process (no launcher): the container's own exit code names the signal
+    single = classify(134, ["run_stop success", "Fatal Python error: Aborted"], finished=True)
+    assert single.reason == "teardown_crash" and "the main process ended by SIGABRT at teardown" in single.detail

@@ -500,3 +500,52 @@ def test_a_contract_of_another_cell_is_refused_naming_both(cell_op):
     exc = _fails(op, ctx)
     assert exc.failure.reason == "contract_missing_or_invalid"
     assert f"the contract names cell key {other['key']!r} (the folder's is {cell['key']!r})" in str(exc)
+
+
+def _events(cell, ranks_done, world):
+    """The trainer's events.jsonl in the newest attempt: every rank started, `ranks_done` logged run_stop."""
+    number, folder = cell_attempts(cell)[-1]
+    lines = [{"key": "run_start", "rank": r, "world_size": world} for r in range(world)]
+    lines += [{"key": "run_stop", "value": "success", "rank": r, "world_size": world} for r in ranks_done]
+    (folder / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+
+
+@pytest.mark.parametrize("exit_code, lines, world", [
+    (1, ["run_stop success", "terminate called without an active exception",
+         "E1205 20:00:01.1 1 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 1",
+         "  rank      : 1 (local_rank: 1)", "  exitcode  : -6 (pid: 11)"], 2),
+    (134, ["run_stop success", "Fatal Python error: Aborted"], 1),   # one process, no launcher
+])
+def test_a_crash_after_every_ranks_success_leaves_the_cell_valid_with_the_crash_recorded(cell_op, exit_code, lines,
+                                                                                           world):
+    op, ctx, cell, client, notes_set = cell_op(exit_code, lines, writes_result=True)
+    trainer_writes = client.start.side_effect
+    client.start.side_effect = lambda _id: (trainer_writes(_id), _events(cell, range(world), world))
+    summary = op.execute(ctx)  # not raised: the cell is valid and not retried
+    folder = attempt_dir(cell, 1)
+    crash = json.loads((folder / "teardown.json").read_text())
+    assert crash["reason"] == "teardown_crash" and crash["exit_code"] == exit_code
+    assert " attempt 1 valid, then crashed at teardown: teardown_crash" in crash["message"]
+    assert ("rank 1 ended by SIGABRT" if world == 2 else "the main process ended by SIGABRT") in crash["message"]
+    assert summary["teardown_crash"] == crash["message"] and notes_set == [crash["message"]]
+    assert not (folder / "failure.json").exists() and json.loads((folder / "validation.json").read_text())["success"]
+    counts = record_run(Store(), cell["dag_id"], cell["run_id"], [cell])
+    assert counts["valid"] == 1 and counts["failed"] == 0
+    [stored] = Store().cells(key=cell["key"])
+    [attempt] = stored["attempts"]  # what `scalebench results` and the report read
+    assert (attempt["status"], attempt["reason"], attempt["message"]) == ("valid", "teardown_crash", crash["message"])
+    from scalebench.report.exports import result_row
+
+    assert result_row(stored)["detail"].endswith(f"images/s; then teardown_crash, exit code {exit_code}")
+    assert [f["figure"]["teardown"] for f in Store().figures()] == [crash["message"]]  # what the report lists
+
+
+def test_a_crash_before_every_ranks_success_is_a_failure_as_before(cell_op):
+    op, ctx, cell, client, notes_set = cell_op(1, ["terminate called without an active exception",
+                                                   "  rank      : 1 (local_rank: 1)", "  exitcode  : -6 (pid: 11)"],
+                                               writes_result=True)
+    trainer_writes = client.start.side_effect
+    client.start.side_effect = lambda _id: (trainer_writes(_id), _events(cell, [0], 2))  # rank 1 never finished
+    err = _fails(op, ctx)
+    assert err.failure.reason == "unknown" and not (attempt_dir(cell, 1) / "teardown.json").exists()
+    assert _record(cell)["reason"] == "unknown"

@@ -533,3 +533,20 @@ def test_plots_name_rows_in_full_and_an_empty_chart_says_why_in_words(tmp_path):
     said = plots.trend(rep, tmp_path / "trend.png")  # manual runs only: no scheduled night to trend
     assert said == ["No scheduled night in the lookback window: no nightly trend to draw (manual runs never feed it)."]
     assert (tmp_path / "trend.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_cell_valid_after_a_crash_at_teardown_counts_and_is_listed_with_the_crash(isolated_state):
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    record(store, 2, 3, 2, 56)  # an ordinary valid cell beside it: not listed
+    crashed = sample_cell(gpus=2, epochs=3, repeat=1, run_id="scheduled__n1", night=NIGHT, run_type="scheduled",
+                          benchmark="resnet50_keras_cifar10", dag_id="scalebench_resnet50_keras_cifar10")
+    contract = sample_contract(crashed, train_s=55)
+    contract["provenance"]["image_digest"] = "sha256:def"
+    line = "cell x attempt 1 valid, then crashed at teardown: teardown_crash, exit code 1: rank 1 ended by SIGABRT"
+    store.record_attempt(crashed, 1, "valid", contract=contract, reason="teardown_crash", message=line, exit_code=1)
+    [row] = doc_for(store).rows
+    assert row.valid == 3 and row.not_valid == [] and row.teardown == [{"label": crashed["label"], "message": line}]
+    text = markdown(doc_for(store))
+    listed = text.split("## Cells valid after a crash at teardown", 1)[1].split("\n## ", 1)[0]
+    assert [ln for ln in listed.splitlines() if ln.startswith("- ")] == [f"- {row.name}: {crashed['label']}: {line}"]
