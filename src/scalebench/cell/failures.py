@@ -85,6 +85,11 @@ def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = Fal
 LAUNCHER_FAILED = re.compile(r"torch/distributed/elastic/multiprocessing/api\.py:\d+\]")
 
 
+def before_launcher(output: list[str]) -> list[str]:
+    """The output up to torchrun's own first line about a failure: the children's."""
+    return output[:next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))]
+
+
 # torchrun's summary of each failed child: "[0]:" / "rank      : 1 (local_rank: 1)" / "exitcode  : -6 (pid: 42)"
 CHILD_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 CHILD_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
@@ -111,8 +116,7 @@ def crashed_rank(exit_code: int | None, output: list[str]) -> str:
     sig = signal_of(128 - code) if code is not None and code < 0 else signal_of(exit_code)
     who = f"rank {rank}" if rank is not None else "the main process"
     how = f"ended by {sig}" if sig else f"exited {code if code is not None else exit_code}"
-    cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
-    last = [ln.strip() for ln in output[:cut] if ln.strip()][-TEARDOWN_LINES:]
+    last = [ln.strip() for ln in before_launcher(output) if ln.strip()][-TEARDOWN_LINES:]
     return f"{who} {how} at teardown; last lines: {' | '.join(last)[:300] or 'none'}"
 
 
@@ -120,8 +124,7 @@ def last_meaningful_line(output: list[str]) -> str:
     """The last non-blank line, or under torchrun the last one before its own lines about the
     failure (closing the other children, its report of '====' rules and fields that name no
     cause; the child's error comes first)."""
-    cut = next((i for i, ln in enumerate(output) if LAUNCHER_FAILED.search(ln)), len(output))
-    for scope in (output[:cut], output):
+    for scope in (before_launcher(output), output):
         found = next((ln.strip() for ln in reversed(scope) if ln.strip()), None)
         if found:
             return found
