@@ -2,26 +2,43 @@
 
 Every state holds its own reference level, so a night is always judged against the right one:
 
-  Building(base)                 fewer than min_history nights in the baseline
-  Steady(base, held, recent)     judged against base; held: flagged nights waiting to be confirmed
-                                 or cleared; recent: the last change decided (no effect, or the
-                                 end of a regression), remembered a week as the prime suspect
+  Building(base, recent)         fewer than min_history nights in the baseline; nights of every image
+                                 join it unless a change's same-night A/B tells them apart
+  Steady(base, held, recent, pin) judged against base; held: flagged nights waiting to be confirmed
+                                 or cleared; recent: the last change decided (no effect, or the end
+                                 of a regression), remembered a week; pin: the suspect (or none) the
+                                 first held night settled, with what it says
   Testing(base, change, ...)     a change (image, config) judged against the baseline BEFORE it;
                                  held / better: its flagged and improved nights waiting to be
-                                 confirmed
-  Regressed(base, change, level, back, candidate, tried, quiet)
+                                 confirmed; flags: how many of its nights were flagged
+  Regressed(base, change, level, back, candidate, tried, quiet, partly)
                                  a confirmed regression since `change`: base is the level before
                                  it (frozen), level its own nights; back: nights within the gates
                                  again, to be confirmed; candidate: a later change judged as a fix
-                                 against base (tried: its nights); quiet: last night alerted nothing
+                                 against base (tried: its nights); quiet: last night alerted nothing;
+                                 partly: a change judged a partial fix, credited if the figure comes back
 
-Moves (`step`): state, what tonight shows -> next state: what it says (MESSAGES; a message that
-alerts does so on a night whose own figure is flagged)
-  any      environment change, or a change with too little history -> Building([v]): restarted
-  Building fewer than min_history nights                 -> Building: building
-  Steady   flagged, not yet confirmed                    -> Steady(held + v): flagged
-  Steady   flagged, confirmed (reruns or `confirm` nights) -> Regressed(no change, or `recent`
-           when it was decided within RECENT_NIGHTS)     : regression
+What restarts a baseline: only an environment change (driver, GPU model, topology). An image or
+config change is a candidate whatever the length of the baseline: judged by its same-night A/B
+(previous image against new, which needs no history) and, once the baseline is long enough,
+against it. A change the A/B finds "same" or whose nights stay within the gates is the same
+product: its nights join the baseline, so a team with a new image every night has a baseline
+after min_history nights like anyone else.
+
+Moves (`step`, pure: the state and the night in, the next state and what it says out; MESSAGES;
+a message that alerts does so on a night whose own figure is flagged)
+  any      environment change                            -> Building([v]): restarted
+  Building a change whose A/B says worse                 -> Regressed(change): regression
+  Building a change whose A/B says better                -> Building([v]): improvement
+  Building a change whose A/B says same                  -> Building(base + v, recent = it, cleared): no effect
+  Building otherwise (no change, no A/B, A/B unknown)    -> Building(base + v): building (an undecided
+           change is remembered as unjudged: a step on the next night may name it)
+  Steady   flagged, not yet confirmed                    -> Steady(held + v, pin): flagged; the first held
+           night pins the suspect: the recent change unless it was cleared (its A/B said same, or its
+           nights stayed within the gates: then none, except on the first night after a change no
+           A/B cleared); `recent` counts only within RECENT_NIGHTS
+  Steady   flagged, confirmed (reruns or `confirm` nights) -> Regressed(pin): regression ("no change
+           tonight; image C came 3 nights before and its A/B said same" where the pin is none)
   Steady   otherwise (held nights were noise: join base) -> Steady: -
   Testing  flagged and confirmed (A/B, reruns, nights)   -> Regressed(change; after two changes on
            consecutive nights with the first one flagged, that first one): regression
@@ -32,12 +49,13 @@ alerts does so on a night whose own figure is flagged)
   Regressed  flagged (after a quiet night: confirmed again) -> Regressed(level + v): regression (flagged)
   Regressed  not flagged, nearer the regressed level     -> Regressed(quiet): -
   Regressed  back (within the gates, nearer the level before), not yet confirmed -> Regressed(back + v): back
-  Regressed  back for `confirm` nights, or reruns equal the base, no change since -> Steady: ended
+  Regressed  back for `confirm` nights, or reruns equal the base -> Steady: ended (no change since),
+           or fixed (credited to the change judged a partial fix, `partly`)
   Regressed  a new change                                -> Regressed(candidate = change), judged:
     its level (its nights; on its first night with a decided A/B, the regressed level moved by
     the A/B's shift of new against previous) against base, confirmed by that A/B or `confirm` nights:
-    back                                                 -> Steady(base + its nights): fixed
-    still flagged, moved >= magnitude towards base       -> Regressed(level = its level): partly fixed
+    back (a decided A/B is never vetoed by tonight's own night) -> Steady(base + its nights): fixed
+    still flagged, moved >= magnitude towards base       -> Regressed(level, partly = it): partly fixed
     still flagged, no better                             -> Regressed(level = its level): still regressed
     worse than the regressed level by the gate           -> Regressed(change = it): regression
     not yet confirmed                                    -> Regressed(tried + v): inconclusive / back
@@ -49,42 +67,17 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Sequence, Union
 
-from scalebench.analysis.regress import (BACK, BUILDING, DIRECTION, ENDED, FIXED, FLAGGED, IMPROVEMENT, INCONCLUSIVE,
-                                         NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED, REGRESSION, RESTARTED,
-                                         ABTest, Change, Gates, Judgement, RerunVerdict, SeriesKey, classify_change,
-                                         reruns_confirm)
+from scalebench.analysis.judgement import (BACK, BUILDING, DIRECTION, ENDED, FIXED, FLAGGED, IMPROVEMENT,
+                                           INCONCLUSIVE, MESSAGES, NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED,
+                                           REGRESSION, RESTARTED, ABTest, Change, Gates, Judgement, Message,
+                                           RerunVerdict, SeriesKey, classify_change, reruns_confirm)
 from scalebench.analysis.stats import robust_z
 
-RECENT_NIGHTS = 7  # a regression this soon after a change was decided is blamed on that change
+__all__ = ["MESSAGES", "Message", "Machine", "Judge", "RECENT_NIGHTS"]
 
-
-@dataclass(frozen=True)
-class Message:
-    """What a move says: its meaning, whether the night alerts, whether the figure is back."""
-    meaning: str
-    alerts: bool = False   # the figure is (still) a confirmed regression tonight
-    ends: bool = False     # the regression is over: the figure is back at the level before it
-    pending: bool = False  # a verdict not yet confirmed: the next night (or tonight's A/B) decides
-
-
-MESSAGES: dict[str, Message] = {
-    BUILDING: Message("fewer than min_history nights in the baseline: nothing is judged"),
-    RESTARTED: Message("the environment changed (driver, GPU model, topology): a new baseline starts"),
-    FLAGGED: Message("past both gates, not yet confirmed; held out of the baseline", pending=True),
-    REGRESSION: Message("a confirmed regression (and every night it lasts); also a change that made a lasting "
-                        "regression worse by the magnitude gate, blamed on that change", alerts=True),
-    INCONCLUSIVE: Message("a change under test, flagged or improved, not yet confirmed", pending=True),
-    IMPROVEMENT: Message("a change confirmed better: its level starts a new baseline"),
-    NO_EFFECT: Message("a change within the gates of the baseline before it"),
-    BACK: Message("a regressed figure back within the gates of the level before it, to be confirmed", pending=True),
-    ENDED: Message("back for the confirming nights with no change since the regression: ended by itself",
-                   ends=True),
-    FIXED: Message("a change that came while the regression lasted brought the figure back", ends=True),
-    PARTLY_FIXED: Message("a change moved the figure at least the magnitude gate towards the level before the "
-                          "regression; it is still regressed", alerts=True),
-    NO_BETTER: Message("a change that came while the regression lasted is no better than the regressed "
-                       "image; the regression and its suspect stand", alerts=True),
-}
+RECENT_NIGHTS = 7  # a regression this soon after a change was decided may be blamed on that change
+CLEARED_BY_AB, CLEARED_BY_NIGHTS = "its A/B said same", "its nights stayed within the gates"
+UNJUDGED = "it was not judged (no decided A/B on a short baseline)"
 
 
 @dataclass(frozen=True)
@@ -98,6 +91,7 @@ class Night:
     reruns_raw: tuple[float, ...]   # the same, as measured (the A/B compares raw cells of one night)
     invalid: bool = False           # a person said this night is not a regression
     host: str = ""
+    before: float | None = None     # the night before's value (None on a series' first night)
 
 
 @dataclass(frozen=True)
@@ -112,19 +106,31 @@ class Evidence:
     p: float | None
     rerun: RerunVerdict | None = None
     ab: ABTest | None = None
+    note: str = ""                  # what the evidence assumed (an A/B too small to count)
 
 
 @dataclass(frozen=True)
 class Recent:
     """The last change decided: judged no effect, or the change of a regression that ended."""
     change: Change | None
-    night: dt.date
+    night: dt.date                  # the night it was decided
     what: str                       # "judged no effect" | "its regression ended"
+    cleared: str = ""               # why a later step is not its doing: CLEARED_BY_AB, CLEARED_BY_NIGHTS, or ""
+    since: dt.date | None = None    # the night the change came
+    nights: int = 0                 # nights judged since it was decided
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The suspect a flagged night settled (None: no change is blamed) and what the regression will say."""
+    change: Change | None
+    note: str = ""
 
 
 @dataclass(frozen=True)
 class Building:
     base: tuple[float, ...] = ()
+    recent: Recent | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class Steady:
     base: tuple[float, ...]
     held: tuple[float, ...] = ()
     recent: Recent | None = None
+    pin: Pin | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,8 @@ class Testing:
     held: tuple[float, ...] = ()
     better: tuple[float, ...] = ()
     earlier: Change | None = None  # the change before, whose flagged nights wait (two changes on consecutive nights)
+    since: dt.date | None = None   # the night the change came
+    flags: int = 0                 # its nights flagged so far (a change with none is cleared by its nights)
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,7 @@ class Regressed:
     candidate: Change | None = None
     tried: tuple[float, ...] = ()
     quiet: bool = False  # the night before was not flagged: the next flagged night is confirmed again
+    partly: Change | None = None  # judged a partial fix: if the figure then comes back, that change fixed it
 
 
 State = Union[Building, Steady, Testing, Regressed]
@@ -166,6 +176,7 @@ class Move:
     blamed: Change | None = None    # the change the regression is blamed on (its alert group's suspect)
     evidence: Evidence | None = None
     before: float | None = None     # restarted: the night before's value
+    needs_ab: bool = False          # tonight's change can be judged only by its same-night A/B
 
     @property
     def alert(self) -> bool:
@@ -176,24 +187,23 @@ class Move:
 
 
 class Machine:
-    """A figure's state and the moves between states (`step`: pure, the state given and returned);
-    the gates and direction fixed for the series."""
+    """A figure's state and the moves between states (`step`: pure, the state and night given,
+    the next state and the move returned); the gates and direction fixed for the series."""
 
     def __init__(self, gates: Gates, direction: int):
         self.gates, self.direction = gates, direction
         self.state: State = Building()
-        self.last: float | None = None
 
     def step(self, state: State, night: Night) -> tuple[State, Move]:
         g, v, change = self.gates, night.value, night.change
-        if change and self.last is not None and (change.kind == "environment" or len(state.base) < g.min_history):
-            return Building((v,)), Move(RESTARTED, "baseline restarted", before=self.last)
+        if change and change.kind == "environment" and night.before is not None:
+            return Building((v,)), Move(RESTARTED, "baseline restarted", before=night.before)
         if isinstance(state, Building):
             if len(state.base) < g.min_history:
-                return Building(state.base + (v,)), Move(BUILDING, "building baseline")
-            state = Steady(state.base)
+                return self.building(state, night)
+            state = Steady(state.base, recent=state.recent)
         if change:
-            state = self.begin(state, change)
+            state = self.begin(state, change, night.date)
         match state:
             case Steady():
                 return self.steady(state, night)
@@ -206,30 +216,73 @@ class Machine:
         raise AssertionError(state)
 
     @staticmethod
-    def begin(state: State, change: Change) -> State:
+    def begin(state: State, change: Change, night: dt.date) -> State:
         """A change under test: judged against the baseline before it; while a regression lasts,
         as a fix against the level before that regression."""
         match state:
             case Regressed():
                 return replace(state, candidate=change, tried=(), back=())
             case Testing() if state.held:  # the step may have come with the change before: it stays the suspect
-                return Testing(state.base, change, state.held, earlier=state.earlier or state.change)
+                return Testing(state.base, change, state.held, earlier=state.earlier or state.change, since=night,
+                               flags=state.flags)
             case _:  # nights waiting on an undecided change, or flagged before it, join nothing and count for nothing
-                return Testing(state.base, change)
+                return Testing(state.base, change, since=night)
 
     # the states' moves
+    def building(self, s: Building, night: Night) -> tuple[State, Move]:
+        """A short baseline: the night joins it, unless tonight's change has an A/B that tells its
+        image apart (the evidence that needs no history)."""
+        g, v, c = self.gates, night.value, night.change
+        recent = replace(s.recent, nights=s.recent.nights + 1) if s.recent else None
+        have = f"the baseline holds {len(s.base)} of {g.min_history} nights"
+        if c is None:
+            return Building(s.base + (v,), recent), Move(BUILDING, f"building baseline ({have})")
+        ev = self.weigh(night, s.base, c)
+        verdict = ev.ab.verdict if ev.ab is not None and not night.invalid else None
+        if verdict == "worse":
+            note = f"judged by its same-night A/B ({have})"
+            return Regressed(s.base, c, (v,)), Move(REGRESSION, note, c, c, replace(ev, flagged=True))
+        if verdict == "better":
+            return Building((v,)), Move(IMPROVEMENT, f"judged by its same-night A/B ({have})", c, evidence=ev)
+        if verdict == "same":
+            r = Recent(c, night.date, "judged no effect", CLEARED_BY_AB, night.date)
+            return Building(s.base + (v,), r), Move(NO_EFFECT, f"judged by its same-night A/B ({have})", c,
+                                                    evidence=ev)
+        why = "its A/B could not decide" if verdict else ev.note or "no A/B ran"
+        r = Recent(c, night.date, "not judged", UNJUDGED, night.date)  # a step on the next night may name it
+        return Building(s.base + (v,), r), Move(BUILDING, f"{c.text} not judged: {why} and {have}; the night "
+                                                          "joins the baseline", c, evidence=ev if ev.ab else None,
+                                                 needs_ab=c.kind == "image")
+
     def steady(self, s: Steady, night: Night) -> tuple[State, Move]:
+        recent = replace(s.recent, nights=s.recent.nights + 1) if s.recent else None
+        if recent is not None and (night.date - recent.night).days > RECENT_NIGHTS:
+            recent = None
         ev = self.weigh(night, s.base, None)
         if not ev.flagged:
-            return Steady(self.keep(s.base, s.held + (night.value,)), recent=s.recent), Move(evidence=ev)
+            return Steady(self.keep(s.base, s.held + (night.value,)), recent=recent), Move(evidence=ev)
         held = s.held + (night.value,)
+        pin = s.pin or self.pin(recent, night.date)
         if not (ev.confirmed or len(held) >= self.gates.confirm):
-            return replace(s, held=held), Move(FLAGGED, evidence=ev)
-        r = s.recent if s.recent is not None and (night.date - s.recent.night).days <= RECENT_NIGHTS else None
-        blamed = r.change if r else None
-        note = f"no change since {r.change.text if r.change else 'the regression before'} ({r.what} on {r.night})" \
-            if r else ""
-        return Regressed(s.base, blamed, held), Move(REGRESSION, note, blamed, blamed, evidence=ev)
+            return Steady(s.base, held, recent, pin), Move(FLAGGED, evidence=ev)
+        return Regressed(s.base, pin.change, held), Move(REGRESSION, pin.note, pin.change, pin.change, evidence=ev)
+
+    @staticmethod
+    def pin(r: Recent | None, night: dt.date) -> Pin:
+        """Whom a step that shows on a night with no change is blamed on: a change decided within
+        RECENT_NIGHTS that was not cleared (its regression that ended, or one with flagged nights),
+        or one with no A/B on the first night after it; else no change, saying which came before."""
+        if r is None or r.change is None:
+            return Pin(None, "no change since the regression before" if r else "")
+        since = r.since or r.night
+        if not r.cleared:
+            came = f"no change since {r.change.text} ({r.what} on {r.night})"
+            return Pin(r.change, came)
+        if r.cleared != CLEARED_BY_AB and r.nights == 1:
+            return Pin(r.change, f"the step came the night after {r.change.text}, which no A/B cleared")
+        days = (night - since).days
+        return Pin(None, f"no change tonight; {r.change.text} came {days} night{'s' if days != 1 else ''} before "
+                         f"and {r.cleared}")
 
     def testing(self, s: Testing, night: Night) -> tuple[State, Move]:
         # after two changes on consecutive nights the A/B compares them, not the baseline: it clears nothing
@@ -240,7 +293,7 @@ class Machine:
                 blamed = s.earlier or c  # the first flagged night's change
                 note = f"the step came before {c.text}" if s.earlier else ""
                 return Regressed(s.base, blamed, held), Move(REGRESSION, note, blamed, blamed, evidence=ev)
-            return replace(s, held=held), Move(INCONCLUSIVE, suspect=c, evidence=ev)
+            return replace(s, held=held, flags=s.flags + 1), Move(INCONCLUSIVE, suspect=c, evidence=ev)
         base = self.keep(s.base, s.held)  # flagged nights before were noise
         if ev.ab is not None and ev.ab.verdict == "unknown":
             return replace(s, base=base, held=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)
@@ -250,9 +303,13 @@ class Machine:
                 return (replace(s, base=base, held=(), better=better),
                         Move(INCONCLUSIVE, "improved: to be confirmed by the next night", c, evidence=ev))
             return Building(better), Move(IMPROVEMENT, suspect=c, evidence=ev)
-        # no effect: an improvement that did not hold was noise; a step that shows later is still blamed on
-        # this change (`recent`), so one night within the gates decides, and keeps A/Bs off later nights
-        return (Steady(self.keep(base, s.better + (night.value,)), recent=Recent(c, night.date, "judged no effect")),
+        # no effect: an improvement that did not hold was noise. A change with flagged nights stays
+        # the suspect of a step that shows within the week; one cleared (by its A/B, or with every
+        # night within the gates) is not (`pin`)
+        cleared = CLEARED_BY_AB if ev.ab is not None and ev.ab.verdict == "same" and s.earlier is None \
+            else CLEARED_BY_NIGHTS if s.flags == 0 and not s.held else ""
+        recent = Recent(c, night.date, "judged no effect", cleared, s.since)
+        return (Steady(self.keep(base, s.better + (night.value,)), recent=recent),
                 Move(NO_EFFECT, suspect=c, evidence=ev))
 
     def regressed(self, s: Regressed, night: Night) -> tuple[State, Move]:
@@ -267,8 +324,13 @@ class Machine:
         if len(back) < self.gates.confirm and ev.confirmed is not False:
             return replace(s, back=back, quiet=True), Move(BACK, "back within the gates: to be confirmed by the next "
                                                                  "night", b, b, evidence=ev)
+        recent = Recent(b, night.date, "its regression ended")
+        its = f"{b.text}'s regression" if b else "the regression"
+        if s.partly is not None:  # the change judged a partial fix brought it all the way back
+            note = f"regression ended with {s.partly.text} ({its} fixed; judged partly fixed at first)"
+            return Steady(self.keep(s.base, back), recent=recent), Move(FIXED, note, s.partly, b, evidence=ev)
         since = f"no change since {b.text}" if b else "no change since it began"
-        return (Steady(self.keep(s.base, back), recent=Recent(b, night.date, "its regression ended")),
+        return (Steady(self.keep(s.base, back), recent=recent),
                 Move(ENDED, f"regression ended by itself ({since})", b, b, evidence=ev))
 
     def candidate(self, s: Regressed, night: Night) -> tuple[State, Move]:
@@ -278,14 +340,18 @@ class Machine:
         ev = self.weigh(night, s.base, c, ab_clears=False)
         tried = s.tried + (night.value,)
         regressed_level = statistics.median(s.level)
-        if ev.ab is not None and ev.ab.verdict != "unknown":  # tonight's A/B: new against previous, one host
+        decided = ev.ab is not None and ev.ab.verdict != "unknown"
+        if decided:  # tonight's A/B: new against previous, one host
+            assert ev.ab is not None
             level, confirmed, how = regressed_level * (1 - d * ev.ab.change), True, "by tonight's A/B"
         else:
             level, confirmed, how = statistics.median(tried), len(tried) >= g.confirm, f"over {len(tried)} night(s)"
         med = statistics.median(s.base[-g.window:])
         delta = -d * (level - med) / abs(med) if med else 0.0
+        # never "fixed" over nights while tonight is this much worse; a decided A/B is not vetoed by
+        # tonight's own night (the A/B ran because that night looked worse)
         back = not (delta >= g.magnitude and -d * robust_z(level, list(s.base[-g.window:])) >= g.z) \
-            and self.nearer_before(level, s) and ev.delta < g.magnitude  # never "fixed" on a night this much worse
+            and self.nearer_before(level, s) and (decided or ev.delta < g.magnitude)
         gain = d * (level - regressed_level) / abs(regressed_level) if regressed_level else 0.0
         was, its = (b.text, f"{b.text}'s regression") if b else ("the regressed level", "the regression")
         if not confirmed:
@@ -297,17 +363,17 @@ class Machine:
             note = f"regression ended with {c.text} ({its} fixed)"
             return (Steady(self.keep(s.base, tried), recent=Recent(b, night.date, "its regression ended")),
                     Move(FIXED, note, c, b, evidence=ev))
-        moved = (level,) if how.startswith("by") else tried
+        moved = (level,) if decided else tried
         if gain <= -g.magnitude:  # worse again by the gate: a regression of its own, on top
             note = f"{-gain * 100:.1f} % worse than {was} ({how}): a regression of its own"
             return Regressed(s.base, c, moved), Move(REGRESSION, note, c, c, evidence=ev)
-        if gain >= g.magnitude:
+        if gain >= g.magnitude:  # stays the change credited if the figure then comes back
             note = (f"partly fixed: {c.text} is {gain * 100:.1f} % better than {was} ({how}), "
                     f"{delta * 100:.1f} % short of the level before it")
-            return Regressed(s.base, b, moved), Move(PARTLY_FIXED, note, c, b, evidence=ev)
+            return Regressed(s.base, b, moved, partly=c), Move(PARTLY_FIXED, note, c, b, evidence=ev)
         note = (f"still regressed: {c.text} is no better than {was} ({gain * 100:+.1f} % {how}, "
                 f"{delta * 100:.1f} % short of the level before it)")
-        return Regressed(s.base, b, moved), Move(NO_BETTER, note, c, b, evidence=ev)
+        return Regressed(s.base, b, moved, partly=s.partly), Move(NO_BETTER, note, c, b, evidence=ev)
 
     # helpers
     def nearer_before(self, value: float, s: Regressed) -> bool:
@@ -322,7 +388,9 @@ class Machine:
     def weigh(self, night: Night, base: tuple[float, ...], change: Change | None, ab_clears: bool = True
               ) -> Evidence:
         """Tonight's value against `base`; an A/B of `change` where one ran (it confirms or clears
-        the flag, `ab_clears`, as the host's night moves both images alike), else reruns."""
+        the flag, `ab_clears`, as the host's night moves both images alike), else reruns. An A/B
+        with fewer previous-image cells than ab_min_pairs cannot decide: its new-image cells are
+        judged as reruns, and the note says so."""
         g, d, v = self.gates, self.direction, night.value
         window = list(base[-g.window:])
         med = statistics.median(window)
@@ -332,8 +400,14 @@ class Machine:
         ab = rerun = None
         confirmed: bool | None = None
         p: float | None = None
+        note = ""
         if change is not None and change.kind == "image" and night.previous:
-            ab = ABTest(change.name("previous"), change.name("new"), night.host, night.previous, night.reruns_raw, d, g)
+            if len(night.previous) >= g.ab_min_pairs:
+                ab = ABTest(change.name("previous"), change.name("new"), night.host, night.previous, night.reruns_raw,
+                            d, g)
+            else:
+                note = (f"A/B with {len(night.previous)} previous-image cell(s), fewer than {g.ab_min_pairs}: "
+                        f"tonight's {len(night.reruns)} new-image cells judged as reruns")
         if ab is not None and ab_clears:
             confirmed, p = {"worse": True, "better": False, "same": False}.get(ab.verdict), ab.p(True)
             flagged = flagged or (confirmed is True and delta >= g.rerun_magnitude)  # the A/B shows the step
@@ -345,7 +419,7 @@ class Machine:
         if night.invalid:  # a person said so: it rejoins the baseline
             flagged, confirmed = False, None
         improved = not flagged and -delta >= g.magnitude and -z >= g.z
-        return Evidence(med, delta, z, flagged, improved, confirmed, p, rerun, ab)
+        return Evidence(med, delta, z, flagged, improved, confirmed, p, rerun, ab, note)
 
 
 class Judge:
@@ -357,7 +431,9 @@ class Judge:
         self.key, self.config_alerts, self.host = key, config_alerts, host
         self.direction = DIRECTION.get(key.metric, +1)
         self.machine = Machine(gates, self.direction)
+        self.last: float | None = None
         self.last_print: dict | None = None
+        self.digests: dict[str, dt.date] = {}  # each image digest seen, and its first night
         self.pending = False  # the night before left a change's verdict to be confirmed
 
     def night(self, date: dt.date, raw: float, fingerprint: dict | None = None, factor: float | None = None,
@@ -366,14 +442,29 @@ class Judge:
         value = raw / factor if factor else raw
         change = classify_change(self.last_print, fingerprint, self.machine.gates)
         factored = tuple(r / factor if factor else r for r in reruns)
-        night = Night(date, value, change, tuple(previous), factored, tuple(reruns), invalid, self.host)
+        night = Night(date, value, change, tuple(previous), factored, tuple(reruns), invalid, self.host, self.last)
         state, move = self.machine.step(self.machine.state, night)
         j = self.judgement(night, move, state, factor)
+        assumed = self.assumed(fingerprint, change, date)
+        if assumed:
+            j.note = f"{j.note}; {assumed}" if j.note else assumed
         if not peek:
-            self.machine.state, self.machine.last = state, value
+            self.machine.state, self.last = state, value
             self.last_print = fingerprint or self.last_print
             self.pending = move.verdict is not None and MESSAGES[move.verdict].pending and move.suspect is not None
+            digest = (fingerprint or {}).get("image_digest")
+            if digest:
+                self.digests.setdefault(digest, date)
         return j
+
+    def assumed(self, fingerprint: dict | None, change: Change | None, date: dt.date) -> str:
+        """What tonight's judgement assumed of an incomplete or unusual fingerprint, in words."""
+        if fingerprint is not None and "image_digest" in fingerprint and not fingerprint["image_digest"]:
+            return "no image digest recorded tonight: the image is known by its reference alone"
+        digest = (fingerprint or {}).get("image_digest")
+        if change is not None and change.kind == "image" and digest in self.digests:
+            return f"the image is again the build first measured on {self.digests[digest]} (its digest)"
+        return ""
 
     def judgement(self, night: Night, move: Move, state: State, factor: float | None) -> Judgement:
         ev, d, v = move.evidence, self.direction, night.value
@@ -384,12 +475,15 @@ class Judge:
                              factor=factor, kind=RESTARTED, state="building")
         blamed = move.blamed
         alert = move.alert and not (blamed is not None and blamed.kind == "config" and not self.config_alerts)
+        note = "; ".join(n for n in (move.note, ev.note if ev else "") if n)
+        building = move.verdict == BUILDING
         return Judgement(
-            self.key, night.date, v, ev.median if ev else None, ev.delta if ev else None, ev.z if ev else None,
-            bool(ev and ev.flagged), alert, move.note, reruns=night.reruns if ev and ev.rerun else (),
+            self.key, night.date, v, None if building else ev.median if ev else None,
+            None if building else ev.delta if ev else None, None if building else ev.z if ev else None,
+            bool(ev and ev.flagged and not building), alert, note, reruns=night.reruns if ev and ev.rerun else (),
             rerun_p=ev.p if ev else None, rerun=ev.rerun if ev else None,
             confirmed_by_reruns=ev.confirmed if ev else None, factor=factor, suspect=move.suspect,
             verdict=None if move.verdict in NOT_A_VERDICT else move.verdict, ab=ev.ab if ev else None,
             news=move.suspect is not None and (night.change is not None or self.pending),
             ended=blamed if move.verdict is not None and MESSAGES[move.verdict].ends else None,
-            blamed=blamed, kind=move.verdict, state=type(state).__name__.lower())
+            blamed=blamed, kind=move.verdict, state=type(state).__name__.lower(), needs_ab=move.needs_ab)

@@ -102,7 +102,7 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
     valid = {c["key"] for c in cells if c["figure"] is not None}
     out, flagged = [], []
     for n, j in sorted(judged.items()):
-        if not wants_rerun(j, gates):
+        if not (wants_rerun(j, gates) or wants_ab(j, gates)):
             continue
         source = next((c for c in planned if c["gpus"] == n and c["key"] in valid), None)
         if source is None:

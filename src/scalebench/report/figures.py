@@ -208,6 +208,7 @@ def back_detail(j: Judgement) -> dict:
 
 
 # a change's verdict: its most severe figure's
+NOT_JUDGED = "not judged (a short baseline and no decided A/B)"
 SEVERITY = (REGRESSION, NO_BETTER, PARTLY_FIXED, INCONCLUSIVE, BACK, FIXED, ENDED, IMPROVEMENT, NO_EFFECT)
 
 
@@ -220,11 +221,14 @@ def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], s
             by_change.setdefault((j.key.benchmark, j.suspect.text), []).append(j)
     out = []
     for (bench, text), js in sorted(by_change.items()):
-        verdict = min((j.verdict for j in js), key=SEVERITY.index)
-        moved = sorted((j for j in js if j.verdict == verdict), key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
-        numbers = [f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.change or 0.0) * 100:+.1f}%)"
-                   + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") + (f"; {j.note}" if j.note else "")
-                   for j in moved]
+        decided = [j.verdict for j in js if j.verdict is not None]
+        # a change on a short baseline whose A/B did not decide (or did not run): nothing is judged
+        verdict = min(decided, key=SEVERITY.index) if decided else NOT_JUDGED
+        moved = sorted((j for j in js if j.verdict == (verdict if decided else None)),
+                       key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
+        numbers = [(f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.change or 0.0) * 100:+.1f}%)"
+                    + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") + (f"; {j.note}" if j.note else ""))
+                   if j.baseline is not None else j.line() for j in moved]
         suspect = js[0].suspect
         assert suspect is not None  # grouped above by their suspect
         out.append({"benchmark": bench, "kind": suspect.kind, "change": text, "verdict": verdict,

@@ -119,7 +119,7 @@ def test_an_image_with_no_effect_or_a_12_percent_improvement_never_alerts(factor
         else:  # one better night restarts nothing: the next night confirms it, then the baseline restarts
             assert (js[25].verdict, js[25].note) == ("inconclusive", "improved: to be confirmed by the next night")
             assert js[26].verdict == "improvement" and js[26].baseline == pytest.approx(js[24].baseline, rel=0.03)
-            assert [j.note for j in js[27:30]] == ["building baseline"] * 3  # two nights of the new level, three to go
+            assert [j.kind for j in js[27:30]] == ["building baseline"] * 3  # two nights of the new level, three to go
 
 
 def test_one_lucky_night_after_an_image_change_restarts_no_baseline():
@@ -130,7 +130,7 @@ def test_one_lucky_night_after_an_image_change_restarts_no_baseline():
     s.points[25] = (s.points[25][0], s.points[25][1] / 0.88)  # images/s: 12 % more
     js = judge(s)
     assert js[25].verdict == "inconclusive" and js[26].verdict == "no effect"
-    assert js[27].note != "building baseline" and js[27].baseline == pytest.approx(js[24].baseline, rel=0.03)
+    assert js[27].kind != "building baseline" and js[27].baseline == pytest.approx(js[24].baseline, rel=0.03)
 
 
 IMAGE_C = {**TORCH, "image": "scalebench/torch:c", "image_digest": "sha256:" + "c" * 64, "framework_version": "2.6.1"}
@@ -207,7 +207,7 @@ def test_a_gpu_model_change_restarts_the_baseline_and_says_what_changed():
     first = js[25]
     assert first.changed_with == "gpu model unknown -> NVIDIA H200" and first.suspect is None
     assert "baseline restarted" in first.line() and first.baseline == pytest.approx(js[24].value)
-    assert [j.note for j in js[26:30]] == ["building baseline"] * 4 and not any(j.alert for j in js)
+    assert [j.kind for j in js[26:30]] == ["building baseline"] * 4 and not any(j.alert for j in js)
 
 
 def test_a_fleet_setting_puts_the_driver_under_test():
