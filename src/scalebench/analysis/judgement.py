@@ -123,6 +123,7 @@ class Judgement:
     kind: str | None = None           # what the night says (a key of MESSAGES)
     state: str = ""                   # the figure's state after the night: building, steady, testing, regressed
     needs_ab: bool = False            # tonight's change cannot be judged from the history alone (a short baseline)
+    image: str | None = None          # tonight's image, as it ran (the reference that names its alert group)
 
     @property
     def head(self) -> str:

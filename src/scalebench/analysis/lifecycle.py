@@ -445,6 +445,7 @@ class Judge:
         night = Night(date, value, change, tuple(previous), factored, tuple(reruns), invalid, self.host, self.last)
         state, move = self.machine.step(self.machine.state, night)
         j = self.judgement(night, move, state, factor)
+        j.image = (fingerprint or {}).get("image_ref") or (fingerprint or {}).get("image")
         assumed = self.assumed(fingerprint, change, date)
         if assumed:
             j.note = f"{j.note}; {assumed}" if j.note else assumed

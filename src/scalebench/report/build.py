@@ -16,7 +16,7 @@ from scalebench_kit.names import ACCURACY_METRICS
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
 from scalebench.analysis.lifecycle import MESSAGES
-from scalebench.analysis.regress import ENDED, FIXED, NO_BETTER, PARTLY_FIXED, judge
+from scalebench.analysis.regress import ENDED, FIXED, IMPROVEMENT, NO_BETTER, PARTLY_FIXED, judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
@@ -26,7 +26,8 @@ from scalebench.report.checks import plausibility, table_checks
 from scalebench.analysis.changes import diff_line, package_diff
 from scalebench.analysis.regress import Change
 from scalebench.report.figures import (alert_detail, alert_line, average_row, back_detail, bench_row, changes_tonight,
-                                       latest_accuracy_runs, manual_runs, precision_order)
+                                       improved_detail, latest_accuracy_runs, manual_runs, moved_detail,
+                                       precision_order)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
@@ -94,7 +95,9 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight  # each said once: the night it is decided
                if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER)],
-        fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends],
+        fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends]
+        + [improved_detail(j) for j in tonight if j.kind == IMPROVEMENT],
+        moved_details=[moved_detail(j) for j in tonight if j.flagged and not j.alert and j.image],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.blamed)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),

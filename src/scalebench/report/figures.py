@@ -207,6 +207,20 @@ def back_detail(j: Judgement) -> dict:
             "precision": j.key.precision, "metric": j.key.metric, "verdict": j.verdict, "line": j.line()}
 
 
+def moved_detail(j: Judgement) -> dict:
+    """A figure flagged tonight that did not alert, as data: it joins the open alert group of the
+    image it ran on, if its benchmark has one (the figures a change moved, not only those that alerted)."""
+    return {"key": group_key({"kind": "image", "new_image": j.image}, j.key.benchmark), "benchmark": j.key.benchmark,
+            "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric, "change": j.change,
+            "line": j.line()}
+
+
+def improved_detail(j: Judgement) -> dict:
+    """A figure judged better by a change, as back data with no group key: it is back in whichever
+    open group holds it (a figure that joined a group flagged, whose baseline took the slow level)."""
+    return {**back_detail(j), "key": None}
+
+
 # a change's verdict: its most severe figure's
 NOT_JUDGED = "not judged (a short baseline and no decided A/B)"
 SEVERITY = (REGRESSION, NO_BETTER, PARTLY_FIXED, INCONCLUSIVE, BACK, FIXED, ENDED, IMPROVEMENT, NO_EFFECT)

@@ -28,12 +28,16 @@ class AlertGroups:
         self.engine = store.engine
 
     # the report's side
-    def record_night(self, night: str, details: Iterable[dict], back: Iterable[dict] = ()) -> list[int]:
+    def record_night(self, night: str, details: Iterable[dict], back: Iterable[dict] = (),
+                     moved: Iterable[dict] = ()) -> list[int]:
         """Add a night's confirmed regressions (the report's alert details) to the open group of
         their suspect, opening one where none is, or reopening the group fixed within
-        REOPEN_DAYS that held the figure (it slipped back); then mark each figure judged back
-        tonight (`back`: report.figures.back_detail) and close as fixed each open group whose
-        figures are all back. Idempotent for a night. Returns the groups touched."""
+        REOPEN_DAYS that held the figure (it slipped back); add each figure flagged tonight that did
+        not alert (`moved`: report.figures.moved_detail) to the open group of the image it ran on,
+        where that group holds its benchmark already (it opens none); then mark each figure judged
+        back tonight (`back`: report.figures.back_detail; a key of None: whichever open group holds
+        it) and close as fixed each open group whose figures are all back. Idempotent for a night.
+        Returns the groups touched."""
         touched: set[int] = set()
         with Session(self.engine) as s, s.begin():
             for d in details:
@@ -41,11 +45,16 @@ class AlertGroups:
                 g.last_night = max(g.last_night, night)
                 self._add_figure(s, g, d, night)
                 touched.add(g.id)
+            for m in moved:
+                g = self._open_group(s, m["key"])
+                if g is not None and any(f.benchmark == m["benchmark"] for f in self._figures(s, g.id)):
+                    self._add_figure(s, g, m, night)
+                    touched.add(g.id)
             for b in back:
-                open_group = self._open_group(s, b["key"])
+                open_group = self._open_group(s, b["key"]) if b["key"] is not None else self._holding(s, b)
                 f = self._figure(s, open_group, b) if open_group is not None else None
                 if open_group is None or f is None or f.back_night is not None or f.last_night >= night:
-                    continue  # not in an open group, told already, or it alerted tonight
+                    continue  # not in an open group, told already, or it alerted (or was flagged) tonight
                 f.back_night = night
                 self._event(s, open_group.id, REPORT, "figures", None, None, f"back on {night}: {b['line']}")
                 touched.add(open_group.id)
@@ -169,6 +178,15 @@ class AlertGroups:
             AlertFigureRow.group_id == g.id, AlertFigureRow.benchmark == d["benchmark"],
             AlertFigureRow.gpus == d["gpus"], AlertFigureRow.precision == (d.get("precision") or DEFAULT_PRECISION),
             AlertFigureRow.metric == d["metric"])).first()
+
+    @staticmethod
+    def _holding(s: Session, d: dict) -> AlertGroupRow | None:
+        """The newest open group holding this figure not yet back."""
+        return s.scalars(select(AlertGroupRow).join(AlertFigureRow, AlertFigureRow.group_id == AlertGroupRow.id).where(
+            AlertGroupRow.state.in_(OPEN), AlertFigureRow.back_night.is_(None),
+            AlertFigureRow.benchmark == d["benchmark"], AlertFigureRow.gpus == d["gpus"],
+            AlertFigureRow.precision == (d.get("precision") or DEFAULT_PRECISION), AlertFigureRow.metric == d["metric"])
+            .order_by(AlertGroupRow.id.desc())).first()
 
     @staticmethod
     def _open_group(s: Session, key: str) -> AlertGroupRow | None:

@@ -14,17 +14,18 @@ from typing import Callable
 from scalebench.core.config import AlertConfig, Configs
 
 
-def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], ended: list[dict]
-                   ) -> list[tuple[int, str, dict]]:
+def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], ended: list[dict],
+                   moved: list[dict] = ()) -> list[tuple[int, str, dict]]:
     """One night's regressions into their alert groups, then one message per group that is owed
     one tonight: (group id, reason, message). A group is told once when it opens, again when it
     gains a benchmark, changes state (fixed included), has some figures back, or stays new for
-    remind_after_days; later nights of its figures add nothing."""
+    remind_after_days; later nights of its figures add nothing. `moved`: figures flagged tonight
+    that did not alert, which join their image's open group (so it is fixed only when they are back)."""
     from scalebench.analysis.alert_groups import owed
     from scalebench.core.alert_rules import group_key
     from scalebench.report.alert_messages import group_message
 
-    groups.record_night(night, details, ended)
+    groups.record_night(night, details, ended, moved)
     tonight: dict[str, list[dict]] = {}
     for d in details:
         tonight.setdefault(group_key(d.get("suspect"), d["benchmark"]), []).append(d)
@@ -130,7 +131,8 @@ def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *
     in_time = night["complete"] != deadline  # once per night, as the regressions are
     ended = night.get("fixed_details", []) if in_time else []
     grouped = {g["key"] for g in groups.groups(state="open")}
-    messages = group_messages(groups, cfg, label, regressions, ended)
+    moved = night.get("moved_details", []) if in_time else []
+    messages = group_messages(groups, cfg, label, regressions, ended, moved)
     start_bisects(groups, messages, cfg, images_of, trigger, profile)
     for group_id, reason, message in messages:
         main, *routes = cfg.for_group(message["group"]["benchmarks"], stack_of)

@@ -47,7 +47,8 @@ def write_report(**context) -> dict:
                   if rep.source == "scheduled"]  # a manual trial's failures break no night
         summaries.append({"night": night, "path": str(path), "complete": rep.complete, "missing": rep.missing,
                           "failed": failed, "alerts": rep.alerts, "alert_details": rep.alert_details,
-                          "fixed": rep.fixed, "fixed_details": rep.fixed_details})
+                          "fixed": rep.fixed, "fixed_details": rep.fixed_details,
+                          "moved_details": rep.moved_details})
     deadline = (str(context["dag_run"].run_type).split(".")[-1].lower() == "scheduled"
                 or bool(context["params"].get("deadline")))
     return {"nights": summaries, "deadline": deadline}
