@@ -54,6 +54,8 @@ a message that alerts does so on a night whose own figure is flagged)
   Regressed  a new change                                -> Regressed(candidate = change), judged:
     its level (its nights; on its first night with a decided A/B, the regressed level moved by
     the A/B's shift of new against previous) against base, confirmed by that A/B or `confirm` nights:
+    (an A/B that says "same": the regressed level with tonight's night, as measured, so nightly
+    images chain no estimates)
     back (a decided A/B is never vetoed by tonight's own night) -> Steady(base + its nights): fixed
     still flagged, moved >= magnitude towards base       -> Regressed(level, partly = it): partly fixed
     still flagged, no better                             -> Regressed(level = its level): still regressed
@@ -341,7 +343,10 @@ class Machine:
         tried = s.tried + (night.value,)
         regressed_level = statistics.median(s.level)
         decided = ev.ab is not None and ev.ab.verdict != "unknown"
-        if decided:  # tonight's A/B: new against previous, one host
+        same = decided and ev.ab is not None and ev.ab.verdict == "same"
+        if same:  # the same product as the regressed image: its night joins the regressed level as measured
+            level, confirmed, how = statistics.median(s.level + (night.value,)), True, "by tonight's A/B"
+        elif decided:  # tonight's A/B: new against previous, one host
             assert ev.ab is not None
             level, confirmed, how = regressed_level * (1 - d * ev.ab.change), True, "by tonight's A/B"
         else:
@@ -363,7 +368,8 @@ class Machine:
             note = f"regression ended with {c.text} ({its} fixed)"
             return (Steady(self.keep(s.base, tried), recent=Recent(b, night.date, "its regression ended")),
                     Move(FIXED, note, c, b, evidence=ev))
-        moved = (level,) if decided else tried
+        # an A/B's level is an estimate from one night's shift; "same" keeps the measured nights
+        moved = s.level + (night.value,) if same else (level,) if decided else tried
         if gain <= -g.magnitude:  # worse again by the gate: a regression of its own, on top
             note = f"{-gain * 100:.1f} % worse than {was} ({how}): a regression of its own"
             return Regressed(s.base, c, moved), Move(REGRESSION, note, c, c, evidence=ev)

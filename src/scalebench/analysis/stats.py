@@ -361,9 +361,11 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
     MLPerf's convergence check turned around: 1 GPU is the reference (olympic mean, the standard
     deviation of all its runs, n - 2 samples), and n GPUs needs more epochs when its olympic mean
     is above the most a one-sided pooled t-test at `alpha` accepts (n - 2 samples, the
-    reference's spread). Fewer repeats: Welch's one-sided t on the repeats that reached. Either
+    reference's spread) and the interval below lies wholly above 0, so a noisier n-GPU side alone
+    never reads as "more". Fewer repeats: Welch's one-sided t on the repeats that reached. Either
     way "as many" only from equivalence: the 1 - 2 alpha Welch interval of the difference, from
-    both sides' spread over every repeat that reached, inside ±margin."""
+    both sides' spread over every repeat that reached, inside ±margin (with no spread on either
+    side, the difference itself: equal sides are "as many")."""
     import numpy as np
     from scipy import stats as st
 
@@ -395,7 +397,12 @@ def epochs_to_target(one: list[int | None], other: list[int | None], alpha: floa
         rule, more, limit = "raw", p < alpha, None
         interval = welch_interval(a, b, 1 - 2 * alpha)
     assert interval is not None
-    ci = (interval[1], interval[2]) if interval[2] > interval[1] else None  # no spread on either side: no interval
+    # no spread on either side: the difference itself, a point (not where a side missed the target:
+    # a miss is a run slower than every other, no invented epoch)
+    ci = (interval[1], interval[2]) if interval[2] > interval[1] or not any(missed) else None
+    # "more" never from one side's spread alone: MLPerf's check where it applies, and the interval
+    # "as many" reads (both sides' spread) wholly above 0
+    more = more and ci is not None and ci[0] > 0
     kind = "more" if more else "same" if inside(ci, margin) else "not shown"
     return ConvergenceVerdict(kind, ma, mb, max(1, math.ceil(mb - ma)) if more else 0, p, n, missed, rule,
                               ci, limit, margin)
