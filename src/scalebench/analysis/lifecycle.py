@@ -38,7 +38,7 @@ a message that alerts does so on a night whose own figure is flagged)
            nights stayed within the gates: then none, except on the first night after a change no
            A/B cleared); `recent` counts only within RECENT_NIGHTS
   Steady   flagged, confirmed (reruns or `confirm` nights) -> Regressed(pin): regression ("no change
-           tonight; image C came 3 nights before and its A/B said same" where the pin is none)
+           at the step (date); image C came 3 nights before it and its A/B said same" where the pin is none)
   Steady   otherwise (held nights were noise: join base) -> Steady: -
   Testing  flagged and confirmed (A/B, reruns, nights)   -> Regressed(change; after two changes on
            consecutive nights with the first one flagged, that first one): regression
@@ -283,8 +283,8 @@ class Machine:
         if r.cleared != CLEARED_BY_AB and r.nights == 1:
             return Pin(r.change, f"the step came the night after {r.change.text}, which no A/B cleared")
         days = (night - since).days
-        return Pin(None, f"no change tonight; {r.change.text} came {days} night{'s' if days != 1 else ''} before "
-                         f"and {r.cleared}")
+        return Pin(None, f"no change at the step ({night}); {r.change.text} came {days} night{'s' if days != 1 else ''} "
+                         f"before it and {r.cleared}")
 
     def testing(self, s: Testing, night: Night) -> tuple[State, Move]:
         # after two changes on consecutive nights the A/B compares them, not the baseline: it clears nothing
@@ -299,7 +299,8 @@ class Machine:
         base = self.keep(s.base, s.held)  # flagged nights before were noise
         if ev.ab is not None and ev.ab.verdict == "unknown":
             return replace(s, base=base, held=()), Move(INCONCLUSIVE, suspect=c, evidence=ev)
-        if ev.improved or (ev.ab is not None and ev.ab.verdict == "better"):
+        same = ev.ab is not None and ev.ab.verdict == "same"  # the same product: a better night was the night's
+        if (ev.improved and not same) or (ev.ab is not None and ev.ab.verdict == "better"):
             better = s.better + (night.value,)
             if len(better) < self.gates.confirm:
                 return (replace(s, base=base, held=(), better=better),

@@ -52,7 +52,7 @@ def run_night(cells, night, store, cfg=AlertConfig(notifier="webhook")):
 
     rep = report(cells, night, store)
     groups = AlertGroups(store)
-    sent = group_messages(groups, cfg, night, rep.alert_details, rep.fixed_details)
+    sent = group_messages(groups, cfg, night, rep.alert_details, rep.fixed_details, rep.moved_details)
     for gid, reason, _ in sent:
         groups.mark_notified(gid, night, reason)
     return rep, [(gid, reason) for gid, reason, _ in sent], [doc for *_, doc in sent]
@@ -341,3 +341,28 @@ def test_a_group_a_person_set_fixed_while_a_figure_was_out_reopens_when_it_is_st
     g = groups.group(1)
     assert g["state"] == "triaged" and len(groups.groups()) == 1
     assert g["events"][-1]["note"].startswith("reopened: set fixed while this figure was not back; still regressed")
+
+
+def test_a_group_holds_the_figures_its_image_moved_and_is_fixed_only_when_they_are_back(store):
+    """Image B slows 2 GPUs by 10 % (alerts) and 4 GPUs by 6 % (flagged, never alerted on its own):
+    the 4-GPU figure joins B's group, so C fixing 2 GPUs alone leaves the group open; the 4-GPU
+    figure judged better by a later change is back, and the group is fixed."""
+    from scalebench.core.alert_rules import group_key
+    from scalebench.store.alert_groups import AlertGroups
+
+    groups = AlertGroups(store)
+    b = {"kind": "image", "text": "image t:b (was t:a)", "previous_image": "t:a", "new_image": "t:b"}
+    fig = {"benchmark": "x", "precision": "fp32", "metric": "images_per_s"}
+    alert = {**fig, "gpus": 2, "change": 0.1, "line": "2 GPUs 10 % slower", "suspect": b}
+    moved = {**fig, "gpus": 4, "change": 0.06, "line": "4 GPUs 6 % slower, flagged",
+             "key": group_key({"kind": "image", "new_image": "t:b"}, "x")}
+    elsewhere = {**moved, "benchmark": "y", "key": moved["key"]}  # a benchmark the group does not hold joins nothing
+    [gid] = groups.record_night("2026-11-01", [alert], moved=[moved, elsewhere])
+    assert {(f["benchmark"], f["gpus"]) for f in groups.group(gid)["figures"]} == {("x", 2), ("x", 4)}
+    fixed_2 = {**fig, "gpus": 2, "key": group_key(b, "x"), "verdict": "regression fixed", "line": "2 GPUs fixed by C"}
+    groups.record_night("2026-11-05", [], [fixed_2])
+    assert groups.group(gid)["state"] == "new"  # 4 GPUs is still out
+    better_4 = {**fig, "gpus": 4, "key": None, "verdict": "improvement", "line": "4 GPUs better with D"}
+    groups.record_night("2026-11-07", [], [better_4])
+    g = groups.group(gid)
+    assert g["state"] == "fixed" and all(f["back_night"] for f in g["figures"])

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from scalebench.analysis.lifecycle import MESSAGES, RECENT_NIGHTS
 from scalebench.analysis.regress import (ENDED, FIXED, NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED, REGRESSION,
+                                         classify_change,
                                          Gates, Series, SeriesKey, judge)
 
 KEY = SeriesKey("b", 4, "images_per_s")
@@ -158,3 +159,153 @@ def test_a_change_that_makes_a_lasting_regression_worse_is_a_regression_of_its_o
         assert again.night <= D0 + dt.timedelta(days=25)  # the A/B's night, or the next where it could not decide
         assert "% worse than image scalebench/torch:b" in again.note and again.alert
         assert all(j.blamed.new_image == "scalebench/torch:c" for j in js[26:])
+
+
+# images that change often (issue: nightly images judged, never absorbed)
+def series(levels, images, drivers=None, ab_on=(), cv=0.02, seed=0, previous_cells=None, pairs=5) -> Series:
+    """A figure from per-night `levels`, `images` and `drivers`; on the nights `ab_on` an A/B of
+    `previous_cells` + `pairs` cells of the night before's image and tonight's."""
+    rng = random.Random(seed)
+    points, prints, previous, reruns = [], {}, {}, {}
+    for t, (level, image) in enumerate(zip(levels, images)):
+        d = D0 + dt.timedelta(days=t)
+        points.append((d, 1000 * level * (1 + rng.gauss(0, cv))))
+        prints[d] = {**fp(image), "driver": (drivers or ["550"] * len(levels))[t]}
+        if t in ab_on:
+            previous[d] = [1000 * levels[t - 1] * (1 + rng.gauss(0, cv)) for _ in range(previous_cells or pairs)]
+            reruns[d] = [1000 * level * (1 + rng.gauss(0, cv)) for _ in range(pairs)]
+    return Series(KEY, points, reruns, prints, previous=previous)
+
+
+def every_night(nights: int) -> list[str]:
+    return [f"n{t}" for t in range(nights)]
+
+
+@pytest.mark.parametrize("step_at", [3, 12])
+def test_a_new_image_every_night_builds_a_baseline_and_its_step_is_named(step_at):
+    """A new image every night from the start, one of them 10 % slower: the baseline is built
+    across images (no night stays 'building' past min_history), the step is a regression blamed on
+    its own image on its night (its A/B), and nothing alerts before it."""
+    for seed in range(20):
+        levels = [0.9 if t >= step_at else 1.0 for t in range(24)]
+        # CV 1 %: the mechanics; false regressions with nightly images are the bench's count (bench/lifecycle.py)
+        js = judge(series(levels, every_night(24), ab_on=range(1, 24), seed=seed, cv=0.01))
+        assert all(j.state != "building" for j in js[G.min_history:]), [j.line() for j in js[:8]]
+        assert js[step_at].kind == REGRESSION and js[step_at].blamed.new_image == f"scalebench/torch:n{step_at}"
+        assert not any(j.alert for j in js[:step_at]) and all(j.state == "regressed" for j in js[step_at:])
+
+
+@pytest.mark.parametrize("after", [1, 2, 4])
+def test_an_image_regression_soon_after_a_driver_change_is_judged_by_its_ab(after):
+    """A driver change restarts the baseline; image B 10 % slower `after` nights later is a regression
+    named with B (its same-night A/B), never 'changed with image B; baseline restarted'."""
+    for seed in range(20):
+        n, b = 30, 20 + after
+        levels = [1.0] * 20 + [0.95] * after + [0.855] * (n - b)
+        images = ["a"] * b + ["b"] * (n - b)
+        drivers = ["550"] * 20 + ["560"] * (n - 20)
+        js = judge(series(levels, images, drivers, ab_on=(b,), seed=seed))
+        assert js[20].kind == "baseline restarted" and js[b].changed_with is None
+        assert js[b].kind == REGRESSION and js[b].blamed.new_image == "scalebench/torch:b", js[b].line()
+        assert "judged by its same-night A/B" in js[b].note and js[b].alert
+
+
+def test_a_change_on_a_short_baseline_without_an_ab_is_said_not_judged_and_wants_one():
+    from scalebench.analysis.regress import wants_ab
+
+    js = judge(series([1.0] * 4, ["a", "a", "b", "b"]))
+    j = js[2]
+    assert j.kind == "building baseline" and j.needs_ab and wants_ab(j) and j.baseline is None
+    assert "not judged: no A/B ran and the baseline holds 2 of 5 nights" in j.line()  # line() on a building night
+
+
+@pytest.mark.parametrize("later", [2, 4, 6])
+def test_a_step_after_an_image_its_ab_cleared_names_no_change(later):
+    """A harmless C (its A/B: same) then, `later` nights on, a 10 % step with no change: the
+    regression names no change and says which came before it; no bisection target."""
+    cleared = 0
+    for seed in range(20):
+        c, n = 24, 36
+        levels = [1.0] * (c + later) + [0.9] * (n - c - later)
+        js = judge(series(levels, ["a"] * c + ["c"] * (n - c), ab_on=(c,), seed=seed, pairs=8))  # the DAG's cap
+        if js[c].ab.verdict != "same":
+            continue  # an A/B that could not clear C: not this case
+        cleared += 1
+        assert js[c].kind == "no effect", js[c].line()
+        first = next(j for j in js if j.kind == REGRESSION)
+        assert first.blamed is None and first.night >= D0 + dt.timedelta(days=c + later), first.line()
+        k = js.index(first)
+        while js[k - 1].flagged:  # the held nights that the regression confirmed: the step began at the first
+            k -= 1
+        began = js[k].night
+        assert (f"no change at the step ({began}); image scalebench/torch:c (was scalebench/torch:a) came "
+                f"{(began - js[c].night).days} nights before it and its A/B said same") in first.note
+    assert cleared >= 15
+
+
+def test_a_step_the_night_after_a_change_no_ab_cleared_may_name_it():
+    js = judge(series([1.0] * 24 + [0.9] * 6, ["a"] * 23 + ["c"] * 7, seed=3))
+    first = next(j for j in js if j.kind == REGRESSION)
+    assert first.blamed is not None and first.blamed.new_image == "scalebench/torch:c", first.line()
+
+
+def test_a_rollback_to_the_exact_previous_image_is_fixed_by_its_ab_even_on_a_bad_night():
+    """B 10 % slower, then image A again with an A/B that decides: 'regression fixed' on that
+    night, never vetoed by the night's own value, never 'partly fixed' or 'ended by itself'."""
+    for seed in range(40):
+        levels, images = [1.0] * 20 + [0.9] * 4 + [1.0] * 8, ["a"] * 20 + ["b"] * 4 + ["a"] * 8
+        s = series(levels, images, ab_on=(24,), seed=seed, cv=0.01)
+        d = D0 + dt.timedelta(days=24)
+        s.points[24] = (d, s.points[24][1] * 0.93)  # tonight's own night looks 7 % worse: what made the A/B run
+        js = judge(s)
+        kinds = [j.kind for j in js[20:]]
+        assert js[24].kind == FIXED and PARTLY_FIXED not in kinds and ENDED not in kinds, js[24].line()
+        assert "again the build first measured on 2026-10-01" in js[24].note
+
+
+def test_a_partial_fix_that_then_comes_all_the_way_back_is_credited_fixed():
+    from scalebench.analysis.lifecycle import Machine, Night, Regressed
+
+    m, c = Machine(G, +1), classify_change(fp("b"), fp("c"))
+    state = Regressed(base=(1000.0,) * 10, change=classify_change(fp("a"), fp("b")), level=(900.0,) * 3, partly=c)
+    for t, v in enumerate([1001.0, 999.0]):
+        state, move = m.step(state, Night(D0 + dt.timedelta(days=t), v, None, (), (), (), before=1000.0))
+    assert move.verdict == FIXED and move.suspect == c and "judged partly fixed at first" in move.note
+
+
+def test_an_ab_with_too_few_previous_cells_lets_the_new_cells_count_as_reruns():
+    s = series([1.0] * 20 + [0.85] * 2, ["a"] * 20 + ["b"] * 2, ab_on=(20,), previous_cells=2, seed=1)
+    j = judge(s)[20]
+    assert j.ab is None and j.rerun is not None and j.confirmed_by_reruns, j.line()
+    assert "A/B with 2 previous-image cell(s), fewer than 5: tonight's 5 new-image cells judged as reruns" in j.line()
+
+
+def test_the_machine_step_is_pure():
+    from scalebench.analysis.lifecycle import Machine, Night, Steady
+
+    m = Machine(G, +1)
+    state, night = Steady(base=(1000.0,) * 10), Night(D0, 880.0, None, (), (), (), before=1000.0)
+    assert m.step(state, night) == m.step(state, night) and m.state == type(m.state)()
+
+
+def test_odd_fingerprints_are_judged_and_what_was_assumed_is_said():
+    """A night without an image digest, a tag moved back to an older build, two images alternating
+    night by night: every night judged, no traceback, the assumption in the line."""
+    images = ["a"] * 10 + ["b", "a"] * 5
+    s = series([1.0] * 20, images, ab_on=range(10, 20), seed=2)
+    d = D0 + dt.timedelta(days=5)
+    s.fingerprints[d] = {**s.fingerprints[d], "image_digest": ""}
+    js = judge(s)
+    assert "no image digest recorded tonight" in js[5].line() and all(j.line() for j in js)
+    assert "the image is again the build first measured on 2026-10-01" in js[11].line()
+    assert not any(j.alert for j in js)
+
+
+def test_the_judges_vocabulary_is_a_leaf_module():
+    import subprocess
+    import sys
+
+    code = ("import sys, scalebench.analysis.judgement; "
+            "assert not {'scalebench.analysis.lifecycle', 'scalebench.analysis.regress'} & set(sys.modules); "
+            "import scalebench.analysis.lifecycle; assert 'scalebench.analysis.regress' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
