@@ -311,7 +311,7 @@ TWO_FIGURES = {"2 GPUs": Scenario("2 GPUs: B -10 %, C fixes it", (seg(STEP_AT, "
 def group_told_fixed(figures: dict[str, list]) -> bool:
     """The alert group rule (scalebench.store.alert_groups.AlertGroups.record_night) on one
     benchmark's figures: B's group opens with a figure's alert blamed on B; a figure flagged
-    without alerting while it runs B joins it; a figure is back when it is judged fixed or ended
+    while it runs B joins it (also one whose alert blamed no change); a figure is back when it is judged fixed or ended
     (blamed on B) or better by a later change; the group is told fixed once every figure in it is back."""
     key, members, back = "sim:b", set(), set()
     for t in range(NIGHTS):
@@ -321,7 +321,8 @@ def group_told_fixed(figures: dict[str, list]) -> bool:
                 members.add(name)
                 back.discard(name)
         for name, j in tonight.items():
-            if members and j.flagged and not j.alert and j.image == key:
+            blamed_b = j.blamed is not None and j.blamed.new_image == key
+            if members and j.flagged and j.image == key and not (j.alert and blamed_b):
                 members.add(name)
                 back.discard(name)
         for name, j in tonight.items():

@@ -90,10 +90,15 @@ def ab_cells(source: PlannedCell, previous: str, start: int, pairs: int, devices
 
 
 def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates(), ab_pairs: int = 5,
-                image_available: Callable[[str], bool] = lambda ref: True) -> tuple[list[PlannedCell], list[str]]:
+                image_available: Callable[[str], bool] = lambda ref: True,
+                short_ab: Callable[[], tuple[float, dict[int, float]] | None] = lambda: None
+                ) -> tuple[list[PlannedCell], list[str]]:
     """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count,
     or, where the flag came with a new image, an A/B of `ab_pairs` pairs with the previous image
-    (`image_available(ref)`: whether the host's engine still has it). A weekly accuracy run reruns
+    (`image_available(ref)`: whether the host's engine still has it); an A/B too for each GPU
+    count whose new image cannot be judged from its history (a short baseline), within
+    `short_ab` (the minutes the night's budget leaves this benchmark for them, and each GPU
+    count's A/B minutes: core.plan; asked only when needed), largest GPU count first. A weekly accuracy run reruns
     nothing: its throughput has no nightly baseline."""
     if not planned or count < 1 or planned[0]["run_type"] == ACCURACY:
         return [], []
@@ -101,8 +106,22 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
     judged = _tonight(cells, gates, _night(planned))
     valid = {c["key"] for c in cells if c["figure"] is not None}
     out, flagged = [], []
+    short = sorted((n for n, j in judged.items() if wants_ab(j, gates) and not wants_rerun(j, gates)), reverse=True)
+    unfit: dict[int, str] = {}
+    budget = short_ab() if short else None
+    if budget is not None:
+        left, minutes = budget
+        for n in short:
+            if minutes.get(n, 0.0) <= left:
+                left -= minutes.get(n, 0.0)
+            else:
+                unfit[n] = (f"its A/B ({minutes[n]:.0f} min) does not fit what the night's budget leaves "
+                            f"({left:.0f} min): not judged tonight")
     for n, j in sorted(judged.items()):
         if not (wants_rerun(j, gates) or wants_ab(j, gates)):
+            continue
+        if n in unfit:
+            flagged.append(f"{j.line()}; {unfit[n]}")
             continue
         source = next((c for c in planned if c["gpus"] == n and c["key"] in valid), None)
         if source is None:

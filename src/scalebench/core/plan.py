@@ -68,6 +68,21 @@ class HostNight:
     cell_minutes: float = 0.0
     rerun_minutes: float = 0.0  # reserve: per benchmark, its reruns or A/B cells (the more) of its longest cell
     benchmarks: list[str] = field(default_factory=list)
+    # a night with a new image on a short baseline (a series' first nights, after a restart or an
+    # improvement): an A/B at every GPU count; per benchmark, minutes per GPU count
+    ab_counts: dict[str, dict[int, float]] = field(default_factory=dict)
+    ab_cells: int = 0
+
+    @property
+    def ab_minutes(self) -> float:
+        return sum(sum(m.values()) for m in self.ab_counts.values())
+
+    def ab_allowed(self, benchmark: str) -> float:
+        """Minutes of short-baseline A/Bs this benchmark may run tonight: its share (by its A/Bs'
+        minutes) of what the night's cells leave of the budget."""
+        mine = sum(self.ab_counts.get(benchmark, {}).values())
+        free = max(0.0, self.budget_minutes - self.cell_minutes)
+        return min(mine, free * mine / self.ab_minutes) if self.ab_minutes else 0.0
 
     @property
     def minutes(self) -> float:
@@ -151,6 +166,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         epochs, planned_repeats = bench.accuracy_cut() if weekly else (res.epochs, bench.schedule_repeats)
         basis = res.timing_basis(counts) or "unknown"
         longest = 0.0
+        per_count: dict[int, float] = {}
         for n, p in ((n, p) for n in counts for p in res.precision):
             for e in epochs:
                 row = plan_row(bid, res, host.name, n, p, e, repeats or planned_repeats, basis, stored)
@@ -161,6 +177,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 rows.append(row)
                 night.cell_minutes += row.seconds / 60
                 longest = max(longest, cell_s)
+                per_count[n] = max(per_count.get(n, 0.0), cell_s)
                 if cell_s > row.timeout_s:
                     problems.append(f"{bid} at {n} GPU(s), {e} epoch(s): estimated {cell_s / 60:.1f} min, above its "
                                     f"cell_timeout_minutes {res.cell_timeout_minutes:g}")
@@ -169,6 +186,9 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                                     f"{res.min_timed_steps}")
         # accuracy runs rerun nothing; a figure flagged on a new image runs an A/B of ab_pairs pairs
         night.rerun_minutes += 0.0 if weekly else max(bench.confirm_reruns, 2 * bench.ab_pairs) * longest / 60
+        if not weekly:
+            night.ab_counts[bid] = {n: 2 * bench.ab_pairs * s / 60 for n, s in per_count.items()}
+            night.ab_cells += 2 * bench.ab_pairs * len(per_count)
     if probe is not None and fleet.probe is not None and profile == "nightly":
         for host in fleet.hosts_of("gpu"):
             night = hosts.setdefault(host.name, HostNight(host.name, *budget))

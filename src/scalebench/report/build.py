@@ -97,7 +97,8 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
                if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER)],
         fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends]
         + [improved_detail(j) for j in tonight if j.kind == IMPROVEMENT],
-        moved_details=[moved_detail(j) for j in tonight if j.flagged and not j.alert and j.image],
+        moved_details=[moved_detail(j) for j in tonight if j.flagged and j.image  # alerted into another group too
+                       and not (j.alert and j.blamed is not None and j.blamed.new_image == j.image)],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
         alert_details=[alert_detail(j, what_changed(j.blamed)) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),

@@ -208,8 +208,8 @@ def back_detail(j: Judgement) -> dict:
 
 
 def moved_detail(j: Judgement) -> dict:
-    """A figure flagged tonight that did not alert, as data: it joins the open alert group of the
-    image it ran on, if its benchmark has one (the figures a change moved, not only those that alerted)."""
+    """A figure flagged tonight, as data: it joins the open alert group of the image it ran on, if
+    that group holds its benchmark (the figures a change moved, not only those whose alert blamed it)."""
     return {"key": group_key({"kind": "image", "new_image": j.image}, j.key.benchmark), "benchmark": j.key.benchmark,
             "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric, "change": j.change,
             "line": j.line()}

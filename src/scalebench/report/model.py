@@ -164,7 +164,7 @@ class Report:
     # still regressed), line}
     fixed: list[dict] = field(default_factory=list)
     fixed_details: list[dict] = field(default_factory=list)  # figures back tonight: figures.back_detail
-    moved_details: list[dict] = field(default_factory=list)  # flagged, not alerted: figures.moved_detail
+    moved_details: list[dict] = field(default_factory=list)  # flagged tonight: figures.moved_detail
     # what more GPUs would give (report.predictions.section): per series, 8 GPUs and two hosts; running errors
     predictions: dict = field(default_factory=dict)
     plots: tuple[str, ...] = PLOTS

@@ -32,8 +32,8 @@ class AlertGroups:
                      moved: Iterable[dict] = ()) -> list[int]:
         """Add a night's confirmed regressions (the report's alert details) to the open group of
         their suspect, opening one where none is, or reopening the group fixed within
-        REOPEN_DAYS that held the figure (it slipped back); add each figure flagged tonight that did
-        not alert (`moved`: report.figures.moved_detail) to the open group of the image it ran on,
+        REOPEN_DAYS that held the figure (it slipped back); add each figure flagged tonight
+        (`moved`: report.figures.moved_detail) to the open group of the image it ran on,
         where that group holds its benchmark already (it opens none); then mark each figure judged
         back tonight (`back`: report.figures.back_detail; a key of None: whichever open group holds
         it) and close as fixed each open group whose figures are all back. Idempotent for a night.
@@ -46,10 +46,10 @@ class AlertGroups:
                 self._add_figure(s, g, d, night)
                 touched.add(g.id)
             for m in moved:
-                g = self._open_group(s, m["key"])
-                if g is not None and any(f.benchmark == m["benchmark"] for f in self._figures(s, g.id)):
-                    self._add_figure(s, g, m, night)
-                    touched.add(g.id)
+                holder = self._open_group(s, m["key"])
+                if holder is not None and any(f.benchmark == m["benchmark"] for f in self._figures(s, holder.id)):
+                    self._add_figure(s, holder, m, night)
+                    touched.add(holder.id)
             for b in back:
                 open_group = self._open_group(s, b["key"]) if b["key"] is not None else self._holding(s, b)
                 f = self._figure(s, open_group, b) if open_group is not None else None

@@ -18,8 +18,8 @@ NEW = {"image": "scalebench/tensorflow:b", "image_ref": "scalebench/tensorflow:s
        "image_digest": "sha256:" + "b" * 64}
 
 
-def record(store, night, repeat, ips, image, role="measure", run_id=None, **over):
-    cell = sample_cell(gpus=1, repeat=repeat, run_id=run_id or f"scheduled__{night}", night=night,
+def record(store, night, repeat, ips, image, role="measure", run_id=None, gpus=1, **over):
+    cell = sample_cell(gpus=gpus, repeat=repeat, run_id=run_id or f"scheduled__{night}", night=night,
                        run_type="scheduled", role=role, **over)
     contract = sample_contract(cell)
     contract["provenance"].update(image)
@@ -104,3 +104,34 @@ def test_an_ab_whose_previous_image_did_not_run_says_so_and_is_judged_against_th
     [line] = v["confirmed"]  # five slow reruns against the baseline confirm it, as plain reruns would
     assert "; the previous image's cells have no valid result (image_missing): no A/B, judged against the baseline" \
         in line
+
+
+def short_baseline(store, gpus=(1, 2)):
+    """Two nights on image A, tonight on B at the same level, at each GPU count: a short baseline."""
+    for i in (2, 1):
+        for n in gpus:
+            record(store, (TONIGHT - dt.timedelta(days=i)).isoformat(), 1, 1000.0 * n, OLD, gpus=n)
+    return [record(store, TONIGHT.isoformat(), 1, 1000.0 * n, NEW, gpus=n, run_id="manual__tonight") for n in gpus]
+
+
+def test_a_new_image_on_a_short_baseline_gets_an_ab_at_every_gpu_count_though_nothing_looks_off(isolated_state):
+    store = Store()
+    planned = short_baseline(store)
+    cells, lines = plan_reruns(store, planned, 3, ab_pairs=5)
+    assert sorted({c["gpus"] for c in cells}) == [1, 2] and len(cells) == 20
+    assert all("not judged: no A/B ran and the baseline holds 2 of 5 nights" in line for line in lines), lines
+
+
+def test_short_baseline_abs_stay_within_what_the_nights_budget_leaves_largest_count_first(isolated_state):
+    store = Store()
+    planned = short_baseline(store)
+    asked = []
+
+    def budget():
+        asked.append(1)
+        return 25.0, {1: 20.0, 2: 20.0}  # room for one: 2 GPUs first
+
+    cells, lines = plan_reruns(store, planned, 3, ab_pairs=5, short_ab=budget)
+    assert {c["gpus"] for c in cells} == {2} and asked == [1]
+    [unfit] = [line for line in lines if "does not fit" in line]
+    assert "1 GPU" in unfit and "its A/B (20 min) does not fit what the night's budget leaves (5 min)" in unfit

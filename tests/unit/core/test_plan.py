@@ -163,3 +163,24 @@ def test_capped_cells_say_their_steps_in_the_label(gpu):
                          gpu_counts=[1])
     assert cells[0]["label"] == "1 GPU · bf16 · 5 epochs of 15 steps · repeat 1"
     assert sample_benchmark("x").resolved("nightly").timing_basis([1, 2, 3, 4]) == "throughput"
+
+
+def test_a_short_baseline_nights_abs_are_counted_and_shared_out_of_what_the_cells_leave(gpu, capsys, monkeypatch):
+    """A new image on a short baseline runs an A/B (ab_pairs pairs) at every GPU count: the plan
+    counts its cells and minutes per host, and each benchmark may spend its share of what the
+    night's cells leave of the budget (the DAG then runs the largest GPU counts first)."""
+    plan = night_plan(gpu.benchmarks, gpu.fleet, "nightly")
+    [host] = plan.hosts
+    for b, bench in gpu.benchmarks.items():
+        longest = {n: max(r.cell_s for r in plan.rows if r.benchmark == b and r.gpus == n) for n in (1, 2, 3, 4)}
+        assert host.ab_counts[b] == pytest.approx({n: 2 * bench.ab_pairs * s / 60 for n, s in longest.items()})
+    assert host.ab_cells == sum(2 * b.ab_pairs * 4 for b in gpu.benchmarks.values())
+    free = host.budget_minutes - host.cell_minutes
+    shares = {b: host.ab_allowed(b) for b in gpu.benchmarks}
+    assert sum(shares.values()) == pytest.approx(min(free, host.ab_minutes))
+    assert all(shares[b] <= sum(host.ab_counts[b].values()) + 1e-9 for b in shares)
+    monkeypatch.setattr(plan_command, "_stored_figures", lambda: [])
+    assert cli.main(["plan", "--profile", "nightly", "--fleet", str(GPU_FLEET)]) == 0
+    out = capsys.readouterr().out
+    assert "a new image on a short baseline (a series' first nights, after a restart or an improvement) adds an A/B" \
+           " at every GPU count: 120 cells" in out

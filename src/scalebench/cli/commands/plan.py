@@ -37,6 +37,13 @@ def cmd_plan(args, configs: Configs) -> Listing:
     notes = [f"host {h.host}: {h.minutes:.0f} min ({h.cell_minutes:.0f} cells + {h.rerun_minutes:.0f} rerun reserve) "
              f"of {h.budget_name} ({h.budget_minutes:g} min): {'fits' if h.fits else 'does NOT fit'}"
              for h in night.hosts]
+    notes += [f"host {h.host}: a new image on a short baseline (a series' first nights, after a restart or an "
+              f"improvement) adds an A/B at every GPU count: {h.ab_cells} cells, {round(h.ab_minutes)} min against "
+              f"{max(0.0, h.budget_minutes - h.cell_minutes):.0f} min the cells leave: "
+              + ("fits" if h.cell_minutes + h.ab_minutes <= h.budget_minutes else
+                 "the DAG runs the A/Bs that fit each benchmark's share, largest GPU count first; the rest are not "
+                 "judged that night")
+              for h in night.hosts if h.ab_minutes and args.profile == "nightly"]
     if assignment:
         notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" if b in assignment.hosts
                   else f"not assigned: {b}: {assignment.why[b]}" for b in sorted(benches)]

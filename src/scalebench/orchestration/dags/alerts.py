@@ -9,18 +9,18 @@ regressions go out anyway, and a night with benchmarks not recorded or cells wit
 result sends one broken-night alert naming them."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from scalebench.core.config import AlertConfig, Configs
 
 
 def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], ended: list[dict],
-                   moved: list[dict] = ()) -> list[tuple[int, str, dict]]:
+                   moved: Sequence[dict] = ()) -> list[tuple[int, str, dict]]:
     """One night's regressions into their alert groups, then one message per group that is owed
     one tonight: (group id, reason, message). A group is told once when it opens, again when it
     gains a benchmark, changes state (fixed included), has some figures back, or stays new for
-    remind_after_days; later nights of its figures add nothing. `moved`: figures flagged tonight
-    that did not alert, which join their image's open group (so it is fixed only when they are back)."""
+    remind_after_days; later nights of its figures add nothing. `moved`: figures flagged tonight,
+    which join their image's open group (so it is fixed only when they are back)."""
     from scalebench.analysis.alert_groups import owed
     from scalebench.core.alert_rules import group_key
     from scalebench.report.alert_messages import group_message

@@ -241,7 +241,8 @@ def plan_reruns(bench_id: str, planned: list[PlannedCell], context) -> list[Plan
     bench = Configs().benchmark(bench_id)
     k = bench.confirm_reruns
     reruns, flagged = plan(Store(), planned, k, gates_of(bench_id), ab_pairs=bench.ab_pairs,
-                           image_available=image_available if _cells_run_here() else lambda ref: True)
+                           image_available=image_available if _cells_run_here() else lambda ref: True,
+                           short_ab=lambda: short_ab_budget(bench_id, planned[0]["profile"]))
     for line in flagged:
         print(f"flagged, {k} reruns: {line}" if "A/B with the previous image" not in line else f"flagged, A/B: {line}")
     if flagged:
@@ -249,6 +250,33 @@ def plan_reruns(bench_id: str, planned: list[PlannedCell], context) -> list[Plan
     else:
         print("nothing looks regressed: no reruns")
     return reruns
+
+
+def short_ab_budget(bench_id: str, profile: str) -> tuple[float, dict[int, float]] | None:
+    """The minutes the night's plan (core.plan, over every benchmark on the assigned hosts) leaves
+    this benchmark for A/Bs of new images on short baselines, and each GPU count's A/B minutes;
+    None (no cap) where the plan cannot be made."""
+    import datetime as dt
+
+    from scalebench.core.config import ConfigError
+    from scalebench.core.plan import night_plan, stored_costs
+    from scalebench.store.results import Store
+
+    configs, store = Configs(), Store()
+    since = (dt.date.fromisoformat(nights.today()) - dt.timedelta(days=30)).isoformat()
+    try:
+        plan = night_plan(configs.benchmarks, configs.fleet, profile, stored=stored_costs(store.figures(since_night=since)),
+                          probe=configs.probe(), assigned={b: row["host"] for b, row in store.assignments().items()})
+    except ConfigError as exc:
+        print(f"no budget for A/Bs on short baselines (the plan: {exc}): every one runs")
+        return None
+    host = next((h for h in plan.hosts if bench_id in h.ab_counts), None)
+    if host is None:
+        return None
+    allowed = host.ab_allowed(bench_id)
+    print(f"A/Bs of new images on short baselines: {allowed:.0f} of {sum(host.ab_counts[bench_id].values()):.0f} min "
+          f"fit host {host.host}'s night ({host.budget_minutes:g} min budget, {host.cell_minutes:.0f} min of cells)")
+    return allowed, host.ab_counts[bench_id]
 
 
 def gates_of(bench_id: str):
