@@ -51,7 +51,9 @@ a message that alerts does so on a night whose own figure is flagged)
   Regressed  back (within the gates, nearer the level before), not yet confirmed -> Regressed(back + v): back
   Regressed  back for `confirm` nights, or reruns equal the base -> Steady: ended (no change since),
            or fixed (credited to the change judged a partial fix, `partly`)
-  Regressed  a new change                                -> Regressed(candidate = change), judged:
+  Regressed  a new change                                -> Regressed(candidate = change), judged
+    (a change the night after a candidate whose nights wait, on the same side of the two levels
+    tonight and with no A/B: that candidate's run goes on, so nightly images can be confirmed as a fix):
     its level (its nights; on its first night with a decided A/B, the regressed level moved by
     the A/B's shift of new against previous) against base, confirmed by that A/B or `confirm` nights:
     (an A/B that says "same": the regressed level with tonight's night, as measured, so nightly
@@ -205,7 +207,7 @@ class Machine:
                 return self.building(state, night)
             state = Steady(state.base, recent=state.recent)
         if change:
-            state = self.begin(state, change, night.date)
+            state = self.begin(state, change, night)
         match state:
             case Steady():
                 return self.steady(state, night)
@@ -217,18 +219,24 @@ class Machine:
                 return self.candidate(state, night)
         raise AssertionError(state)
 
-    @staticmethod
-    def begin(state: State, change: Change, night: dt.date) -> State:
+    def begin(self, state: State, change: Change, night: Night) -> State:
         """A change under test: judged against the baseline before it; while a regression lasts,
-        as a fix against the level before that regression."""
+        as a fix against the level before that regression. A change on the night after another
+        whose nights wait to be confirmed continues that one's run where tonight agrees with it
+        (both back, or both not) and no A/B ran tonight (an A/B judges tonight's change itself):
+        with a new image every night a candidate never has two nights of its own, so the run's
+        first change is the one judged (and credited)."""
         match state:
+            case Regressed(candidate=Change(), tried=(_, *_)) if not night.previous and (
+                    self.nearer_before(statistics.median(state.tried), state) == self.nearer_before(night.value, state)):
+                return state
             case Regressed():
                 return replace(state, candidate=change, tried=(), back=())
             case Testing() if state.held:  # the step may have come with the change before: it stays the suspect
-                return Testing(state.base, change, state.held, earlier=state.earlier or state.change, since=night,
+                return Testing(state.base, change, state.held, earlier=state.earlier or state.change, since=night.date,
                                flags=state.flags)
             case _:  # nights waiting on an undecided change, or flagged before it, join nothing and count for nothing
-                return Testing(state.base, change, since=night)
+                return Testing(state.base, change, since=night.date)
 
     # the states' moves
     def building(self, s: Building, night: Night) -> tuple[State, Move]:

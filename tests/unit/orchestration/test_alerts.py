@@ -164,9 +164,10 @@ def test_the_nightly_report_dag_sends_a_confirmed_regression_to_the_webhook(rece
 MMDET = ("frcnn_mmdet_voc2007", "maskrcnn_mmdet_voc2012")
 
 
-def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int) -> None:
+def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int, nightly: bool = False) -> None:
     """Two benchmarks of one image line, 1-4 GPUs a night: image a, then b (2-4 GPUs 15 % slower
-    from night `b_from`), then c (back at a's level from night `c_from`)."""
+    from night `b_from`), then c (back at a's level from night `c_from`); `nightly`: a new image
+    every night (tag nightly-MMDD, its own digest) built from a's, then b's, then c's code."""
     rng = random.Random(5)
     for i in range(nights):
         day = (first + dt.timedelta(days=i)).isoformat()
@@ -177,7 +178,8 @@ def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int) -> 
                 cell = sample_cell(gpus, 1, run_id=run_id, dag_id=f"scalebench_{bench}", benchmark=bench,
                                    run_type="scheduled", night=day)
                 c = sample_contract(cell)
-                c["provenance"].update(image=f"scalebench/mmdet:{tag}", image_digest="sha256:" + tag * 64)
+                name = f"nightly-{day[5:7]}{day[8:]}" if nightly else tag
+                c["provenance"].update(image=f"scalebench/mmdet:{name}", image_digest="sha256:" + (name * 64)[:64])
                 c["system"].update(framework="pytorch", framework_version={"a": "2.5", "b": "2.6", "c": "2.6.1"}[tag])
                 slow = 0.85 if tag == "b" and gpus > 1 else 1.0
                 c["timing"]["images_per_s"] = 100.0 * gpus * slow * (1 + rng.gauss(0, 0.01))
@@ -188,10 +190,12 @@ def seed_month(store, first: dt.date, nights: int, b_from: int, c_from: int) -> 
 
 @pytest.mark.slow
 def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happened(receiver, tmp_path):
-    """An image slows 3 GPU counts of two benchmarks: one group, one message on its first alert,
-    none the next night, a reminder three days later while it is new, one when a person triages
-    it (`scalebench alerts set`), one when image c's fix is confirmed (its second night, every
-    figure back); counted at the webhook."""
+    """A new image every night (the normal case for a team that rebuilds nightly), no A/B: the
+    baseline builds across images; the build of night 25 slows 3 GPU counts of two benchmarks:
+    one group named by that build, one message on its first alert, none the next night, a
+    reminder three days later while it is new, one when a person triages it (`scalebench alerts
+    set`), one when the fixing build's nights confirm it (the build of night 33 and the next,
+    every figure back); counted at the webhook."""
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
     from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
@@ -209,7 +213,7 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     prepare_homes(env)
     first = dt.date(2026, 10, 1)
     store = Store(f"sqlite:///{home / 'results.db'}")
-    seed_month(store, first, 35, b_from=25, c_from=33)
+    seed_month(store, first, 35, b_from=25, c_from=33, nightly=True)
     said = {}
     for i in (26, 27, 29, 30, 34):
         night = (first + dt.timedelta(days=i)).isoformat()
@@ -229,8 +233,8 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     new = next(m["body"] for m in receiver.received if m["path"] == "/alerts")
     assert {(a["benchmark"], a["gpus"]) for a in new["alerts"] if a["metric"] == "images_per_s"} == \
         {(b, g) for b in MMDET for g in (2, 3, 4)}
-    assert new["group"]["benchmarks"] == sorted(MMDET) and "image scalebench/mmdet:b" in new["text"]
-    assert "regression ended with image scalebench/mmdet:c" in receiver.received[-1]["body"]["text"]
+    assert new["group"]["benchmarks"] == sorted(MMDET) and "image scalebench/mmdet:nightly-1026" in new["text"]
+    assert "regression ended with image scalebench/mmdet:nightly-1103" in receiver.received[-1]["body"]["text"]
     assert len(receiver.received) == 8  # four messages, each to the main channel and the route
     [group] = AlertGroups(store).groups()
     assert (group["state"], group["owner"]) == ("fixed", "dana")
