@@ -455,13 +455,14 @@ class Judge:
               previous: Sequence[float] = (), reruns: Sequence[float] = (), invalid: bool = False,
               peek: bool = False) -> Judgement:
         value = raw / factor if factor else raw
+        fingerprint, assumed = self.completed(fingerprint)
         change = classify_change(self.last_print, fingerprint, self.machine.gates)
         factored = tuple(r / factor if factor else r for r in reruns)
         night = Night(date, value, change, tuple(previous), factored, tuple(reruns), invalid, self.host, self.last)
         state, move = self.machine.step(self.machine.state, night)
         j = self.judgement(night, move, state, factor)
         j.image = (fingerprint or {}).get("image_ref") or (fingerprint or {}).get("image")
-        assumed = self.assumed(fingerprint, change, date)
+        assumed = assumed or self.returned(fingerprint, change)
         if assumed:
             j.note = f"{j.note}; {assumed}" if j.note else assumed
         if not peek:
@@ -473,10 +474,21 @@ class Judge:
                 self.digests.setdefault(digest, date)
         return j
 
-    def assumed(self, fingerprint: dict | None, change: Change | None, date: dt.date) -> str:
-        """What tonight's judgement assumed of an incomplete or unusual fingerprint, in words."""
-        if fingerprint is not None and "image_digest" in fingerprint and not fingerprint["image_digest"]:
-            return "no image digest recorded tonight: the image is known by its reference alone"
+    def completed(self, fingerprint: dict | None) -> tuple[dict | None, str]:
+        """A fingerprint without an image digest (missing or empty) under the same reference as the
+        night before is taken as the same build, and said; under another reference, the reference
+        alone tells the change."""
+        if not fingerprint or fingerprint.get("image_digest"):
+            return fingerprint, ""
+        before = self.last_print or {}
+        if before.get("image_digest") and before.get("image") == fingerprint.get("image"):
+            return ({**fingerprint, "image_digest": before["image_digest"]},
+                    "no image digest recorded tonight: assumed the build of the night before (same reference)")
+        rest = {k: v for k, v in fingerprint.items() if k != "image_digest"}
+        return rest, "no image digest recorded tonight: the image is known by its reference alone"
+
+    def returned(self, fingerprint: dict | None, change: Change | None) -> str:
+        """Said when tonight's image is a build measured before (a tag moved back to an older digest)."""
         digest = (fingerprint or {}).get("image_digest")
         if change is not None and change.kind == "image" and digest in self.digests:
             return f"the image is again the build first measured on {self.digests[digest]} (its digest)"

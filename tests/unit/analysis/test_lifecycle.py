@@ -295,8 +295,12 @@ def test_odd_fingerprints_are_judged_and_what_was_assumed_is_said():
     s = series([1.0] * 20, images, ab_on=range(10, 20), seed=2)
     d = D0 + dt.timedelta(days=5)
     s.fingerprints[d] = {**s.fingerprints[d], "image_digest": ""}
+    s.fingerprints[d + dt.timedelta(days=1)] = {k: v for k, v in s.fingerprints[d].items() if k != "image_digest"}
     js = judge(s)
-    assert "no image digest recorded tonight" in js[5].line() and all(j.line() for j in js)
+    for j in js[5:7]:  # empty, then missing: the same build as the night before, said; no change judged
+        assert "no image digest recorded tonight: assumed the build of the night before" in j.line(), j.line()
+        assert j.suspect is None and j.kind is None
+    assert all(j.line() for j in js)
     assert "the image is again the build first measured on 2026-10-01" in js[11].line()
     assert not any(j.alert for j in js)
 
