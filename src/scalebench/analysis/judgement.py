@@ -76,6 +76,7 @@ class Gates:
     window: int = 20          # trailing scheduled nights in the baseline
     min_history: int = 5      # nights needed before anything is judged
     confirm: int = 2          # consecutive flagged nights before an alert, when there are no reruns
+    confirm_end: int = 3      # nights back, with no change since, before a regression ended by itself
     rerun_z: float = 1.5      # the DAG reruns a figure this far off ...
     rerun_magnitude: float = 0.03  # ... and at least this much worse (raw, before the night factor)
     rerun_alpha: float = 0.01  # one-sided Mann-Whitney U, reruns vs baseline

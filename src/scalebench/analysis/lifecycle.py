@@ -47,9 +47,9 @@ a message that alerts does so on a night whose own figure is flagged)
   Testing  improved `confirm` nights                     -> Building(better nights): improvement
   Testing  otherwise (within the gates, or an A/B "same") -> Steady(recent = change): no effect
   Regressed  flagged (after a quiet night: confirmed again) -> Regressed(level + v): regression (flagged)
-  Regressed  not flagged, nearer the regressed level     -> Regressed(quiet): -
+  Regressed  not flagged, nearer the regressed level     -> Regressed(level + v, quiet): -
   Regressed  back (within the gates, nearer the level before), not yet confirmed -> Regressed(back + v): back
-  Regressed  back for `confirm` nights, or reruns equal the base -> Steady: ended (no change since),
+  Regressed  back for `confirm_end` nights, or reruns equal the base -> Steady: ended (no change since),
            or fixed (credited to the change judged a partial fix, `partly`)
   Regressed  a new change                                -> Regressed(candidate = change), judged
     (a change the night after a candidate whose nights wait, on the same side of the two levels
@@ -58,7 +58,10 @@ a message that alerts does so on a night whose own figure is flagged)
     the A/B's shift of new against previous) against base, confirmed by that A/B or `confirm` nights:
     (an A/B that says "same": the regressed level with tonight's night, as measured, so nightly
     images chain no estimates)
-    back (a decided A/B is never vetoed by tonight's own night) -> Steady(base + its nights): fixed
+    back (by a decided A/B: the regression's gap less the least gain its interval allows is under
+    the gate, whatever tonight's own night, and where only its estimate is back the nights
+    decide; over nights: within the gates, nearer the level before, tonight not 5 % worse)
+                                                          -> Steady(base + its nights): fixed
     still flagged, moved >= magnitude towards base       -> Regressed(level, partly = it): partly fixed
     still flagged, no better                             -> Regressed(level = its level): still regressed
     worse than the regressed level by the gate           -> Regressed(change = it): regression
@@ -328,11 +331,15 @@ class Machine:
         if ev.flagged:  # after a quiet night, confirmed again as at first (reruns or the next night)
             kind = FLAGGED if s.quiet and not ev.confirmed else REGRESSION
             return replace(s, level=s.level + (v,), back=(), quiet=False), Move(kind, suspect=b, blamed=b, evidence=ev)
-        if ev.confirmed is not False and (ev.delta >= self.gates.magnitude or not self.nearer_before(v, s)):
-            # between the two levels: neither back nor the regressed level (which only flagged nights make)
-            return replace(s, back=(), quiet=True), Move(suspect=b, blamed=b, evidence=ev)
+        if (ev.confirmed is not False and ev.delta >= self.gates.magnitude) or not self.nearer_before(v, s):
+            # nearer the regressed level, not flagged: it alerts nothing but joins the regressed level
+            # (made of flagged nights alone, that level sits below the truth and the midpoint with it:
+            # a 6 % step's ordinary nights then passed for "back"); reruns that clear such a night
+            # do not end it (night after night, a 6 % step is cleared at the 5 % margin sooner or later)
+            return replace(s, level=s.level + (v,), back=(), quiet=True), Move(suspect=b, blamed=b, evidence=ev)
         back = s.back + (v,)
-        if len(back) < self.gates.confirm and ev.confirmed is not False:
+        # with no change to credit, nights alone say it ended: one night more than a change needs
+        if len(back) < (self.gates.confirm if s.partly else self.gates.confirm_end) and ev.confirmed is not False:
             return replace(s, back=back, quiet=True), Move(BACK, "back within the gates: to be confirmed by the next "
                                                                  "night", b, b, evidence=ev)
         recent = Recent(b, night.date, "its regression ended")
@@ -362,10 +369,17 @@ class Machine:
             level, confirmed, how = statistics.median(tried), len(tried) >= g.confirm, f"over {len(tried)} night(s)"
         med = statistics.median(s.base[-g.window:])
         delta = -d * (level - med) / abs(med) if med else 0.0
-        # never "fixed" over nights while tonight is this much worse; a decided A/B is not vetoed by
-        # tonight's own night (the A/B ran because that night looked worse)
-        back = not (delta >= g.magnitude and -d * robust_z(level, list(s.base[-g.window:])) >= g.z) \
-            and self.nearer_before(level, s) and (decided or ev.delta < g.magnitude)
+        if decided and not same:  # back when even the least gain the A/B allows leaves less than the gate to go
+            assert ev.ab is not None
+            gap = -d * (regressed_level - med) / abs(med) if med else 0.0
+            interval = ev.ab.interval()
+            back = interval is not None and gap + interval[1] < g.magnitude
+            if not back and delta < g.magnitude and self.nearer_before(level, s):
+                # its estimate is back, its interval not yet: the nights decide, never "partly fixed"
+                back, confirmed, level, how = True, False, statistics.median(tried), f"over {len(tried)} night(s)"
+        else:  # never "fixed" over nights while tonight is this much worse
+            back = not (delta >= g.magnitude and -d * robust_z(level, list(s.base[-g.window:])) >= g.z) \
+                and self.nearer_before(level, s) and ev.delta < g.magnitude
         gain = d * (level - regressed_level) / abs(regressed_level) if regressed_level else 0.0
         was, its = (b.text, f"{b.text}'s regression") if b else ("the regressed level", "the regression")
         if not confirmed:
