@@ -59,7 +59,7 @@ MESSAGES: dict[str, Message] = {
     IMPROVEMENT: Message("a change confirmed better: its level starts a new baseline"),
     NO_EFFECT: Message("a change within the gates of the baseline before it"),
     BACK: Message("a regressed figure back within the gates of the level before it, to be confirmed", pending=True),
-    ENDED: Message("back for the confirming nights with no change since the regression: ended by itself",
+    ENDED: Message("back for confirm_end nights with no change since the regression: ended by itself",
                    ends=True),
     FIXED: Message("a change that came while the regression lasted brought the figure back", ends=True),
     PARTLY_FIXED: Message("a change moved the figure at least the magnitude gate towards the level before the "
