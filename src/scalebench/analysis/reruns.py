@@ -140,6 +140,11 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
                            f"{ab_pairs} + {ab_pairs} cells")
             out += ab_cells(source, previous, 1, ab_pairs, devices)
             continue
+        if not wants_rerun(j, gates):  # a short baseline: only an A/B judges it, reruns would not
+            if previous:
+                flagged.append(f"{j.line()}; the previous image {previous} is gone from this engine: no A/B, and a "
+                               "short baseline cannot judge reruns: not judged tonight")
+            continue
         if previous:
             flagged.append(f"{j.line()}; the previous image {previous} is gone from this engine: no A/B, judged "
                            "against the baseline (reruns, then a second night)")

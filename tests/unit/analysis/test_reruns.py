@@ -135,3 +135,11 @@ def test_short_baseline_abs_stay_within_what_the_nights_budget_leaves_largest_co
     assert {c["gpus"] for c in cells} == {2} and asked == [1]
     [unfit] = [line for line in lines if "does not fit" in line]
     assert "1 GPU" in unfit and "its A/B (20 min) does not fit what the night's budget leaves (5 min)" in unfit
+
+
+def test_a_short_baseline_whose_previous_image_is_gone_runs_nothing_and_says_so(isolated_state):
+    store = Store()
+    planned = short_baseline(store, gpus=(1,))
+    cells, [line] = plan_reruns(store, planned, 3, ab_pairs=5, image_available=lambda ref: False)
+    assert cells == [] and line.endswith(f"the previous image {OLD['image_ref']} is gone from this engine: no A/B, "
+                                         "and a short baseline cannot judge reruns: not judged tonight"), line
