@@ -185,11 +185,22 @@ gpu-check-wheels:  # here, with PyPI: the kit's dependencies for a GPU host with
 gpu-check:  # on a GPU host: NVML pre-flight, UNet under torchrun/NCCL, NVML sampling; in the built GPU image where Docker is, else natively
 	deploy/gpu-check/run.sh $(or $(GPU_CHECK_OUT),$(STATE)/gpu-check)
 
-test: venv images browser airflow-db
-	containers/build.sh torch gpu  # the PyTorch GPU image, built and checked on CPU (tests/integration/images/test_gpu_images.py)
-	deploy/build-images.sh postgres  # the lease and store tests on PostgreSQL
-	deploy/stack.sh install  # Docker Compose: a test reads the stack's resolved config
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+# each step of make test timed into $(PHASES) (seconds; .ci/run prints them): what outside pytest costs
+PHASES := $(STATE)/test-phases.txt
+timed = s=$$(date +%s); $(2); rc=$$?; echo "$(1) $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
+test:
+	@mkdir -p $(STATE) && rm -f $(PHASES)
+	@$(call timed,venv,$(MAKE) --no-print-directory venv)
+	@$(call timed,docker engine,$(MAKE) --no-print-directory docker)
+	@$(call timed,CPU images,$(MAKE) --no-print-directory images)
+	@$(call timed,browser,$(MAKE) --no-print-directory browser)
+	@$(call timed,Airflow and results databases,$(MAKE) --no-print-directory airflow-db)
+	@# the PyTorch GPU image, built and checked on CPU (tests/integration/images/test_gpu_images.py)
+	@$(call timed,PyTorch GPU image,containers/build.sh torch gpu)
+	@$(call timed,PostgreSQL image,deploy/build-images.sh postgres)  # the lease and store tests on PostgreSQL
+	@$(call timed,Docker Compose,deploy/stack.sh install)  # a test reads the stack's resolved config
+	@s=$$(date +%s); $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	  echo "pytest $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
 
 lock:
 	rm -rf /tmp/scalebench-lock && $(PYTHON) -m venv /tmp/scalebench-lock
