@@ -248,7 +248,7 @@ class Machine:
         g, v, c = self.gates, night.value, night.change
         recent = replace(s.recent, nights=s.recent.nights + 1) if s.recent else None
         have = f"the baseline holds {len(s.base)} of {g.min_history} nights"
-        if c is None:
+        if c is None or not s.base:  # nothing to weigh against yet
             return Building(s.base + (v,), recent), Move(BUILDING, f"building baseline ({have})")
         ev = self.weigh(night, s.base, c)
         verdict = ev.ab.verdict if ev.ab is not None and not night.invalid else None
