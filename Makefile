@@ -187,6 +187,7 @@ gpu-check:  # on a GPU host: NVML pre-flight, UNet under torchrun/NCCL, NVML sam
 
 # each step of make test timed into $(PHASES) (seconds; .ci/run prints them): what outside pytest costs
 PHASES := $(STATE)/test-phases.txt
+TEST_WORKERS ?= 2  # pytest-xdist workers, one per core; a unit (module, tests/system) runs whole on one (tests/support/workers.py)
 timed = s=$$(date +%s); $(2); rc=$$?; echo "$(1) $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
 test:
 	@mkdir -p $(STATE) && rm -f $(PHASES)
@@ -199,7 +200,7 @@ test:
 	@$(call timed,PyTorch GPU image,containers/build.sh torch gpu)
 	@$(call timed,PostgreSQL image,deploy/build-images.sh postgres)  # the lease and store tests on PostgreSQL
 	@$(call timed,Docker Compose,deploy/stack.sh install)  # a test reads the stack's resolved config
-	@s=$$(date +%s); $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS); rc=$$?; \
+	@s=$$(date +%s); $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
 	  echo "pytest $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
 
 lock:
