@@ -25,7 +25,7 @@ from tests.support.test_images import REPO, build_tag, remove_images
 
 BENCH = "imaged"
 DAG = f"scalebench_{BENCH}"
-HOLD_S, STEP_S = 2.0, 0.5  # four steps of 0.5 s (two of them warm-up)
+HOLD_S, STEP_S = 1.0, 0.25  # four steps of 0.25 s (two of them warm-up)
 SLOW = 1.25                # a step takes 1.25 times as long: throughput 20 % lower
 TAGS = {"sbtest-1": (1.0, False), "sbtest-2": (1.0, False), "sbtest-3": (SLOW, True), "sbtest-4": (SLOW, True),
         "sbtest-5": (SLOW, True)}
