@@ -33,6 +33,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
     doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m trainers.resnet50_keras; "
                                                    "echo 'NCCL error: unhandled system error' >&2; exit 1"])
+    doc["profiles"]["smoke"]["epochs"] = [1]  # the 1-GPU cell only has to be valid beside the failing one
     (tree / "benchmarks" / "flaky.yaml").write_text(yaml.safe_dump(doc))
     # a benchmark whose real dataset is absent: its check_dataset fails before any cell starts
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
@@ -57,7 +58,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
         (tmp_path / "dags-test-nodata.log").write_text(det_log)
         det_ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_nodata/dagRuns/~/taskInstances")
     assert "state=failed" in log, log[-4000:]
-    reason = ("cell g2-fp32-e3-r1 (2 GPUs · fp32 · 3 epochs · repeat 1) attempt 1 failed: communication_error, exit code 1 "
+    reason = ("cell g2-fp32-e1-r1 (2 GPUs · fp32 · 1 epoch · repeat 1) attempt 1 failed: communication_error, exit code 1 "
               "(transient): collective communication failed (NCCL error: unhandled system error)")
     assert reason in log
     # the reason line comes right after the folded container output, then the output tail
@@ -67,8 +68,8 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     assert failed == [("check_cells", -1), ("local_2gpu.train", 0)]
     [failed_ti] = [t for t in ti["task_instances"] if t["task_id"] == "local_2gpu.train"]
     assert failed_ti["task_id"] == "local_2gpu.train" and failed_ti["note"] == reason
-    assert failed_ti["rendered_map_index"] == "2 GPUs · fp32 · 3 epochs · repeat 1"
-    assert "1 of 2 cells have no valid result: 2 GPUs · fp32 · 3 epochs · repeat 1: failed (communication_error)" in log
+    assert failed_ti["rendered_map_index"] == "2 GPUs · fp32 · 1 epoch · repeat 1"
+    assert "1 of 2 cells have no valid result: 2 GPUs · fp32 · 1 epoch · repeat 1: failed (communication_error)" in log
     with sqlite3.connect(home / "airflow" / "airflow.db") as db:
         states = dict(db.execute("select task_id || ':' || map_index, state from task_instance").fetchall())
     assert states["local_1gpu.train:0"] == states["record:-1"] == "success"
@@ -76,7 +77,7 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
     assert rc == 0, out
     text = (tmp_path / "report" / "report.md").read_text()
-    assert "- flaky (fp32): 2 GPUs · fp32 · 3 epochs · repeat 1: failed (communication_error)" in text
+    assert "- flaky (fp32): 2 GPUs · fp32 · 1 epoch · repeat 1: failed (communication_error)" in text
     assert "| flaky | fp32 | train time | – | – | 100.0% |" in text  # precision and recall verdicts need the 2-GPU cell
 
     # a failed task before the cells: every planned cell is failed with its reason, and its note says why
