@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import re
+import shutil
 
 import pytest
 
@@ -27,9 +28,24 @@ def open_app():
     return TestClient(app, root_path="/scalebench")
 
 
+@pytest.fixture(scope="module")
+def seeded_home(tmp_path_factory, upgraded_store_file):
+    """The seeded nights and their reports made once per module (seconds of summaries and reports)."""
+    home = tmp_path_factory.mktemp("seeded") / "state"
+    home.mkdir()
+    shutil.copy(upgraded_store_file, home / "results.db")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SCALEBENCH_HOME", str(home))  # (made before each test's own isolated_state)
+        mp.delenv("SCALEBENCH_STORE_URL", raising=False)
+        return home, seed_nights(Store())
+
+
 @pytest.fixture
-def nights(isolated_state):
-    return seed_nights(Store())
+def nights(isolated_state, seeded_home):
+    """A copy of the seeded state folder for this test (a test may change it)."""
+    home, facts = seeded_home
+    shutil.copytree(home, isolated_state, dirs_exist_ok=True)
+    return facts
 
 
 def test_the_history_page_embeds_every_nights_summary_with_its_marks_and_loads_only_vendored_scripts(nights):
