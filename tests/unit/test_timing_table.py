@@ -8,3 +8,40 @@ def test_a_test_is_counted_in_its_files_folder_and_the_table_is_sorted_by_time()
     lines = folder_table({"tests/unit": [10.0, 4], "tests/integration/dags": [30.0, 2]})
     assert lines[0].split() == ["30.0", "s", "75.0%", "2", "tests", "tests/integration/dags"]
     assert lines[1].split() == ["10.0", "s", "25.0%", "4", "tests", "tests/unit"]
+
+
+def cost_table_module():
+    import importlib.util
+
+    from tests.support import ROOT
+
+    spec = importlib.util.spec_from_file_location("cost_table", ROOT / ".ci" / "cost-table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOG = """CI steps: venv (new clone) 25 s
+CI steps: lint (beside the tests) 16 s
+CI steps: CPU images 360 s
+CI steps: pytest 1500 s
+CI took 1900 s
+================ time per test folder (setup + call + teardown) ================
+   508.0 s  60.0%    10 tests  tests/integration/dags
+   338.7 s  40.0%   143 tests  tests/unit/orchestration
+========== slowest 50 durations ==========
+1098 passed, 13 skipped, 2 warnings in 1499.60s (0:24:59)
+"""
+
+
+def test_the_cost_table_has_every_step_and_folder_of_the_one_log_it_reads():
+    import pytest
+
+    text = cost_table_module().table(LOG, "cold, commit abc")
+    assert text.startswith("One run of `.ci/run` (cold, commit abc): **31.7 min** in all, pytest 25.0 min wall "
+                           "(1098 passed, 13 skipped).")
+    assert "| venv (new clone) | 25 |\n| lint (beside the tests) | 16 |\n| CPU images | 360 |\n| pytest | 1500 |\n" \
+           "| all of CI | 1900 |" in text
+    assert "| `tests/integration/dags` | 508 | 10 |\n| `tests/unit/orchestration` | 339 | 143 |" in text
+    with pytest.raises(SystemExit, match="has no CI steps"):
+        cost_table_module().table(LOG.replace("CI took 1900 s", ""), "cold")
