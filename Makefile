@@ -38,8 +38,8 @@ help:
 $(BIN)/.installed: requirements.lock pyproject.toml containers/kit/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip wheel "setuptools<81"
-	@# no byte-compiling at install: most of a package is never imported, and what is compiles on first import (40 s of a new venv)
-	$(BIN)/pip install -q --no-compile -r requirements.lock
+	@# byte-compiled at install: where PYTHONDONTWRITEBYTECODE is set (as on this runner) nothing is cached later
+	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e containers/kit -e .
 	touch $@
 
