@@ -29,6 +29,16 @@ json.dump({"admin": os.environ["ADMIN"], "notes": os.environ["NOTES"]}, open(sys
   chmod 644 .secrets/api-passwords.json.new && mv .secrets/api-passwords.json.new .secrets/api-passwords.json
 }
 
+# The address users reach the UI at (Airflow's base_url: login redirects, report and alert links):
+# SCALEBENCH_BASE_URL, else the SCALEBENCH_BIND address (this machine's name for 0.0.0.0), else localhost
+base_url() {
+  PYTHONPATH="$root/src" python3 -m scalebench.core.web_origin "${SCALEBENCH_BASE_URL:-$(get SCALEBENCH_BASE_URL)}" \
+    "${SCALEBENCH_BIND:-$(get SCALEBENCH_BIND)}" "$(get AIRFLOW_PORT)" \
+    "${SCALEBENCH_TRUSTED_ORIGINS:-$(get SCALEBENCH_TRUSTED_ORIGINS)}"
+}
+SCALEBENCH_BASE_URL="$(base_url)" || exit 2
+export SCALEBENCH_BASE_URL
+
 case "${1:-}" in
   up)
     began=$(date +%s)
@@ -46,7 +56,7 @@ case "${1:-}" in
     if [ -n "$unhealthy" ]; then echo "not healthy after 600 s: $unhealthy" >&2; exit 1; fi
     init_rc=$(docker inspect -f '{{.State.ExitCode}}' "$("${compose[@]}" "${ps_all[@]}" airflow-init)")
     [ "$init_rc" = 0 ] || { "${compose[@]}" logs airflow-init | tail -20 >&2; exit 1; }
-    echo "Airflow UI: http://localhost:$(get AIRFLOW_PORT)  user: admin  password: in $root/.env (AIRFLOW_ADMIN_PASSWORD)  (stack healthy in $(( $(date +%s) - began )) s; stop: make stack-down)"
+    echo "Airflow UI: $SCALEBENCH_BASE_URL  user: admin  password: in $root/.env (AIRFLOW_ADMIN_PASSWORD)  (stack healthy in $(( $(date +%s) - began )) s; stop: make stack-down)"
     ;;
   down) "${compose[@]}" down --remove-orphans ;;
   ps) "${compose[@]}" ps ;;

@@ -44,7 +44,6 @@ PIDS = SERVICE / "pids.json"
 SECRETS = SERVICE / "secrets.json"
 PASSWORDS = SERVICE / "passwords.json"
 PORT = int(os.environ.get("AIRFLOW_PORT", "8080"))
-URL = f"http://localhost:{PORT}"
 AIRFLOW = Path(sys.executable).parent / "airflow"
 SETTINGS = Path(__file__).resolve().parents[1] / "airflow" / "settings.env"
 
@@ -103,7 +102,22 @@ def pinned(to: list[int] | None):
     return (lambda: os.sched_setaffinity(0, to)) if to else None
 
 
+def addresses() -> tuple[str, str]:
+    """(the address users reach the UI at: Airflow's base_url, login redirects and the links of the
+    report and alerts; where this machine's processes reach the api-server). SystemExit names a
+    bad SCALEBENCH_BASE_URL, SCALEBENCH_BIND or SCALEBENCH_TRUSTED_ORIGINS."""
+    from scalebench.core.web_origin import AddressError, internal_url, public_url, trusted_origins
+
+    bind = os.environ.get("SCALEBENCH_BIND")
+    try:
+        trusted_origins(os.environ.get("SCALEBENCH_TRUSTED_ORIGINS"))
+        return public_url(os.environ.get("SCALEBENCH_BASE_URL"), bind, PORT), internal_url(bind, PORT)
+    except AddressError as exc:
+        raise SystemExit(f"airflow_service: {exc}") from None
+
+
 def service_env(keys: dict) -> dict:
+    public, internal = addresses()
     env = dict(os.environ)
     env.update(settings())
     env.update({
@@ -114,14 +128,14 @@ def service_env(keys: dict) -> dict:
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
         "AIRFLOW__API__PORT": str(PORT),
         "AIRFLOW__API__HOST": os.environ.get("SCALEBENCH_BIND") or "127.0.0.1",  # this machine only, unless told
-        "AIRFLOW__API__BASE_URL": URL,
+        "AIRFLOW__API__BASE_URL": public,
         "AIRFLOW__API__WORKERS": "1",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{URL}/execution/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{internal}/execution/",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism()),
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",  # schedules wait for their next cron time
         # task notes go through the REST API of this api-server (see scalebench.orchestration.notes),
         # as an account of the USER role: it can edit DAG runs and task instances, not connections
-        "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://{NOTES_USER}:{keys['notes_password']}@localhost:{PORT}",
+        "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": internal.replace("://", f"://{NOTES_USER}:{keys['notes_password']}@", 1),
     })
     return env
 
@@ -232,7 +246,7 @@ def healthy(timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{URL}/api/v2/monitor/health", timeout=3) as r:
+            with urllib.request.urlopen(f"{addresses()[1]}/api/v2/monitor/health", timeout=3) as r:
                 doc = json.load(r)
             if all(doc.get(c, {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "triggerer",
                                                                          "dag_processor")):
@@ -297,7 +311,9 @@ def restart(name: str) -> int:
 
 
 def login_line(keys: dict) -> str:
-    return f"Airflow UI: {URL}  user: {USER}  password: in {PASSWORDS} (key \"{USER}\")"
+    """Where to log in (the address links and redirects use: SCALEBENCH_BASE_URL, else the
+    SCALEBENCH_BIND address, else localhost), the user, and where the password is."""
+    return f"Airflow UI: {addresses()[0]}  user: {USER}  password: in {PASSWORDS} (key \"{USER}\")"
 
 
 def stop() -> int:

@@ -69,7 +69,7 @@ class AirflowApi:
         return self.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
 
 
-LOGIN = re.compile(r"^Airflow UI: (http://localhost:\d+)  user: (\w+)  password: in (\S+) \(key", re.M)
+LOGIN = re.compile(r"^Airflow UI: (https?://[^\s/]+)  user: (\w+)  password: in (\S+) \(key", re.M)
 
 
 def make(target: str, env: dict, timeout: float) -> tuple[int, str]:

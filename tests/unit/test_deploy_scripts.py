@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -185,3 +186,24 @@ def test_every_airflow_container_has_the_shared_settings_and_the_cores_make_stac
             assert service["cpuset"] == "6-7", name
     _, services = _compose_config(env_file, "docker-compose.yaml", SCALEBENCH_ORCHESTRATOR_CPUS="")
     assert not services["airflow-scheduler"].get("cpuset")  # empty: Docker's default, every core
+
+
+@needs_compose
+def test_the_stack_is_told_the_address_it_is_reached_at(tmp_path):
+    """deploy/stack.sh computes base_url from .env's SCALEBENCH_BASE_URL or SCALEBENCH_BIND (the
+    helper below, run as the script runs it) and compose gives it to every Airflow container."""
+    helper = [sys.executable, "-m", "scalebench.core.web_origin"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    said = subprocess.run([*helper, "", "10.0.0.5", "8080", ""], capture_output=True, text=True, env=env, timeout=60)
+    assert said.stdout.strip() == "http://10.0.0.5:8080", said.stderr
+    bad = subprocess.run([*helper, "gpu-server:8080", "", "8080", ""], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert bad.returncode == 1 and bad.stderr.strip().startswith("stack.sh: SCALEBENCH_BASE_URL: expected") \
+        and len(bad.stderr.strip().splitlines()) == 1
+    env_file = tmp_path / ".env"
+    _secrets(env_file)
+    _, services = _compose_config(env_file, "docker-compose.yaml", SCALEBENCH_BASE_URL="http://10.0.0.5:8080",
+                                  SCALEBENCH_TRUSTED_ORIGINS="https://proxy.example")
+    apiserver = services["airflow-apiserver"]["environment"]
+    assert apiserver["AIRFLOW__API__BASE_URL"] == "http://10.0.0.5:8080"
+    assert apiserver["SCALEBENCH_TRUSTED_ORIGINS"] == "https://proxy.example"

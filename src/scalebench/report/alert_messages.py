@@ -11,8 +11,17 @@ from scalebench.core.config import AlertConfig
 GROUP_FIELDS = ("id", "key", "state", "owner", "suspect", "benchmarks", "first_night", "last_night", "what_changed")
 
 
+DEFAULT_REPORTS = "http://localhost:8080/scalebench"
+
+
+def reports_at(cfg: AlertConfig) -> str:
+    """The report pages' address: alerts.yaml's report_url, resolved from Airflow's base_url by the
+    sender where the file leaves it unset (scalebench.orchestration.dags.alerts)."""
+    return (cfg.report_url or DEFAULT_REPORTS).rstrip("/")
+
+
 def report_link(cfg: AlertConfig, night: str) -> str:
-    return f"{cfg.report_url.rstrip('/')}/{night}/"
+    return f"{reports_at(cfg)}/{night}/"
 
 
 def progress(group: dict) -> str | None:
@@ -58,7 +67,7 @@ def bisect_hint(detail: dict, cfg: AlertConfig) -> dict | None:
     good, bad = (suspect[k].rsplit(":", 1)[-1] if "@" not in suspect[k] else suspect[k]
                  for k in ("previous_image", "new_image"))
     conf = {"benchmark": detail["benchmark"], "gpus": detail["gpus"], "good": good, "bad": bad, "candidates": []}
-    airflow = cfg.report_url.rstrip("/").rsplit("/", 1)[0]
+    airflow = reports_at(cfg).rsplit("/", 1)[0]
     return {"dag": f"{airflow}/dags/scalebench_bisect", "conf": conf,
             "command": f"scalebench bisect {detail['benchmark']} --gpus {detail['gpus']} --good {good} --bad {bad} "
                        "--candidates <the tags built between them>"}

@@ -147,5 +147,34 @@ def test_behind_a_proxy_the_origin_is_compared_with_the_base_url(site, monkeypat
                      headers={"Origin": "https://airflow.example.com"})  # the Host the app sees is airflow.test
     assert ok.status_code == 303
     other = client.post("/alerts/1", data={"token": token, "action": "note", "note": "x"},
-                        headers={"Origin": "http://airflow.test"})
+                        headers={"Origin": "https://airflow.example.org"})
     assert other.status_code == 403
+
+
+@pytest.mark.parametrize("host, origin, trusted, status", [
+    # the service reached by colleagues under any of its names, base_url still localhost
+    ("gpu-server.corp:8080", "http://gpu-server.corp:8080", "", 303),
+    ("10.0.0.5:8080", "http://10.0.0.5:8080", "", 303),
+    ("127.0.0.1:8080", "http://127.0.0.1:8080", "", 303),
+    ("Airflow.Example.com", "http://airflow.example.com", "", 303),      # case
+    ("airflow.example.com", "http://airflow.example.com:80", "", 303),   # an explicit default port
+    ("[::1]:8080", "http://[::1]:8080", "", 303),
+    ("localhost:8080", "http://localhost:8080", "", 303),                # base_url itself
+    ("internal:8080", "https://airflow.example.com", "https://airflow.example.com,https://b.example", 303),
+    # cross-site: another host, port or scheme, an opaque origin, a list that names another site
+    ("gpu-server.corp:8080", "http://evil.example", "", 403),
+    ("gpu-server.corp:8080", "http://gpu-server.corp:8081", "", 403),
+    ("gpu-server.corp:8080", "https://gpu-server.corp:8080", "", 403),
+    ("gpu-server.corp:8080", "null", "", 403),
+    ("gpu-server.corp:8080", "http://evil.example", "https://airflow.example.com", 403),
+    ("gpu-server.corp:8080", "http://evil.example", "not an origin", 403),
+])
+def test_a_post_is_same_site_by_the_host_it_was_addressed_to(site, monkeypatch, host, origin, trusted, status):
+    client, _ = site
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://localhost:8080")
+    monkeypatch.setenv("SCALEBENCH_TRUSTED_ORIGINS", trusted)
+    token = token_of(client.get("/alerts/1").text)
+    got = client.post("/alerts/1", data={"token": token, "action": "take"}, follow_redirects=False,
+                      headers={"Host": host, "Origin": origin, "Sec-Fetch-Site": "same-origin"})
+    assert got.status_code == status, got.text
+    assert AlertGroups(Store()).group(1)["state"] == ("triaged" if status == 303 else "new")

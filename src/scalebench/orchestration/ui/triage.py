@@ -81,19 +81,27 @@ def _token_refusal(token: str, user, group_id: int) -> str | None:
 
 def _same_site(request: Request) -> bool:
     """A browser's POST from this site: Sec-Fetch-Site same-origin (or absent), and an Origin, when
-    sent, of this site: the host of Airflow's [api] base_url where it is set (a proxy that rewrites
-    Host then works), else the request's Host."""
-    from urllib.parse import urlsplit
+    sent, that is the origin the request was addressed to (its scheme and Host: the service reached
+    by any of its names), Airflow's [api] base_url, or one in SCALEBENCH_TRUSTED_ORIGINS (a proxy
+    in front that rewrites Host). Compared as browsers do: case and default ports normalised."""
+    import os
 
     from airflow.configuration import conf
+
+    from scalebench.core.web_origin import AddressError, origin_of, trusted_origins
 
     if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         return False
     origin = request.headers.get("origin")
     if origin is None:
         return True
-    base = urlsplit(conf.get("api", "base_url", fallback="") or "").netloc
-    return urlsplit(origin).netloc == (base or request.headers.get("host", ""))
+    try:
+        trusted = trusted_origins(os.environ.get("SCALEBENCH_TRUSTED_ORIGINS"))
+    except AddressError:  # refused at start by `make airflow`; here a bad list trusts nothing more
+        trusted = []
+    own = origin_of(f"{request.url.scheme}://{request.headers.get('host', '')}")
+    allowed = {own, origin_of(conf.get("api", "base_url", fallback="") or ""), *trusted} - {None}
+    return origin_of(origin) in allowed
 
 
 def _groups():
