@@ -156,7 +156,16 @@ def build_report(store, night: str | None = None, opts: Options | None = None,
 
     rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves())
     rep.predictions = predictions.section(store, night, cells, opts.links)
+    rep.undelivered = undelivered_lines(store)
     return rep
+
+
+def undelivered_lines(store) -> list[str]:
+    """Each alert channel whose latest message of a group failed (retried every night until it takes it)."""
+    from scalebench.store.alert_groups import AlertGroups
+
+    return [f"alert channel {u['channel']}: group #{u['group_id']}'s {u['reason']} message not delivered since "
+            f"{u['since']} ({u['error']}); retried each night" for u in AlertGroups(store).undelivered()]
 
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:

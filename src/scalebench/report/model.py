@@ -160,6 +160,7 @@ class Report:
     study_rows: list[Row] = field(default_factory=list)  # the weekly rows timed by train time (full passes)
     study_average: dict[int, float] = field(default_factory=dict)  # their average: the one set beside the study's
     moves: list[dict] = field(default_factory=list)  # host assignment changes recorded this night (store.assignment_moves)
+    undelivered: list[str] = field(default_factory=list)  # alert channels owed a message they failed to take
     # what tonight said of confirmed regressions, once: {verdict (fixed, ended by itself, partly fixed,
     # still regressed), line}
     fixed: list[dict] = field(default_factory=list)

@@ -236,7 +236,8 @@ def markdown(rep: Report) -> str:
     out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
     out += [f"- cleared by reruns: {a}" for a in rep.cleared]
     out += [f"- {a}" for a in rep.changes]
-    if not (rep.alerts or rep.fixed or rep.flagged or rep.cleared or rep.changes):
+    out += [f"- NOT DELIVERED: {u}" for u in rep.undelivered]
+    if not (rep.alerts or rep.fixed or rep.flagged or rep.cleared or rep.changes or rep.undelivered):
         out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Suspect figures", ""]
     sus = [f"- {r.name}{run} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}"

@@ -8,14 +8,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, check_move, group_key
 from scalebench.core.records import DEFAULT_PRECISION
-from scalebench.store.alert_tables import AlertEventRow, AlertFigureRow, AlertGroupRow
+from scalebench.store.alert_tables import AlertDeliveryRow, AlertEventRow, AlertFigureRow, AlertGroupRow
 
 REPORT = "scalebench"  # who the report's own events are by
+MAIN = "main"          # the main alert channel's name among the channels (the routes have theirs)
 REOPEN_DAYS = 7        # a figure that regresses again this soon after its group's fix reopens that group
 
 
@@ -72,6 +73,47 @@ class AlertGroups:
             g.notified_state, g.notified_night = g.state, night
             g.notified_benchmarks = ",".join(sorted({f.benchmark for f in self._figures(s, group_id)}))
             self._event(s, group_id, REPORT, "notified", None, None, reason)
+
+    def record_delivery(self, group_id: int, channel: str, night: str, reason: str, error: str | None = None) -> None:
+        """A group's `reason` message to one channel: delivered (no error), or why not; a route
+        that failed is said in the group's events too."""
+        with Session(self.engine) as s, s.begin():
+            s.add(AlertDeliveryRow(group_id=group_id, channel=channel, reason=reason, night=night,
+                                   delivered=error is None, error=error, at=_now()))
+            if error is not None:
+                self._event(s, group_id, REPORT, "undelivered", None, None, f"{channel}: {reason} message: {error}")
+
+    def took(self, group_id: int, channel: str, reason: str) -> bool:
+        """Whether `channel` took this group's `reason` message since the main channel was last
+        told (a message the main channel is owed again is not repeated to a route that has it)."""
+        with Session(self.engine) as s:
+            g = s.get(AlertGroupRow, group_id)
+            last = s.scalars(select(AlertDeliveryRow).where(
+                AlertDeliveryRow.group_id == group_id, AlertDeliveryRow.channel == channel,
+                AlertDeliveryRow.delivered.is_(True)).order_by(AlertDeliveryRow.id.desc())).first()
+            return bool(g is not None and last is not None and last.reason == reason
+                        and (g.notified_night is None or last.night > g.notified_night))
+
+    def undelivered(self) -> list[dict]:
+        """Each channel whose latest message of a group failed: what it is owed again, since when
+        and why, oldest group first."""
+        with Session(self.engine) as s:
+            latest = select(func.max(AlertDeliveryRow.id)).group_by(AlertDeliveryRow.group_id,
+                                                                     AlertDeliveryRow.channel)
+            rows = s.scalars(select(AlertDeliveryRow).where(AlertDeliveryRow.id.in_(latest),
+                                                            AlertDeliveryRow.delivered.is_(False))
+                             .order_by(AlertDeliveryRow.group_id, AlertDeliveryRow.channel)).all()
+            out = []
+            for r in rows:
+                since = s.scalars(select(func.min(AlertDeliveryRow.night)).where(
+                    AlertDeliveryRow.group_id == r.group_id, AlertDeliveryRow.channel == r.channel,
+                    AlertDeliveryRow.delivered.is_(False), AlertDeliveryRow.id > func.coalesce(
+                        select(func.max(AlertDeliveryRow.id)).where(
+                            AlertDeliveryRow.group_id == r.group_id, AlertDeliveryRow.channel == r.channel,
+                            AlertDeliveryRow.delivered.is_(True)).scalar_subquery(), 0))).one()
+                out.append({"group_id": r.group_id, "channel": r.channel, "reason": r.reason, "since": since,
+                            "night": r.night, "error": r.error})
+            return out
 
     def add_event(self, group_id: int, kind: str, note: str, who: str = REPORT) -> None:
         """An event of the report's own (a bisection started or not) in the group's log."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from scalebench.store.db import Base
@@ -57,3 +57,17 @@ class AlertEventRow(Base):
     from_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     to_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AlertDeliveryRow(Base):
+    """One message of a group to one channel ("main", or a route's name): delivered, or why not.
+    A channel whose latest delivery failed is owed that message again the next night."""
+    __tablename__ = "alert_deliveries"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("alert_groups.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(100))
+    reason: Mapped[str] = mapped_column(String(16))      # new | grew | state | fixed | partly | reminder
+    night: Mapped[str] = mapped_column(String(10))
+    delivered: Mapped[bool] = mapped_column(Boolean)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the exception's first line
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

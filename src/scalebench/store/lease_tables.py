@@ -21,7 +21,7 @@ class DeviceLeaseRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     lease_id: Mapped[str] = mapped_column(String(64), index=True)
     host: Mapped[str] = mapped_column(String(100))
-    device_id: Mapped[str] = mapped_column(String(32))
+    device_id: Mapped[str] = mapped_column(String(64))  # a GPU or MIG UUID fits
     cell_key: Mapped[str] = mapped_column(String(64))
     holder_host: Mapped[str] = mapped_column(String(255))
     holder_pid: Mapped[int] = mapped_column(Integer)
@@ -37,7 +37,7 @@ class LeaseEventRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     lease_id: Mapped[str] = mapped_column(String(64))
     host: Mapped[str] = mapped_column(String(100))
-    devices: Mapped[str] = mapped_column(String(255))
+    devices: Mapped[str] = mapped_column(Text)  # every device id of the lease
     cell_key: Mapped[str] = mapped_column(String(64))
     event: Mapped[str] = mapped_column(String(16))
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -55,7 +55,7 @@ class CellRow(Base):
     scaling_mode: Mapped[str] = mapped_column(String(16))
     per_device_batch: Mapped[int] = mapped_column(Integer)
     global_batch: Mapped[int] = mapped_column(Integer)
-    label: Mapped[str] = mapped_column(String(100))
+    label: Mapped[str] = mapped_column(String(300))  # with a bisection's image tag (128 at most)
     night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
     # or "rerun", "ab_previous", "probe"
     role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")

@@ -285,3 +285,101 @@ def test_slack_text_escapes_what_slack_would_read_as_a_link_or_a_mention():
 
     n = notifier(AlertConfig(notifier="slack"), markup_message())
     assert "&lt;img src=x onerror=alert(1)&gt; &amp; &lt;|link&gt;" in n.text and "<" not in n.text and ">" not in n.text
+
+
+def test_alert_links_follow_the_address_the_ui_is_reached_at(monkeypatch):
+    """report_url unset: the links use Airflow's base_url (what `make airflow` set from
+    SCALEBENCH_BASE_URL or SCALEBENCH_BIND); set in alerts.yaml: that."""
+    from scalebench.orchestration.dags.alerts import with_report_url
+    from scalebench.report.alert_messages import report_link
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://gpu-server.corp:8080/")
+    assert report_link(with_report_url(AlertConfig(notifier="webhook")), "2026-12-01") == \
+        "http://gpu-server.corp:8080/scalebench/2026-12-01/"
+    kept = AlertConfig(notifier="webhook", report_url="https://reports.example/scalebench")
+    assert report_link(with_report_url(kept), "2026-12-01") == "https://reports.example/scalebench/2026-12-01/"
+
+
+def store_of(groups):
+    from scalebench.store.results import Store
+
+    return Store(str(groups.engine.url))
+
+
+def test_each_alert_channel_fails_alone_is_kept_on_the_group_and_retried_the_next_night(receiver, monkeypatch, groups,
+                                                                                          tmp_path):
+    """Main channel and two routes, one route's host down: the main channel and the other route
+    take the group's message, the group is told, the broken-night message still goes; the route
+    that failed is named (log, night, events, the store's undelivered list) and retried alone the
+    next night, until its host is back; the main channel down: not told, retried, and a route that
+    took the message does not get it twice."""
+    from scalebench.orchestration.dags.alerts import send_night
+    from scalebench.report.build import write_report
+
+    up, down = f"http://127.0.0.1:{receiver.port}", "http://127.0.0.1:9"  # the discard port: nothing listens
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", up)
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_A", up)
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_B", down)
+    cfg = AlertConfig(notifier="webhook", endpoint="main", routes=[
+        {"benchmarks": [BENCH], "connection": "team_a", "endpoint": "a"},
+        {"name": "team-b", "benchmarks": [BENCH], "connection": "team_b", "endpoint": "b"}])
+    said: list[str] = []
+
+    def night_of(day: str, details: list[dict], deadline: bool = False, missing=()) -> dict:
+        summary = {"night": day, "complete": not missing, "missing": list(missing), "failed": [],
+                   "alert_details": details, "fixed": [], "fixed_details": []}
+        send_night(summary, deadline, cfg, groups, {}, stack_of={BENCH: "keras"}, profile="smoke", log=said.append,
+                   images_of=lambda repo: [], trigger=lambda dag, conf: pytest.fail("no bisection"))
+        return summary
+
+    def paths() -> list[str]:
+        return [m["path"] for m in receiver.received]
+
+    first = night_of("2026-11-30", [DETAIL], deadline=True, missing=["unet_torch_voc2007"])
+    assert paths() == ["/main", "/a", "/main"]  # the group to main and team_a, then the broken night to main
+    assert "team-b" in first["undelivered"][0] and "ConnectionError" in first["undelivered"][0]
+    assert any(line.startswith("alert channel team-b (webhook, connection team_b) failed") for line in said)
+    assert groups.group(1)["notified_state"] == "new"  # the main channel took it
+    [owed] = groups.undelivered()
+    assert (owed["channel"], owed["reason"], owed["since"]) == ("team-b", "new", "2026-11-30")
+    assert [e["note"].split(":")[0] for e in groups.group(1)["events"] if e["kind"] == "undelivered"] == ["team-b"]
+    night_of("2026-12-01", [])  # still down: owed again, nothing to the others
+    assert paths() == ["/main", "/a", "/main"] and groups.undelivered()[0]["since"] == "2026-11-30"
+    report = (write_report(store_of(groups), tmp_path / "report", "2026-12-01")).read_text()  # its alert section
+    [line] = [x for x in report.splitlines() if x.startswith("- NOT DELIVERED")]
+    assert line.startswith("- NOT DELIVERED: alert channel team-b: group #1's new message not delivered since "
+                           "2026-11-30 (ConnectionError") and line.endswith("; retried each night")
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_B", up)
+    second = night_of("2026-12-02", [])
+    assert paths()[3:] == ["/b"] and receiver.received[3]["body"]["group"]["reason"] == "new"
+    assert groups.undelivered() == [] and "undelivered" not in second
+    night_of("2026-12-03", [])  # three days after the first message: every channel's reminder, once
+    assert paths()[4:] == ["/main", "/a", "/b"] and {m["body"]["group"]["reason"] for m in receiver.received[4:]} == \
+        {"reminder"}
+
+
+def test_the_main_channel_down_leaves_the_group_untold_and_a_route_is_not_told_twice(receiver, monkeypatch, groups):
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", "http://127.0.0.1:9")
+    monkeypatch.setenv("AIRFLOW_CONN_TEAM_A", f"http://127.0.0.1:{receiver.port}")
+    cfg = AlertConfig(notifier="webhook", endpoint="main",
+                      routes=[{"benchmarks": [BENCH], "connection": "team_a", "endpoint": "a"}])
+    summary = {"night": "2026-11-30", "complete": True, "missing": [], "failed": [], "alert_details": [DETAIL],
+               "fixed": [], "fixed_details": []}
+    kw = dict(stack_of={BENCH: "keras"}, profile="smoke", images_of=lambda repo: [], trigger=lambda d, c: "",
+              log=lambda line: None)
+    assert send_night(summary, False, cfg, groups, {}, **kw) == []
+    assert [m["path"] for m in receiver.received] == ["/a"] and groups.group(1)["notified_state"] is None
+    assert "to main" in summary["undelivered"][0]
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
+    later = {**summary, "night": "2026-12-01", "alert_details": []}
+    [told] = send_night(later, False, cfg, groups, {}, **kw)
+    assert told["group"]["reason"] == "new" and [m["path"] for m in receiver.received] == ["/a", "/main"]
+    assert groups.group(1)["notified_state"] == "new" and groups.undelivered() == []
+
+
+def test_route_names_are_their_own():
+    with pytest.raises(ValueError, match="each route needs its own name"):
+        AlertConfig(notifier="webhook", routes=[{"benchmarks": [BENCH], "connection": "c"},
+                                                {"stacks": ["keras"], "connection": "c"}])
+    assert [n for n, _ in AlertConfig(notifier="webhook", routes=[
+        {"benchmarks": [BENCH], "connection": "c", "endpoint": "/x"}]).channels([BENCH], {})] == ["main", "c/x"]

@@ -116,15 +116,50 @@ def deliver(cfg: AlertConfig, doc: dict, context) -> dict | None:
     return doc
 
 
+def deliver_alone(channel: str, cfg: AlertConfig, doc: dict, context, log) -> tuple[dict | None, str | None]:
+    """One message to one channel, whatever the others do: (the document, or None when alerts are
+    off; the error's first line when it failed, logged with the channel's name)."""
+    try:
+        return deliver(cfg, doc, context), None
+    except Exception as exc:  # a channel's connection, host or credentials: the others still go
+        error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+        log(f"alert channel {channel} ({cfg.notifier}, connection {cfg.connection}) failed: {error}")
+        return None, error
+
+
+def send_group(groups, cfg: AlertConfig, group_id: int, reason: str, message: dict, night: str, context, *,
+               stack_of: dict[str, str], log, only: str | None = None) -> list[str]:
+    """A group's message to each of its channels (the main one and each route that wants it), each
+    alone: one that fails is kept on the group as owed and named in the returned lines, and never
+    stops the others; the group is told once the main channel took it. `only`: a retry to that channel."""
+    from scalebench.store.alert_groups import MAIN
+
+    failed = []
+    channels = [(name, channel) for name, channel in cfg.channels(message["group"]["benchmarks"], stack_of)
+                if (name == only if only is not None else name == MAIN or not groups.took(group_id, name, reason))]
+    for name, channel in channels:  # chosen before any is sent: telling the main one moves what "took" means
+        doc, error = deliver_alone(name, channel, message, context, log)
+        if doc is None and error is None:
+            continue  # notifier none: nothing sent, nothing owed to a channel
+        groups.record_delivery(group_id, name, night, reason, error)
+        if error is not None:
+            failed.append(f"alert group #{group_id}: {reason} message not delivered to {name}: {error}")
+        elif name == MAIN:
+            groups.mark_notified(group_id, night, reason)
+            log(f"night {night}: alert group #{group_id}: {reason} message sent by the {cfg.notifier} notifier")
+    return failed
+
+
 def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *, stack_of: dict[str, str],
                profile: str, images_of: Callable[[str], list[dict]], trigger: Callable[[str, dict], str],
                log=print) -> list[dict]:
     """One night of a report run (a write_report summary): its regressions into their groups and
-    the groups' messages to the main channel and each matching route, a group marked told once
-    the main channel took it; a fix no open group holds said as before, and at the deadline what
-    broke. Returns the messages the main channel took."""
+    the groups' messages to the main channel and each matching route, each channel alone (a group is
+    told once the main channel took it; a route that failed is retried the next night); a fix no
+    open group holds said as before, and at the deadline what broke. A channel that failed is named
+    in night["undelivered"]. Returns the messages the main channel took."""
     from scalebench.analysis.regress import NO_BETTER
-    from scalebench.report.alert_messages import broken_message, fixed_message
+    from scalebench.report.alert_messages import broken_message, fixed_message, group_message
 
     label, told = night["night"], []
     regressions, broken = to_send(night, deadline)
@@ -134,32 +169,43 @@ def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *
     moved = night.get("moved_details", []) if in_time else []
     messages = group_messages(groups, cfg, label, regressions, ended, moved)
     start_bisects(groups, messages, cfg, images_of, trigger, profile)
+    failed: list[str] = []
     for group_id, reason, message in messages:
-        main, *routes = cfg.for_group(message["group"]["benchmarks"], stack_of)
-        for route in routes:
-            deliver(route, message, context)
-        if deliver(main, message, context):  # told: the main channel took it (None: notifier none)
-            groups.mark_notified(group_id, label, reason)
+        failed += send_group(groups, cfg, group_id, reason, message, label, context, stack_of=stack_of, log=log)
+        if groups.group(group_id)["notified_night"] == label:
             told.append(message)
-            log(f"night {label}: alert group #{group_id}: {reason} message sent by the {cfg.notifier} notifier")
+    sent_tonight = {group_id for group_id, _, _ in messages}
+    for owed in groups.undelivered():  # a route that failed before, and has no newer message tonight
+        group = groups.group(owed["group_id"])
+        if owed["group_id"] in sent_tonight or owed["channel"] == "main" or group is None:
+            continue
+        retry = group_message(group, owed["reason"], label, None, cfg)
+        failed += send_group(groups, cfg, owed["group_id"], owed["reason"], retry, label, context, stack_of=stack_of,
+                             log=log, only=owed["channel"])
     if regressions:
         log(f"night {label}: {len(regressions)} alert(s) "
             + (f"sent by the {cfg.notifier} notifier" if told else
-               "not sent (notifier: none)" if cfg.notifier == "none" else "in groups already told"))
+               "not sent (notifier: none)" if cfg.notifier == "none" else
+               "not sent: the main channel failed" if any(" to main: " in f for f in failed) else
+               "in groups already told"))
     # a partial fix, or an end of a regression that no open group holds, is said as before ("still
     # regressed" is no news to the channel: its group stays open and says so)
     closed = {e["line"] for e in ended if e["key"] in grouped}
     loose = [f["line"] for f in night.get("fixed", []) if f["line"] not in closed
              and f["verdict"] != NO_BETTER] if in_time else []
     if loose:
-        doc = deliver(cfg, fixed_message(label, loose, cfg), context)
+        doc, error = deliver_alone("main", cfg, fixed_message(label, loose, cfg), context, log)
+        failed += [f"fixed message not delivered to main: {error}"] if error else []
         log(f"night {label}: {len(loose)} regression(s) ended or partly fixed "
-            + (f"(sent by the {cfg.notifier} notifier)" if doc else "(not sent: notifier none)"))
+            + (f"(sent by the {cfg.notifier} notifier)" if doc else f"(not sent: {error or 'notifier none'})"))
     if broken:
-        doc = deliver(cfg, broken_message(label, broken, cfg), context)
+        doc, error = deliver_alone("main", cfg, broken_message(label, broken, cfg), context, log)
+        failed += [f"broken-night message not delivered to main: {error}"] if error else []
         log(f"night {label} is broken: " + "; ".join(broken["lines"]) + " (broken-night alert "
-            + (f"sent by the {cfg.notifier} notifier)" if doc else "not sent: notifier none)"))
+            + (f"sent by the {cfg.notifier} notifier)" if doc else f"not sent: {error or 'notifier none'})"))
         night["broken"] = broken["lines"]
+    if failed:
+        night["undelivered"] = failed
     return told
 
 
@@ -171,7 +217,7 @@ def send_nights(summary: dict, context) -> dict:
     from scalebench.store.results import Store
 
     configs = Configs()
-    cfg = configs.alerts()
+    cfg = with_report_url(configs.alerts())
     stack_of = {b: bench.stack for b, bench in configs.load_all()[0].items()}  # for the alert routes
     groups = AlertGroups(Store())
     sent = {}
@@ -183,6 +229,17 @@ def send_nights(summary: dict, context) -> dict:
         if regressions:
             sent[night["night"]] = len(regressions) if told else 0
     return {**summary, "sent": sent}
+
+
+def with_report_url(cfg: AlertConfig) -> AlertConfig:
+    """alerts.yaml's report_url, or where unset the report pages under the address the UI is
+    reached at (Airflow's [api] base_url, which `make airflow` and the stack set)."""
+    if cfg.report_url:
+        return cfg
+    from airflow.configuration import conf
+
+    base = (conf.get("api", "base_url", fallback="") or "http://localhost:8080").rstrip("/")
+    return cfg.model_copy(update={"report_url": f"{base}/scalebench"})
 
 
 def _engine_images(repository: str) -> list[dict]:

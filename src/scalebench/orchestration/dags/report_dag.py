@@ -65,19 +65,22 @@ def send_alerts(summary: dict, **context) -> dict:
 
 @task
 def check_regressions(summary: dict) -> None:
-    alerts, broken = [], []
+    alerts, broken, undelivered = [], [], []
     for night in summary["nights"]:
         broken += [f"{night['night']}: {x}" for x in night.get("broken", [])]
+        undelivered += [f"{night['night']}: {x}" for x in night.get("undelivered", [])]
         if not night["complete"] and not summary["deadline"]:
             print(f"night {night['night']} is partial (missing {night['missing']}): alerts wait for the "
                   f"complete report or the deadline; {len(night['alerts'])} pending")
             continue
         alerts += [f"{night['night']}: {a}" for a in night["alerts"]]
         print(f"night {night['night']}: {len(night['alerts']) or 'no'} regression(s)")
-    if alerts or broken:
+    if alerts or broken or undelivered:
         raise AirflowFailException("; ".join(
             ([f"{len(alerts)} confirmed regression(s): " + "; ".join(alerts)] if alerts else [])
-            + ([f"broken night: {len(broken)} problem(s): " + "; ".join(broken)] if broken else [])))
+            + ([f"broken night: {len(broken)} problem(s): " + "; ".join(broken)] if broken else [])
+            + ([f"alert delivery: {len(undelivered)} message(s) not delivered (retried the next night): "
+                + "; ".join(undelivered)] if undelivered else [])))
 
 
 def build_report_dag(configs: Configs | None = None) -> DAG:
