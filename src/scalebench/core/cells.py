@@ -34,6 +34,16 @@ def cell_label(gpus: int, epochs: int, repeat: int, capped_at: int | None = None
             f"· repeat {repeat}")
 
 
+def fitting_label(label: str) -> str:
+    """A cell's label as the store's column holds it (an image tag is 128 characters at most: it fits)."""
+    from scalebench.core.columns import check_width
+
+    try:
+        return check_width(label, "cells.label", "cell label")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def timing_policy(profile: str, host: Host | None = None) -> str:
     """exclusive: a timed cell has its host to itself (co-scheduled jobs distort timings);
     packed: cells share a host's free devices (smoke runs, where time is not the point).
@@ -122,7 +132,7 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                         cell = cast(PlannedCell, dict(
                             ident, key=cell_key({**ident, "image": arm if arms else None}),
                             cell_id=cell_id(n, p, e, r) + (f"-{tag}" if tag else ""),
-                            label=cell_label(n, e, r, capped_at, p) + (f" · image {tag}" if tag else ""),
+                            label=fitting_label(cell_label(n, e, r, capped_at, p) + (f" · image {tag}" if tag else "")),
                             run_type=run_type, night=night,
                             seed=seed + r - 1,  # distinct per repeat, the same across GPU counts and precisions
                             per_device_batch=per_device, global_batch=global_batch, scaling_mode=bench.scaling_mode,

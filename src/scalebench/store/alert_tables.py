@@ -7,6 +7,7 @@ import datetime as dt
 from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from scalebench.core.columns import WIDTH
 from scalebench.store.db import Base
 
 
@@ -16,8 +17,8 @@ class AlertGroupRow(Base):
     key: Mapped[str] = mapped_column(String(300), index=True)  # the suspect change, else the benchmark
     suspect_kind: Mapped[str | None] = mapped_column(String(16), nullable=True)  # image | config | None
     suspect: Mapped[str | None] = mapped_column(Text, nullable=True)             # the change in words
-    previous_image: Mapped[str | None] = mapped_column(String(300), nullable=True)
-    new_image: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    previous_image: Mapped[str | None] = mapped_column(String(WIDTH["alert_groups.new_image"]), nullable=True)
+    new_image: Mapped[str | None] = mapped_column(String(WIDTH["alert_groups.new_image"]), nullable=True)
     what_changed: Mapped[str | None] = mapped_column(Text, nullable=True)        # the package diff
     state: Mapped[str] = mapped_column(String(16), index=True)
     owner: Mapped[str | None] = mapped_column(String(100), nullable=True)
@@ -36,7 +37,7 @@ class AlertFigureRow(Base):
                                        name="uq_alert_figure"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     group_id: Mapped[int] = mapped_column(ForeignKey("alert_groups.id"), index=True)
-    benchmark: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
     gpus: Mapped[int] = mapped_column(Integer)
     precision: Mapped[str] = mapped_column(String(32))
     metric: Mapped[str] = mapped_column(String(64))
@@ -65,7 +66,7 @@ class AlertDeliveryRow(Base):
     __tablename__ = "alert_deliveries"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     group_id: Mapped[int] = mapped_column(ForeignKey("alert_groups.id"), index=True)
-    channel: Mapped[str] = mapped_column(String(100))
+    channel: Mapped[str] = mapped_column(String(WIDTH["alert_deliveries.channel"]))
     reason: Mapped[str] = mapped_column(String(16))      # new | grew | state | fixed | partly | reminder
     night: Mapped[str] = mapped_column(String(10))
     delivered: Mapped[bool] = mapped_column(Boolean)

@@ -7,6 +7,7 @@ import datetime as dt
 from sqlalchemy import JSON, BigInteger, DateTime, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from scalebench.core.columns import WIDTH
 from scalebench.store.db import Base
 
 
@@ -14,12 +15,12 @@ class AllreduceRow(Base):
     """One size of one all-reduce sweep on a host at a GPU count (newest sweep wins)."""
     __tablename__ = "allreduce_bandwidth"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    host: Mapped[str] = mapped_column(String(100), index=True)
+    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]), index=True)
     gpus: Mapped[int] = mapped_column(Integer)
     backend: Mapped[str] = mapped_column(String(16))
     bytes: Mapped[int] = mapped_column(BigInteger)
     busbw_gbps: Mapped[float] = mapped_column(Float)
-    image: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    image: Mapped[str | None] = mapped_column(String(WIDTH["image_packages.image"]), nullable=True)
     night: Mapped[str] = mapped_column(String(10))
     measured_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
@@ -31,8 +32,8 @@ class PredictionRow(Base):
     __table_args__ = (UniqueConstraint("benchmark", "host", "precision", "gpus", "hosts", "night",
                                        name="uq_one_prediction_per_night"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(100), index=True)
-    host: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), index=True)
+    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     precision: Mapped[str] = mapped_column(String(32))
     gpus: Mapped[int] = mapped_column(Integer)
     hosts: Mapped[int] = mapped_column(Integer)

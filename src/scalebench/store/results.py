@@ -17,6 +17,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 from scalebench.core import nights
 from scalebench.core import paths
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
+from scalebench.core.columns import WIDTH
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.core.provenance import system_of
 from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, Mark, NightSummary,
@@ -44,8 +45,8 @@ class CellRow(Base):
     dag_id: Mapped[str] = mapped_column(String(250))
     run_id: Mapped[str] = mapped_column(String(250), index=True)
     run_type: Mapped[str] = mapped_column(String(32))
-    benchmark: Mapped[str] = mapped_column(String(100), index=True)
-    host: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), index=True)
+    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     gpus: Mapped[int] = mapped_column(Integer)
     epochs: Mapped[int] = mapped_column(Integer)
     repeat: Mapped[int] = mapped_column(Integer)
@@ -55,7 +56,7 @@ class CellRow(Base):
     scaling_mode: Mapped[str] = mapped_column(String(16))
     per_device_batch: Mapped[int] = mapped_column(Integer)
     global_batch: Mapped[int] = mapped_column(Integer)
-    label: Mapped[str] = mapped_column(String(300))  # with a bisection's image tag (128 at most)
+    label: Mapped[str] = mapped_column(String(WIDTH["cells.label"]))  # with a bisection's image tag (128 at most)
     night: Mapped[str | None] = mapped_column(String(10), index=True, nullable=True)  # ISO date of the DAG run
     # or "rerun", "ab_previous", "probe"
     role: Mapped[str] = mapped_column(String(16), default="measure", server_default="measure")
@@ -97,7 +98,7 @@ class BenchmarkRunRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dag_id: Mapped[str] = mapped_column(String(250))
     run_id: Mapped[str] = mapped_column(String(250))
-    benchmark: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
     run_type: Mapped[str] = mapped_column(String(32))
     night: Mapped[str] = mapped_column(String(10), index=True)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
@@ -115,7 +116,7 @@ class NightSummaryRow(Base):
                       Index("ix_night_summaries_benchmark_night", "benchmark", "night"),
                       Index("ix_night_summaries_night", "night"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
     night: Mapped[str] = mapped_column(String(10))
     gpus: Mapped[int] = mapped_column(Integer)
     precision: Mapped[str] = mapped_column(String(32))
@@ -123,7 +124,7 @@ class NightSummaryRow(Base):
     run_id: Mapped[str] = mapped_column(String(250))
     run_type: Mapped[str] = mapped_column(String(32))
     profile: Mapped[str] = mapped_column(String(16))
-    host: Mapped[str] = mapped_column(String(100))
+    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     cells: Mapped[int] = mapped_column(Integer)
     valid: Mapped[int] = mapped_column(Integer)
     retried: Mapped[int] = mapped_column(Integer)        # cells with more than one attempt
@@ -147,8 +148,8 @@ SUMMARY_FIELDS = tuple(c.name for c in NightSummaryRow.__table__.columns  # a su
 class HostAssignmentRow(Base):
     """The GPU host a benchmark runs on (scalebench.core.assignment), since when and why."""
     __tablename__ = "host_assignments"
-    benchmark: Mapped[str] = mapped_column(String(100), primary_key=True)
-    host: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), primary_key=True)
+    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     since: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     reason: Mapped[str] = mapped_column(String(300))
 
@@ -157,9 +158,9 @@ class AssignmentMoveRow(Base):
     """One change of a benchmark's GPU host (its first assignment included), with the reason."""
     __tablename__ = "assignment_moves"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(100), index=True)
-    from_host: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    to_host: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), index=True)
+    from_host: Mapped[str | None] = mapped_column(String(WIDTH["cells.host"]), nullable=True)
+    to_host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     reason: Mapped[str] = mapped_column(String(300))
     at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
@@ -168,7 +169,7 @@ class ImagePackagesRow(Base):
     """What one training image carries, read once inside it (scalebench.cell.images), by its digest."""
     __tablename__ = "image_packages"
     digest: Mapped[str] = mapped_column(String(100), primary_key=True)
-    image: Mapped[str] = mapped_column(String(300), index=True)
+    image: Mapped[str] = mapped_column(String(WIDTH["image_packages.image"]), index=True)
     ref: Mapped[str] = mapped_column(String(300), index=True)
     packages: Mapped[dict] = mapped_column(JSON)
     read_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
@@ -181,7 +182,7 @@ class BisectStepRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     bisect_id: Mapped[str] = mapped_column(String(100))
     step: Mapped[int] = mapped_column(Integer)
-    benchmark: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
     run_id: Mapped[str | None] = mapped_column(String(250), nullable=True)
     doc: Mapped[dict] = mapped_column(JSON)
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))

@@ -8,6 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from scalebench.core.columns import check_width
 from scalebench.core.config.common import ALERTS_FILE, Strict, _load_model
 
 
@@ -28,6 +29,11 @@ class AlertRoute(Strict):
 
     def wants(self, benchmarks: list[str], stack_of: dict[str, str]) -> bool:
         return any(b in self.benchmarks or stack_of.get(b) in self.stacks for b in benchmarks)
+
+    @model_validator(mode="after")
+    def _name_fits(self) -> "AlertRoute":
+        check_width(self.label, "alert_deliveries.channel", "route name")
+        return self
 
     @property
     def label(self) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
+from scalebench.core.columns import check_width
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from scalebench_kit.epochs import epoch_plan, timed_steps
@@ -95,7 +96,7 @@ class AccuracyTarget(Strict):
 
 
 class Benchmark(Strict):
-    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$", max_length=100)]  # the store's benchmark column
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]  # fits the store's benchmark columns (checked below)
     title: str
     task: Annotated[str, Field(pattern=r"^[a-z][a-z-]*$")]  # what the model does (classification, detection, ...)
     stack: str                    # a stack of include/configs/stacks.yaml: its images, launcher and formats
@@ -140,6 +141,7 @@ class Benchmark(Strict):
     _s = field_validator("schedule")(lambda cls, v: _check_schedule(v))
     _p = field_validator("precision", mode="before")(lambda cls, v: _precision_list(v))
     _i = field_validator("images")(lambda cls, v: _plain_images(v))
+    _id = field_validator("id")(lambda cls, v: check_width(v, "cells.benchmark", "benchmark id"))
     _stack: Stack | None = PrivateAttr(default=None)  # set by load_benchmark from the stacks file
     _splits: SplitSizes | None = PrivateAttr(default=None)  # the dataset's split sizes, from the stacks file
 

@@ -117,10 +117,13 @@ def with_tag(ref: str, tag: str) -> str:
 
 
 def _plain_images(v: dict) -> dict:
+    from scalebench.core.columns import check_width
+
     for kind, ref in v.items():
         if not IMAGE_REF.fullmatch(ref):
             raise ValueError(f"images.{kind}: {ref!r} is not a plain image reference (name[:tag][@sha256:digest]; "
                              "no templates)")
+        check_width(ref, "image_packages.image", f"images.{kind}")
     return v
 
 

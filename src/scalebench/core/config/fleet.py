@@ -8,11 +8,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scalebench.core import paths
+from scalebench.core.columns import check_width
 from scalebench.core.config.common import ConfigError, PosFloat, PosInt, Strict, _load_model, _plain_images
 
 
 class Host(Strict):
-    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=100)]  # the store's host column
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]  # fits the store's host columns (below)
     kind: Literal["cpu", "gpu"]
     queue: str
     device_ids: Annotated[list[str], Field(min_length=1)]
@@ -43,7 +44,14 @@ class Host(Strict):
     def _unique(cls, ids: list[str]) -> list[str]:
         if len(set(ids)) != len(ids):
             raise ValueError(f"device ids must be unique, got {ids}")
+        for i in ids:  # a GPU UUID fits; what the lease table cannot hold is refused here, not at night
+            check_width(i, "device_leases.device_id", "device id")
         return ids
+
+    @field_validator("name")
+    @classmethod
+    def _name_fits(cls, name: str) -> str:
+        return check_width(name, "cells.host", "host name")
 
     @field_validator("queue")
     @classmethod
