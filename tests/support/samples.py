@@ -153,13 +153,20 @@ CONTRACT_PROBE = (  # the probe's entrypoint: copy the contract the test left fo
     "c = json.load(open('/results/cell.json'))['cell']\n"
     "print('attempt', c['attempt'], flush=True)\n"
     "if os.path.exists(f\"/data/slow-{c['key']}-{c['attempt']}\"):\n    time.sleep(600)\n"
-    "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n")
+    "shutil.copy(f\"/data/contract-{c['key']}-{c['attempt']}.json\", '/results/metrics.json')\n"
+    # a file teardown-<key>-<attempt> holding hang or abort: the run is over, then its end fails
+    "fault = f\"/data/teardown-{c['key']}-{c['attempt']}\"\n"
+    "if os.path.exists(fault):\n"
+    "    open('/results/events.jsonl', 'a').write(json.dumps({'key': 'run_stop', 'value': 'success', 'rank': 0,"
+    " 'world_size': 1}) + '\\n')\n"
+    "    time.sleep(600) if open(fault).read() == 'hang' else os.abort()\n")
 
 
 def contract_probe(tmp_path, timeout_minutes: float = 2.0):
     """Probe configs whose cells write the contract the test leaves in the data folder
     (contract-<cell key>-<attempt>.json; a file slow-<key>-<attempt> makes that attempt run 10
-    minutes first), and make(gpus, repeat, run_id) -> (cell, its CellDockerOperator)."""
+    minutes first; teardown-<key>-<attempt> holding "hang" or "abort" makes it log its run_stop
+    success and then hang or abort), and make(gpus, repeat, run_id) -> (cell, its CellDockerOperator)."""
     from scalebench.orchestration.cell_operator import CellDockerOperator
 
     _, _, _, tree = make_probe(tmp_path, "python /data/probe_cell.py", timeout_minutes=timeout_minutes)

@@ -41,7 +41,10 @@ class Cell:
         self.results_dir = Path(results_dir or os.environ.get(RESULTS_DIR_ENV, "/results"))
         self.spec = load_cell_spec(self.results_dir / CELL_SPEC_FILE)
         self.rank = int(os.environ.get("RANK", "0"))
-        self.world_size = int(os.environ.get("WORLD_SIZE", self.spec["devices"]["count"]))
+        # the processes of the run: the launcher's (torchrun sets WORLD_SIZE), else this one, which
+        # holds every replica (tf.distribute's MirroredStrategy): the run is over when each has logged
+        # its run_stop success, which the orchestrator's teardown judgement reads
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.events = EventLog(self.results_dir / EVENTS_FILE, rank=self.rank, world_size=self.world_size)
         self.events.log("run_start", self.spec["cell"]["key"], label=self.spec["cell"]["label"])
 
@@ -108,7 +111,18 @@ class Cell:
         }
         path = write_result(self.results_dir, doc)
         self.events.log("run_stop", "success", total_s=doc["timing"]["total_s"])
+        if self.world_size == 1:  # one process: the run is over; a launcher's ranks meet in shut_down
+            self.teardown_fault()
         return path
+
+    def teardown_fault(self) -> None:
+        """Test hook `teardown: hang | abort`: the fault the orchestrator's teardown judgement must
+        survive, injected after every rank's run_stop (the teardown drill's "before" and the tests)."""
+        fault = self.test_hooks.get("teardown")
+        if fault == "hang":
+            time.sleep(24 * 3600)
+        elif fault == "abort":
+            os.abort()
 
     def shut_down(self, torch, world: int, device=None, timeout_s: float = FINAL_BARRIER_S) -> None:
         """A distributed run's end, the same on every rank, after `finish`: every rank meets the
@@ -117,10 +131,6 @@ class Cell:
         run_stop (rank 0 logged it with the result) and the process group is destroyed. Stop the
         threads and loader workers the run started before (the GPU sampler's `with`,
         `stop_loader_workers`): nothing may still run when the group goes."""
-        if self.test_hooks.get("teardown") == "abrupt":  # the drill's "before": the group torn down at once
-            if world > 1:
-                torch.distributed.destroy_process_group()
-            return
         if world > 1:
             from datetime import timedelta
 
@@ -129,6 +139,8 @@ class Cell:
         if self.rank != 0:
             self.events.log("run_stop", "success")
         if world > 1:
+            if self.rank == 1:
+                self.teardown_fault()
             torch.distributed.destroy_process_group()
 
 

@@ -50,19 +50,24 @@ def signal_of(exit_code: int | None) -> str | None:
 
 
 def classify(exit_code: int | None, output: list[str], *, oom_killed: bool = False, timed_out: bool = False,
-             timeout_s: float | None = None, cancelled: bool = False, finished: bool = False) -> Failure:
-    """Classify a finished container; the first match wins, in this order: our watchdog, a
-    user's cancel, the kernel OOM killer, a crash after every rank `finished` (logged its
-    run_stop success), any other signal, then what the output says."""
+             timeout_s: float | None = None, cancelled: bool = False, finished: bool = False,
+             hung_s: float | None = None) -> Failure:
+    """Classify a finished container; the first match wins, in this order: a user's cancel, every
+    rank `finished` (logged its run_stop success: whatever ended it then, a hang stopped by the
+    teardown deadline `hung_s` or the cell timeout, the OOM killer, a crash, is the teardown's), our
+    watchdog, the kernel OOM killer, any other signal, then what the output says."""
     text = "\n".join(output[-400:])
-    if timed_out:
-        return Failure("timeout", exit_code, f"ran past the cell timeout of {timeout_s:.0f}s and was stopped")
     if cancelled:
         return Failure("cancelled", exit_code, "stopped on request (the task was marked failed, cleared or killed)")
+    if finished:
+        how = (f"hung at teardown for {hung_s:.0f} s and was stopped" if hung_s is not None else
+               f"hung at teardown until the cell timeout of {timeout_s:.0f}s and was stopped" if timed_out else
+               crashed_rank(exit_code, output))
+        return Failure("teardown_crash", exit_code, f"after every rank's run_stop success: {how}")
+    if timed_out:
+        return Failure("timeout", exit_code, f"ran past the cell timeout of {timeout_s:.0f}s and was stopped")
     if oom_killed:
         return Failure("out_of_memory", exit_code, "the container was killed by the kernel OOM killer (host memory)")
-    if finished:
-        return Failure("teardown_crash", exit_code, f"after every rank's run_stop success: {crashed_rank(exit_code, output)}")
     sig = signal_of(exit_code)
     if sig:
         outside = " (docker kill or stop, preemption, host shutdown)" if sig in EXTERNAL_SIGNALS else ""

@@ -137,6 +137,9 @@ class CellDockerOperator(DockerOperator):
     container: dict | None
     # phases named in a failure line; a container or contract failure speaks for itself
     QUIET_STAGES = ("begin", "run", "classify", "collect", "validate")
+    # after every rank's run_stop success, how long the processes may take to exit (destroy_process_group
+    # and interpreter exit have no deadline of their own); then the container is stopped, the result kept
+    teardown_deadline_s = 120.0
 
     def __init__(self, *, cell: dict | None = None, dataset: Any = None, benchmark_id: str, host_name: str,
                  **kwargs: Any):
@@ -149,6 +152,7 @@ class CellDockerOperator(DockerOperator):
         self._lease: Lease | None = None
         self._timed_out = threading.Event()
         self._cancelled = threading.Event()
+        self._hung_at_teardown = threading.Event()
 
     # -- the cell ---------------------------------------------------------------------------
     def execute(self, context) -> dict:
@@ -293,18 +297,22 @@ class CellDockerOperator(DockerOperator):
             raise self.fail(a, Failure("lease_lost", None, f"{lost}; no container was started"))
         watchdog = threading.Timer(a.timeout_s, self._stop_for_timeout)
         watchdog.daemon = True
+        exited = threading.Event()
+        teardown = threading.Thread(target=self._watch_teardown, args=(a, exited), daemon=True, name="teardown")
         threading.Thread(target=_warm_validation, daemon=True, name="gx-import").start()
         self.container = None
         self._remove_leftovers(a)
         self.log.info("::group::Container output (%s)", self.image)
         try:
             watchdog.start()
+            teardown.start()
             try:
                 exit_code, lines = self.start_container(a)
             except _engine_errors() as exc:
                 raise self.fail(a, self._engine_failure(exc)) from None
         finally:
             watchdog.cancel()
+            exited.set()
             self.log.info("::endgroup::")
         oom = False
         if self.container:
@@ -375,7 +383,8 @@ class CellDockerOperator(DockerOperator):
 
     def classify(self, a: Attempt, outcome: Outcome) -> Failure | None:
         a.stage = "classify"
-        if outcome.exit_code == 0 and not (self._timed_out.is_set() or self._cancelled.is_set()):
+        if outcome.exit_code == 0 and not (self._timed_out.is_set() or self._cancelled.is_set()
+                                           or self._hung_at_teardown.is_set()):
             return None
         try:  # every rank's run_stop success: a crash after it is the teardown's, not the run's
             finished = every_rank_finished(read_events(a.out / EVENTS_FILE))
@@ -383,7 +392,7 @@ class CellDockerOperator(DockerOperator):
             finished = False
         return classify(outcome.exit_code, outcome.lines, oom_killed=outcome.oom_killed,
                         timed_out=self._timed_out.is_set(), timeout_s=a.timeout_s, cancelled=self._cancelled.is_set(),
-                        finished=finished)
+                        finished=finished, hung_s=self.teardown_deadline_s if self._hung_at_teardown.is_set() else None)
 
     def keep_teardown_crash(self, a: Attempt, failure: Failure, logs: list[str]) -> str:
         """A crash after the run (every rank's run_stop success, a result that validates): kept
@@ -505,6 +514,24 @@ class CellDockerOperator(DockerOperator):
                 self.cli.stop(container["Id"], timeout=grace_s)
             except Exception as exc:
                 self.log.warning("could not stop container: %s", exc)
+
+    def _watch_teardown(self, a: Attempt, exited: threading.Event, poll_s: float = 2.0) -> None:
+        """The teardown's deadline: once every rank logged its run_stop success (the result is
+        written), the processes get `teardown_deadline_s` to exit; a container still running then
+        (a hang in destroy_process_group, which has no deadline, or at interpreter exit) is stopped."""
+        finished_at = None
+        while not exited.wait(poll_s):
+            if finished_at is None:
+                try:
+                    if every_rank_finished(read_events(a.out / EVENTS_FILE)):
+                        finished_at = time.monotonic()
+                except (OSError, ValueError):  # no events yet, or a line being written
+                    pass
+            elif time.monotonic() - finished_at >= self.teardown_deadline_s:
+                self._hung_at_teardown.set()
+                self._stop_container(f"every rank finished {self.teardown_deadline_s:.0f} s ago and the container "
+                                     "has not exited (hung at teardown)")
+                return
 
     def _stop_for_timeout(self) -> None:
         self._timed_out.set()

@@ -239,9 +239,60 @@ def test_a_crash_after_every_ranks_success_is_a_teardown_crash_and_before_it_a_f
                                    "lines: ") and "terminate called without an active exception" in after.detail
     before = classify(1, TEARDOWN_TAIL, finished=every_rank_finished(_stops(0)))
     assert before.reason == "unknown" and before.detail == "last output line: terminate called without an active exception"
-    # our watchdog, a user's cancel and the kernel's OOM killer still say what they are
-    assert classify(1, TEARDOWN_TAIL, timed_out=True, timeout_s=60, finished=True).reason == "timeout"
-    assert classify(137, [], oom_killed=True, finished=True).reason == "out_of_memory"
+    # what finished decides first: a hang stopped by our watchdog or the OOM killer at teardown keep
+    # the result; a user's cancel still says what it is, and before the end a timeout is a timeout
+    hung = classify(137, TEARDOWN_TAIL, timed_out=True, timeout_s=60, finished=True)
+    assert hung.reason == "teardown_crash" and "hung at teardown until the cell timeout of 60s" in hung.detail
+    assert classify(137, [], oom_killed=True, finished=True).reason == "teardown_crash"
+    assert classify(137, [], cancelled=True, finished=True).reason == "cancelled"
+    assert classify(137, TEARDOWN_TAIL, timed_out=True, timeout_s=60, finished=False).reason == "timeout"
     # one process (no launcher): the container's own exit code names the signal
     single = classify(134, ["run_stop success", "Fatal Python error: Aborted"], finished=True)
     assert single.reason == "teardown_crash" and "the main process ended by SIGABRT at teardown" in single.detail
+
+
+@requires_docker
+@pytest.mark.parametrize("fault, deadline_s, timeout_minutes, says", [
+    ("hang", 3, 2.0, "after every rank's run_stop success: hung at teardown for 3 s and was stopped"),
+    ("hang", 600, 0.1, "after every rank's run_stop success: hung at teardown until the cell timeout of 6s"),
+    ("abort", 600, 2.0, "after every rank's run_stop success: the main process ended by SIGABRT"),
+])
+def test_a_cell_that_finished_and_then_hung_or_aborted_at_teardown_is_kept_valid(tmp_path, monkeypatch, fault,
+                                                                                   deadline_s, timeout_minutes, says):
+    """The real container logs its run_stop success with its result written, then hangs (stopped
+    at the teardown deadline, or the cell timeout where that comes first) or aborts: the cell is
+    valid with the crash kept, not a timeout, and not retried."""
+    from tests.support.samples import FakeTI, contract_probe, sample_contract
+
+    tree, data, make = contract_probe(tmp_path, timeout_minutes=timeout_minutes)
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    cell, op = make()
+    op.teardown_deadline_s = deadline_s
+    (data / f"contract-{cell['key']}-1.json").write_text(json.dumps(sample_contract(cell, train_s=1.0)))
+    (data / f"teardown-{cell['key']}-1").write_text(fault)
+    began = time.monotonic()
+    summary = op.execute({"ti": FakeTI()})  # not raised: valid
+    assert time.monotonic() - began < 120  # stopped, not left to its 600-s hang
+    assert " valid, then crashed at teardown: teardown_crash" in summary["teardown_crash"], summary
+    assert says in summary["teardown_crash"], summary["teardown_crash"]
+    assert _no_containers_left(cell)
+
+
+def test_a_tensorflow_multi_device_cell_knows_when_it_finished(tmp_path, monkeypatch):
+    """One process holds every replica (MirroredStrategy, no launcher): its run_stop ends the run;
+    under torchrun (WORLD_SIZE) every rank's is needed."""
+    from scalebench.cell.failures import every_rank_finished
+    from scalebench_kit.events import read_events
+    from scalebench_kit.runtime import Cell
+    from tests.support.samples import sample_cell, sample_spec
+
+    (tmp_path / "cell.json").write_text(json.dumps(sample_spec(sample_cell(gpus=2))))
+    for name in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    Cell(tmp_path).events.log("run_stop", "success")
+    assert every_rank_finished(read_events(tmp_path / "events.jsonl"))
+    (tmp_path / "events.jsonl").unlink()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    Cell(tmp_path).events.log("run_stop", "success")
+    assert not every_rank_finished(read_events(tmp_path / "events.jsonl"))  # rank 1 has not
