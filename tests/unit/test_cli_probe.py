@@ -91,7 +91,7 @@ CASES = [
     ("id of the bisect", ["configs"], ("benchmarks", "copy as", "bisect"), "the bisect DAG"),
     ("id of the host probe", ["configs"], ("benchmarks", "copy as", "host_probe"), "the host probe DAG"),
     ("id with the accuracy suffix", ["configs"], ("benchmarks", "copy as", "unet_torch_voc2007_accuracy"), "_accuracy"),
-    ("id too long", ["configs"], ("benchmarks", "copy as", "u" * 245), "at most 100 characters"),
+    ("id too long", ["configs"], ("benchmarks", "copy as", "u" * 245), "the store's column cells.benchmark holds 100"),
     ("id of the all-reduce DAG", ["configs"], ("benchmarks", "copy as", "allreduce"), "the all-reduce DAG's"),
     ("id not the file name", ["configs"], ("benchmarks/unet_torch_voc2007.yaml", "id", "resnet50_keras_cifar10"),
      "must equal the file name"),

@@ -25,8 +25,15 @@ def _now() -> dt.datetime:
 
 
 class AlertGroups:
+    """Every write is one transaction that holds the group's lock while it reads, checks and
+    writes (SQLite: an immediate transaction, the database's write lock; PostgreSQL: the group
+    row's lock): two people's moves, or a person's and the nightly report's, run one after the
+    other, and the second is checked against the state the first left."""
+
     def __init__(self, store):
-        self.engine = store.engine
+        from scalebench.store.db import make_engine
+
+        self.engine = store.engine if store.engine.dialect.name != "sqlite" else make_engine(store.url, immediate=True)
 
     # the report's side
     def record_night(self, night: str, details: Iterable[dict], back: Iterable[dict] = (),
@@ -59,9 +66,11 @@ class AlertGroups:
                 f.back_night = night
                 self._event(s, open_group.id, REPORT, "figures", None, None, f"back on {night}: {b['line']}")
                 touched.add(open_group.id)
-                if all(x.back_night is not None for x in self._figures(s, open_group.id)):
-                    self._event(s, open_group.id, REPORT, "state", open_group.state, "fixed", b["line"])
-                    open_group.state = "fixed"
+                locked = s.get(AlertGroupRow, open_group.id, with_for_update=True, populate_existing=True)
+                if locked is not None and locked.state in OPEN and \
+                        all(x.back_night is not None for x in self._figures(s, open_group.id)):
+                    self._event(s, open_group.id, REPORT, "state", locked.state, "fixed", b["line"])
+                    locked.state = "fixed"
         return sorted(touched)
 
     def mark_notified(self, group_id: int, night: str, reason: str) -> None:
@@ -137,7 +146,7 @@ class AlertGroups:
         if state is None and owner is None and not note:
             raise AlertStateError("nothing to change: give a state, an owner or a note")
         with Session(self.engine) as s, s.begin():
-            g = s.get(AlertGroupRow, group_id)
+            g = s.get(AlertGroupRow, group_id, with_for_update=True)  # held until the move is written
             if g is None:
                 raise AlertStateError(f"group: no alert group #{group_id}")
             check_change(state, owner, note, has_owner=g.owner is not None)
@@ -233,7 +242,7 @@ class AlertGroups:
     @staticmethod
     def _open_group(s: Session, key: str) -> AlertGroupRow | None:
         return s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state.in_(OPEN))
-                         .order_by(AlertGroupRow.id.desc())).first()
+                         .order_by(AlertGroupRow.id.desc()).with_for_update()).first()  # a person's move waits
 
     def _add_figure(self, s: Session, g: AlertGroupRow, d: dict, night: str) -> None:
         precision = d.get("precision") or DEFAULT_PRECISION
