@@ -130,6 +130,21 @@ def mail_html(doc: dict) -> str:
                                               document=json.dumps(doc, indent=2, default=str))
 
 
-def slack_text(text: str) -> str:
-    """Text as Slack's mrkdwn needs it: &, < and > escaped, so nothing in a message is a link or a mention."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+ZWSP = "\u200b"  # a zero-width space: splits what Slack would read as markup, shows nothing
+
+
+def slack_text(text: str, links: tuple[str, ...] = ()) -> str:
+    """Text as Slack's mrkdwn shows it literally: &, < and > escaped (no <link>, <!channel> or
+    <@user>), the marks of bold, italics, strike and code (* _ ~ `) kept from pairing up, no bare
+    URL or @channel / @here / @everyone made live; then our own `links` (the report's) made links."""
+    import re
+
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out = re.sub(r"([*_~`])", rf"{ZWSP}\1{ZWSP}", out)
+    out = re.sub(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)", rf"\1{ZWSP}:", out)  # scheme://: no auto-link
+    out = re.sub(r"(?i)@(channel|here|everyone)\b", rf"@{ZWSP}\1", out)
+    for link in links:
+        if link:
+            inert = slack_text(link)
+            out = out.replace(inert, f"<{link.replace('>', '%3E').replace('|', '%7C')}>")
+    return out

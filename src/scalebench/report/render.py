@@ -236,7 +236,7 @@ def markdown(rep: Report) -> str:
     out += [f"- flagged, awaiting confirmation: {a}" for a in rep.flagged]
     out += [f"- cleared by reruns: {a}" for a in rep.cleared]
     out += [f"- {a}" for a in rep.changes]
-    out += [f"- NOT DELIVERED: {u}" for u in rep.undelivered]
+    out += [f"- NOT DELIVERED: {code_span(u)}" for u in rep.undelivered]
     if not (rep.alerts or rep.fixed or rep.flagged or rep.cleared or rep.changes or rep.undelivered):
         out.append(f"- none ({rep.series} series judged against their baselines)")
     out += ["", "## Suspect figures", ""]
@@ -258,7 +258,7 @@ def markdown(rep: Report) -> str:
             + "; ".join(x["others"]) for r in rows for x in r.retried] or ["- none"]
     out += ["", "## Cells valid after a crash at teardown", "", "Every rank had logged its run_stop success; the "
             "result validated, so the cell counts and was not retried.", ""]
-    out += [f"- {r.name}: {x['label']}: {x['message']}" for r in rows for x in r.teardown] or ["- none"]
+    out += [f"- {r.name}: {x['label']}: {code_span(x['message'])}" for r in rows for x in r.teardown] or ["- none"]
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:
         out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")
@@ -283,6 +283,17 @@ def _prediction_lines(section: dict) -> list[str]:
     if section.get("rows") and not errors:
         out.append("- no frozen prediction judged yet (a later night that measures its GPU count judges it)")
     return out
+
+
+def code_span(text: str) -> str:
+    """Text from outside (a container's last lines, an exception) as a Markdown code span: shown
+    literally in report.md and report.html, never a link, an image or markup. The fence is longer
+    than any run of backticks inside; a newline would end the list item, so it is shown as ⏎."""
+    import re
+
+    text = text.replace("\r", "").replace("\n", " ⏎ ")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def to_html(md: str, title: str = "scalebench report") -> str:

@@ -366,3 +366,20 @@ def test_a_group_holds_the_figures_its_image_moved_and_is_fixed_only_when_they_a
     groups.record_night("2026-11-07", [], [better_4])
     g = groups.group(gid)
     assert g["state"] == "fixed" and all(f["back_night"] for f in g["figures"])
+
+
+def test_the_cli_records_the_account_it_runs_as_not_what_user_says(monkeypatch):
+    import os
+    import pwd
+
+    from scalebench.cli import main
+    from scalebench.store.alert_groups import AlertGroups
+    from scalebench.store.results import Store
+
+    groups = AlertGroups(Store())
+    groups.record_night("2026-01-02", [detail(2, "2026-01-02")])
+    monkeypatch.setenv("USER", "anyone")
+    monkeypatch.setenv("LOGNAME", "anyone")
+    assert main(["alerts", "set", "1", "triaged", "--owner", "dana", "--who", "dana"]) == 0
+    [event] = [e for e in groups.group(1)["events"] if e["kind"] == "state"]
+    assert event["who"] == f"{pwd.getpwuid(os.geteuid()).pw_name} (for dana)"

@@ -178,3 +178,48 @@ def test_a_post_is_same_site_by_the_host_it_was_addressed_to(site, monkeypatch, 
                       headers={"Host": host, "Origin": origin, "Sec-Fetch-Site": "same-origin"})
     assert got.status_code == status, got.text
     assert AlertGroups(Store()).group(1)["state"] == ("triaged" if status == 303 else "new")
+
+
+@pytest.mark.parametrize("token, says", [
+    ("\u0663\u0663." + "0" * 64, "not this page"),   # Arabic-Indic digits: a number to isdigit(), not ASCII
+    ("1." + "\u00e9" * 64, "not this page"),         # a MAC that is not hex
+    ("1.2.3", "not this page"), ("." + "0" * 64, "not this page"), ("9" * 13 + "." + "0" * 64, "not this page"),
+])
+def test_a_malformed_token_is_refused_not_an_error(site, token, says):
+    client, _ = site
+    got = client.post("/alerts/1", data={"token": token, "action": "take"})
+    assert got.status_code == 403 and says in got.text, got.text
+    assert AlertGroups(Store()).group(1)["state"] == "new"
+
+
+def test_a_token_from_the_future_is_refused_as_such(site):
+    import time
+
+    client, who = site
+    ahead = triage._action_token(who["user"], 1, int(time.time()) + 3600)
+    got = client.post("/alerts/1", data={"token": ahead, "action": "take"})
+    assert got.status_code == 403 and "from the future" in got.text and "older than" not in got.text
+    near = triage._action_token(who["user"], 1, int(time.time()) + 10)  # a clock a little ahead: taken
+    assert client.post("/alerts/1", data={"token": near, "action": "take"}, follow_redirects=False).status_code == 303
+
+
+def test_the_store_work_of_an_action_runs_off_the_event_loop(site, monkeypatch):
+    """A move may wait for the group's lock: never on the api-server's event loop, which serves every page."""
+    import asyncio
+
+    client, _ = site
+    seen = []
+    real = AlertGroups.set
+
+    def watched(self, *a, **kw):
+        try:
+            asyncio.get_running_loop()
+            seen.append("on the event loop")
+        except RuntimeError:
+            seen.append("in a worker thread")
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(AlertGroups, "set", watched)
+    token = token_of(client.get("/alerts/1").text)
+    assert client.post("/alerts/1", data={"token": token, "action": "take"}, follow_redirects=False).status_code == 303
+    assert seen == ["in a worker thread"]

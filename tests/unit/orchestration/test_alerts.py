@@ -283,8 +283,10 @@ def test_a_mail_carries_free_text_as_text_never_as_markup(monkeypatch):
 def test_slack_text_escapes_what_slack_would_read_as_a_link_or_a_mention():
     from scalebench.orchestration.dags.alerts import notifier
 
-    n = notifier(AlertConfig(notifier="slack"), markup_message())
-    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &lt;|link&gt;" in n.text and "<" not in n.text and ">" not in n.text
+    doc = markup_message()
+    n = notifier(AlertConfig(notifier="slack"), doc)
+    text = n.text.replace(f"<{doc['report']}>", "")  # the one link: the report's
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &lt;|link&gt;" in text and "<" not in text and ">" not in text
 
 
 def test_alert_links_follow_the_address_the_ui_is_reached_at(monkeypatch):
@@ -383,3 +385,17 @@ def test_route_names_are_their_own():
                                                 {"stacks": ["keras"], "connection": "c"}])
     assert [n for n, _ in AlertConfig(notifier="webhook", routes=[
         {"benchmarks": [BENCH], "connection": "c", "endpoint": "/x"}]).channels([BENCH], {})] == ["main", "c/x"]
+
+
+@pytest.mark.parametrize("free, shown", [
+    ("*bold* _it_ ~gone~ `code`", "\u200b*\u200bbold\u200b*\u200b \u200b_\u200bit\u200b_\u200b "
+                                  "\u200b~\u200bgone\u200b~\u200b \u200b`\u200bcode\u200b`\u200b"),
+    ("&lt;!channel&gt; <!here> <@U123>", "&amp;lt;!channel&amp;gt; &lt;!here&gt; &lt;@U123&gt;"),
+    ("see https://evil.example/x and @channel", "see https\u200b://evil.example/x and @\u200bchannel"),
+])
+def test_slack_text_shows_free_text_literally_and_only_our_report_link_as_a_link(free, shown):
+    from scalebench.report.alert_messages import slack_text
+
+    report = "https://airflow.example.com/scalebench/2026-11-30/"
+    got = slack_text(f"group #1 ({report}): owner {free}", (report,))
+    assert got == f"group #1 (<{report}>): owner {shown}"

@@ -549,4 +549,22 @@ def test_a_cell_valid_after_a_crash_at_teardown_counts_and_is_listed_with_the_cr
     assert row.valid == 3 and row.not_valid == [] and row.teardown == [{"label": crashed["label"], "message": line}]
     text = markdown(doc_for(store))
     listed = text.split("## Cells valid after a crash at teardown", 1)[1].split("\n## ", 1)[0]
-    assert [ln for ln in listed.splitlines() if ln.startswith("- ")] == [f"- {row.name}: {crashed['label']}: {line}"]
+    assert [ln for ln in listed.splitlines() if ln.startswith("- ")] == [f"- {row.name}: {crashed['label']}: ` {line} `"]
+
+
+def test_container_text_in_the_report_is_shown_literally_never_a_link_or_an_image(isolated_state, tmp_path):
+    """A teardown message quotes the container's last lines: Markdown in them stays text in
+    report.md and report.html."""
+    from scalebench.report.build import write_report
+
+    store = Store()
+    record(store, 1, 3, 1, 100)
+    crashed = sample_cell(gpus=2, epochs=3, repeat=1, run_id="scheduled__n1", night=NIGHT, run_type="scheduled",
+                          benchmark="resnet50_keras_cifar10", dag_id="scalebench_resnet50_keras_cifar10")
+    evil = ("teardown_crash: last lines: [click](http://evil.example) ![x](http://evil.example/p.png) "
+            "<http://evil.example> **loud** `tick` <b>b</b>\nnext line")
+    store.record_attempt(crashed, 1, "valid", contract=sample_contract(crashed, train_s=55), reason="teardown_crash",
+                         message=evil, exit_code=1)
+    html = (write_report(store, tmp_path / "r", NIGHT).parent / "report.html").read_text()
+    assert "evil.example" in html and 'href="http://evil' not in html and "<img src=\"http://evil" not in html
+    assert "<strong>loud" not in html and "<b>b</b>" not in html and "[click](http://evil.example)" in html

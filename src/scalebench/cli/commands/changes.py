@@ -71,10 +71,19 @@ def cmd_bisect(args, configs: Configs) -> Listing:
                    [f"bisect {bisect_id}: {len(b.steps)} step(s)"] + lines, exit_code=0 if b.culprits else 1)
 
 
+def os_user() -> str:
+    """The account this process runs as (its effective uid), never $USER or $LOGNAME, which anyone sets."""
+    import os
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a uid with no passwd entry (a container's): the number is what is known
+        return f"uid {os.geteuid()}"
+
+
 def cmd_alerts(args, configs: Configs) -> Listing:
     """Alert groups: list (open first), show one with its figures and events, set a state / owner / note."""
-    import getpass
-
     from scalebench.report.alert_messages import figure_line, progress
     from scalebench.core.alert_rules import AlertStateError
     from scalebench.store.alert_groups import AlertGroups
@@ -89,7 +98,7 @@ def cmd_alerts(args, configs: Configs) -> Listing:
                 raise ConfigError(f"alerts {args.action}: needs a group ID (scalebench alerts list shows them)")
             if args.action == "set":
                 # the OS user makes the change; --who is recorded beside it as a claim, never instead of it
-                who = getpass.getuser() + (f" (for {args.who})" if args.who else "")
+                who = os_user() + (f" (for {args.who})" if args.who else "")
                 groups.set(args.id, who, state=args.state, owner=args.owner, note=args.note)
             one = groups.group(args.id)
             if one is None:

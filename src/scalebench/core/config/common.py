@@ -155,12 +155,15 @@ def _format_errors(source: Path, exc: ValidationError) -> str:
 
 
 class _UniqueKeys(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key written twice in one mapping (the last would silently win)."""
+    """YAML's safe loader, refusing a key written twice in one mapping (the last would silently win);
+    merge keys (`<<: *defaults`) are standard YAML: a key written beside them overrides theirs."""
 
 
 def _mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<`: the safe constructor merges it below
+            continue
         key = loader.construct_object(key_node, deep=deep)
         try:
             again = key in seen

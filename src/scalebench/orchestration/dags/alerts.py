@@ -98,7 +98,7 @@ def notifier(cfg: AlertConfig, doc: dict):
     if cfg.notifier == "slack":
         from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
 
-        return SlackWebhookNotifier(slack_webhook_conn_id=cfg.connection, text=slack_text(doc["text"]))
+        return SlackWebhookNotifier(slack_webhook_conn_id=cfg.connection, text=slack_text(doc["text"], (doc.get("report", ""),)))
     if cfg.notifier == "email":
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 

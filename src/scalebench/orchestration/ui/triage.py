@@ -4,6 +4,7 @@ this site's own page (same-site check) and the page's form token, an HMAC of the
 group under the deployment's JWT secret."""
 from __future__ import annotations
 
+import re
 from typing import Annotated, Callable
 from urllib.parse import quote
 
@@ -65,16 +66,22 @@ def _action_token(user, group_id: int, issued: int | None = None) -> str:
     return f"{issued}.{mac}"
 
 
+TOKEN = re.compile(r"^([0-9]{1,12})\.[0-9a-f]{64}$")  # ASCII only: compare_digest refuses other text
+CLOCK_SKEW_S = 60  # a token issued this far ahead of this server's clock is still taken
+
+
 def _token_refusal(token: str, user, group_id: int) -> str | None:
     """Why a form's token is refused (None: it is this user's for this group, and current)."""
     import hmac
     import time
 
-    issued, _, _ = token.partition(".")
-    if not issued.isdigit() or len(issued) > 12 or \
-            not hmac.compare_digest(token, _action_token(user, group_id, int(issued))):
+    form = TOKEN.match(token)
+    if form is None or not hmac.compare_digest(token, _action_token(user, group_id, int(form.group(1)))):
         return "Refused: the form's token is missing or not this page's; reload the page."
-    if not 0 <= time.time() - int(issued) <= TOKEN_TTL_S:
+    age = time.time() - int(form.group(1))
+    if age < -CLOCK_SKEW_S:
+        return "Refused: the form's token is from the future (was a clock set back?); reload the page."
+    if age > TOKEN_TTL_S:
         return f"Refused: the page is older than {TOKEN_TTL_S // 3600} hours; reload it and try again."
     return None
 
@@ -143,7 +150,7 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
     """Take a group, set its state or add a note; then back to its page. Refused (403) for a user
     without edit access, a request from another site or without the page's token; a bad field is
     a 422 naming it."""
-    from scalebench.core.alert_rules import AlertStateError, MoveRefused
+    from starlette.concurrency import run_in_threadpool
 
     if not may_edit(user):
         raise HTTPException(403, "Changing an alert group needs edit access to the report DAG.")
@@ -154,13 +161,22 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
     refused = _token_refusal(token, user, group_id)
     if refused:
         raise HTTPException(403, refused)
-    who = str(user.get_name())
-    note = str(form.get("note") or "") or None
+    # the store's work (a lock it may wait for) in a worker thread: the api-server's event loop serves the others
+    await run_in_threadpool(_apply, group_id, str(user.get_name()), action, form.get("state"),
+                            str(form.get("note") or "") or None)
+    base, _ = bases(request)
+    return RedirectResponse(f"{base}/alerts/{group_id}", status_code=303)
+
+
+def _apply(group_id: int, who: str, action, state, note: str | None) -> None:
+    """One action on a group in the store; an HTTP refusal naming the field or the state found."""
+    from scalebench.core.alert_rules import AlertStateError, MoveRefused
+
     try:
         if action == "take":
             _groups().set(group_id, who, state="triaged", owner=who, note=note)
         elif action == "state":
-            _groups().set(group_id, who, state=str(form.get("state") or ""), note=note)
+            _groups().set(group_id, who, state=str(state or ""), note=note)
         elif action == "note":
             _groups().set(group_id, who, note=note)
         else:
@@ -171,8 +187,6 @@ async def alert_action(request: Request, group_id: GROUP_ID, user=Depends(curren
         field = str(exc).split(":", 1)[0]
         raise HTTPException(404 if field == "group" else 422,
                             f"{field}: expected {ALERT_FIELDS.get(field, 'a valid value')}.") from None
-    base, _ = bases(request)
-    return RedirectResponse(f"{base}/alerts/{group_id}", status_code=303)
 
 
 # The pages: the list and one group, with its figures, events and actions (the parts are pages').
