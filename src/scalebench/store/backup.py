@@ -4,7 +4,8 @@ SQLite: the sqlite3 backup API (a consistent copy while writers run). PostgreSQL
 --format=custom`, run inside the PostgreSQL container (`--pg-container`, which has the client
 of the server's own version) or by a local client; the password goes in the environment
 (PGPASSWORD), never on a command line. A restore goes into an empty database only: it never
-replaces what a store already holds.
+replaces what a store already holds. A backup of an older scalebench is upgraded to this one's
+schema in the same step: all of it is restored and upgraded, or nothing is.
 """
 from __future__ import annotations
 
@@ -149,13 +150,19 @@ def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
             raise BackupError(f"{shown_url(url)} exists; restore into a new file, never over a store")
         revision = _check_sqlite_backup(src)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(dest.name + ".restoring")  # copied beside it, then moved into place at once
+        part = dest.with_name(dest.name + ".restoring")  # copied and upgraded beside it, then moved into place
         part.unlink(missing_ok=True)
-        _sqlite_copy(_read_only(src), part)
+        try:
+            _sqlite_copy(_read_only(src), part)
+            _, now = _upgrade_restored(f"sqlite:///{part}", src, revision)
+        except BaseException:
+            for left in (part, part.with_name(part.name + "-wal"), part.with_name(part.name + "-shm")):
+                left.unlink(missing_ok=True)
+            raise
         os.replace(part, dest)
         engine = make_engine(url)
         check_schema(engine, url)
-        return f"{src} (a scalebench store at revision {revision}) restored into results store {shown_url(url)}"
+        return _restored(src, revision, now, url)
     engine = make_engine(url)  # PostgreSQL: pg_restore into an empty database
     with engine.connect() as conn:
         tables = inspect(conn).get_table_names()
@@ -167,6 +174,38 @@ def restore(src: Path, url: str, *, pg_container: str | None = None) -> str:
     cmd, env = _pg_command(url, ["pg_restore", "--no-owner", "--exit-on-error", "--single-transaction"], pg_container)
     with open(src, "rb") as fh:
         _run(cmd, env, f"restore into {shown_url(url)} (rolled back: the database is as it was)", stdin=fh)
+    try:
+        _, now = _upgrade_restored(url, src, revision)
+    except BaseException:
+        _drop_restored(url)  # the database was empty: it is again
+        raise
     engine = make_engine(url)
     check_schema(engine, url)
-    return f"{src} (a scalebench store at revision {revision}) restored into results store {shown_url(url)}"
+    return _restored(src, revision, now, url)
+
+
+def _restored(src: Path, revision: str, now: str | None, url: str) -> str:
+    upgraded = f", upgraded to {now}" if now != revision else ""
+    return f"{src} (a scalebench store at revision {revision}{upgraded}) restored into results store {shown_url(url)}"
+
+
+def _upgrade_restored(url: str, src: Path, revision: str) -> tuple[str | None, str | None]:
+    """The restored store brought to this scalebench's schema; BackupError when that fails."""
+    from scalebench.store.db import upgrade
+
+    try:
+        return upgrade(url)
+    except Exception as exc:
+        raise BackupError(f"{src}: upgrading the restored store from revision {revision} failed "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); nothing was restored") from None
+
+
+def _drop_restored(url: str) -> None:
+    """Every table the restore made (the database held none before it)."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for table in inspect(conn).get_table_names():
+                conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{table}" CASCADE')
+    finally:
+        engine.dispose()
