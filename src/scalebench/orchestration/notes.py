@@ -66,6 +66,14 @@ def set_note(ti, note: str, timeout_s: float = 15) -> str:
         return f"skipped ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def account() -> str | None:
+    """The login the connection acts as (None without the connection)."""
+    try:
+        return _connection().login or None
+    except Exception:
+        return None
+
+
 def trigger(dag_id: str, conf: dict, timeout_s: float = 15) -> str:
     """Trigger a run of `dag_id` with `conf` through the REST API; returns its run id. Raises
     with the reason when it cannot (no connection, refused)."""

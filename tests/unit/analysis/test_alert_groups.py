@@ -259,8 +259,13 @@ def test_the_bisect_dags_result_lands_in_the_group_that_started_it(store, monkey
     days, cells = month(c_from=40)
     run_night(cells, days[26], store)
     b = bisect_run(Bisection("b", 4, TAGS[:5]), lambda im: 800.0 if TAGS.index(im) >= 2 else 1000.0)
+    monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API", "http://notes:secret@localhost:8080")
+    for by in ("mallory", None):  # a person with only the trigger right on the bisect DAG, or no one named
+        result.function({"bisect_id": "b-4g", "state": b.to_json()}, params={"alert_group": 1},
+                        dag_run=SimpleNamespace(run_id="manual__bisect", triggering_user_name=by))
+        assert [e for e in AlertGroups(store).group(1)["events"] if e["kind"] == "bisect"] == []
     lines = result.function({"bisect_id": "b-4g", "state": b.to_json()}, params={"alert_group": 1},
-                            dag_run=SimpleNamespace(run_id="manual__bisect"))
+                            dag_run=SimpleNamespace(run_id="manual__bisect", triggering_user_name="notes"))
     [event] = [e for e in AlertGroups(store).group(1)["events"] if e["kind"] == "bisect"]
     assert event["note"] == "bisect manual__bisect: " + "; ".join(lines) and TAGS[2] in event["note"]
 
