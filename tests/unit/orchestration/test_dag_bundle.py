@@ -54,15 +54,20 @@ def test_the_dag_files_are_marked_changed_after_an_input_change_and_not_before(t
     bundle.refresh()  # at start-up every file is parsed anyway
     bundle.refresh()
     assert set(times().values()) == {1_000_000}
-    for what, change in edits(configs):
+    def parsed():  # the processor parses them: their times are behind its last parse again
         for f in dags.glob("*.py"):
             os.utime(f, (1_000_000, 1_000_000))
+
+    for what, change in edits(configs):
+        parsed()
         change()
         bundle.refresh()
         assert all(t > 1_000_000 for t in times().values()), what
-        for f in dags.glob("*.py"):
-            os.utime(f, (1_000_000, 1_000_000))
-        bundle.refresh()  # seen once: not marked again
+        parsed()  # a parse that began before the change ends after the touch: marked once more
+        bundle.refresh()
+        assert all(t > 1_000_000 for t in times().values()), what
+        parsed()
+        bundle.refresh()  # seen, and checked again: not marked any more
         assert set(times().values()) == {1_000_000}, what
 
 
@@ -76,3 +81,46 @@ def test_the_inputs_are_the_configs_the_fleet_and_the_code_the_dag_files_import(
     assert tmp_path / "configs" in inputs and tmp_path / "elsewhere" / "fleet.yaml" in inputs
     assert os.path.dirname(scalebench.__file__) in map(str, inputs)
     assert os.path.dirname(scalebench_kit.__file__) in map(str, inputs)
+
+
+def test_a_symlinked_benchmarks_folder_is_followed(tmp_path):
+    """benchmarks/ kept elsewhere and linked in: an edit there is seen (a link loop is walked once)."""
+    elsewhere = tmp_path / "team" / "benchmarks"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "a.yaml").write_text("id: a\n")
+    (elsewhere / "loop").symlink_to(elsewhere)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "benchmarks").symlink_to(elsewhere)
+    before = fingerprint([configs])
+    (elsewhere / "a.yaml").write_text("id: a\nper_gpu_batch: 64\n")
+    assert fingerprint([configs]) != before
+
+
+def test_an_upgrade_of_scalebench_restarts_the_processor_and_a_config_edit_does_not(tree, monkeypatch, tmp_path):
+    configs, dags = tree
+    code = tmp_path / "site-packages" / "scalebench"
+    code.mkdir(parents=True)
+    (code / "cells.py").write_text("# 1\n")
+    monkeypatch.setattr(dag_bundle, "dag_inputs", lambda: [configs, code])
+    monkeypatch.setattr(dag_bundle, "code_inputs", lambda: [code])
+    restarts = []
+    monkeypatch.setattr(dag_bundle, "restart_processor", restarts.append)
+    bundle = GeneratedDagBundle(name="dags-folder", path=str(dags), refresh_interval=20)
+    bundle.refresh()
+    (configs / "fleet.yaml").write_text("hosts: [] # edited\n")
+    bundle.refresh()
+    assert restarts == []
+    (code / "cells.py").write_text("# 2, upgraded\n")
+    bundle.refresh()
+    assert restarts == ["scalebench's code changed (an upgrade)"]
+
+
+def test_the_processor_restarts_in_place_with_its_own_command_line(monkeypatch):
+    import sys
+
+    calls = []
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/airflow", "dag-processor"])
+    monkeypatch.setattr(os, "execv", lambda exe, argv: calls.append((exe, argv)))
+    dag_bundle.restart_processor("upgrade")
+    assert calls == [(sys.executable, [sys.executable, "/venv/bin/airflow", "dag-processor"])]
