@@ -178,3 +178,90 @@ def test_a_backup_of_an_older_scalebench_is_restored_and_upgraded_in_one_step(ki
     assert _cli("restore", str(dump), *pg) == 0, capsys.readouterr().err
     assert f"at revision {older}, upgraded to {HEAD_REVISION}" in capsys.readouterr().out
     assert Store(new).cells() == cells
+
+
+KILLED_AT_UPGRADE = """\
+import os, sys, time
+from pathlib import Path
+from scalebench.store import backup
+real = backup._upgrade_restored
+def paused(url, src, revision):  # the copy is made: say so, and wait to be killed here
+    Path(sys.argv[3]).write_text(url)
+    time.sleep(600)
+    return real(url, src, revision)
+backup._upgrade_restored = paused
+backup.restore(Path(sys.argv[1]), sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_restore_killed_mid_way_leaves_the_target_as_it_was_and_a_retry_works(kind, tmp_path, monkeypatch, request,
+                                                                              drill):
+    """SQLite: the restoring process SIGKILLed after its copy, before the copy is upgraded and moved
+    into place. PostgreSQL: pg_restore SIGKILLed in the server's container while its one
+    transaction has created tables and waits at a later one (another session is creating a table of
+    that name). The target is as it was; the same restore then runs to the end."""
+    import os
+    import signal
+    import sys
+    import time
+
+    url, new, dump, pg, container = _backed_up(kind, tmp_path, request, monkeypatch, "killed")
+    drill.update(drill=f"a restore killed mid-way ({'SQLite' if kind == 'sqlite' else 'PostgreSQL'})",
+                 done="`scalebench db restore` into a new store, killed with SIGKILL mid-way: " + (
+                     "the restoring process, after its copy and before the copy is upgraded and moved into place"
+                     if kind == "sqlite" else "pg_restore in the server's container, inside its one transaction, "
+                     "waiting at a table another session is creating") + "; then the same restore again")
+    if kind == "sqlite":
+        said = tmp_path / "copied"
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_AT_UPGRADE, str(dump), new, str(said)])
+        deadline = time.monotonic() + 60
+        while not said.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the restore did not reach its copy"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        assert not (tmp_path / "new.db").exists() and (tmp_path / "new.db.restoring").exists()  # killed mid-way
+        happened = "killed after its copy: no store file at the target (the copy left beside it)"
+    else:
+        def psql(*sql, db="killed"):
+            return subprocess.Popen(["docker", "exec", "-i", container, "psql", "-U", "postgres", "-d", db, "-v",
+                                     "ON_ERROR_STOP=1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+        holder = psql()
+        holder.stdin.write("BEGIN; CREATE TABLE night_summaries (x int); SELECT pg_sleep(600);\n")
+        holder.stdin.flush()
+        restore = subprocess.Popen([sys.executable, "-m", "scalebench.cli", "db", "restore", str(dump), *pg],
+                                   env={**os.environ, "SCALEBENCH_STORE_URL": new}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+
+        def waiting() -> str:
+            q = ("SELECT count(*) FROM pg_stat_activity WHERE datname = 'killed' AND application_name = 'pg_restore' "
+                 "AND wait_event_type = 'Lock'")
+            return subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-At", "-c", q],
+                                  capture_output=True, text=True).stdout.strip()
+        deadline = time.monotonic() + 60
+        while waiting() != "1":
+            assert restore.poll() is None and time.monotonic() < deadline, "pg_restore never waited at the table"
+            time.sleep(0.2)
+        kill = "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = pg_restore ] && kill -9 ${p#/proc/}; done; true"
+        subprocess.run(["docker", "exec", container, "sh", "-c", kill], check=True)
+        assert restore.wait(60) == 2  # the CLI says the restore failed, in one line
+        holder.kill()
+        holder.wait(30)
+        subprocess.run(["docker", "exec", container, "psql", "-U", "postgres", "-c",
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'killed' "
+                        "AND pid <> pg_backend_pid()"], check=True, capture_output=True)
+        from sqlalchemy import create_engine, inspect
+
+        engine = create_engine(new)
+        with engine.connect() as conn:
+            left = inspect(conn).get_table_names()
+        engine.dispose()
+        assert left == [], left
+        happened = "pg_restore killed inside its transaction: no table left in the target"
+    monkeypatch.setenv("SCALEBENCH_STORE_URL", new)
+    assert _cli("restore", str(dump), *pg) == 0  # the retry is not refused by what the kill left
+    assert Store(new).cells() == Store(url).cells()
+    drill.update(happened=happened + "; the retry restored every cell",
+                 figure=f"{len(Store(new).cells())} cells restored on the retry")
