@@ -11,7 +11,7 @@ from scalebench.store.db import upgrade
 DETAIL = {"benchmark": "unet_torch_voc2007", "gpus": 2, "precision": "bf16", "metric": "images_per_s", "change": 0.1,
           "line": "unet_torch_voc2007 2 GPUs: regressed", "suspect": {"kind": "image", "text": "image t:b",
                                                                      "new_image": "t:b", "previous_image": "t:a"}}
-ROUNDS = 6
+ROUNDS = 3
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
