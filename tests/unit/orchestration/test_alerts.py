@@ -349,8 +349,8 @@ def test_each_alert_channel_fails_alone_is_kept_on_the_group_and_retried_the_nex
     assert paths() == ["/main", "/a", "/main"] and groups.undelivered()[0]["since"] == "2026-11-30"
     report = (write_report(store_of(groups), tmp_path / "report", "2026-12-01")).read_text()  # its alert section
     [line] = [x for x in report.splitlines() if x.startswith("- NOT DELIVERED")]
-    assert line.startswith("- NOT DELIVERED: alert channel team-b: group #1's new message not delivered since "
-                           "2026-11-30 (ConnectionError") and line.endswith("; retried each night")
+    assert line.startswith("- NOT DELIVERED: ` alert channel team-b: group #1's new message not delivered since "
+                           "2026-11-30 (ConnectionError") and line.endswith("; retried each night `")
     monkeypatch.setenv("AIRFLOW_CONN_TEAM_B", up)
     second = night_of("2026-12-02", [])
     assert paths()[3:] == ["/b"] and receiver.received[3]["body"]["group"]["reason"] == "new"
