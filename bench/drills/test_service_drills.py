@@ -10,7 +10,7 @@ import time
 import docker
 import pytest
 
-from scalebench.cell.container import CELL_LABEL
+from scalebench.cell.engine import CELL_LABEL
 from scalebench.store.leases import LeaseManager
 from scalebench.store.results import Store
 from tests.support import ROOT

@@ -12,9 +12,9 @@ RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 AIRFLOW_BOUND = {"orchestration", "cli"}  # the only places that may import Airflow
 NEVER = {"analysis": {"store"}}  # analysis is handed a store or its rows; it never opens one
 # orchestration's rooms, lowest first: a room may import its own modules and lower rooms'
-ROOMS = [("notes", "dag_bundle"), ("cell_operator",), ("dags",), ("ui",)]
+ROOMS = [("notes", "dag_bundle"), ("cell_run", "cell_operator"), ("dags",), ("ui",)]
 ROOM_RANK = {name: rank for rank, names in enumerate(ROOMS) for name in names}
-ROOM_NEVER = {"ui": {"dags", "cell_operator", "notes"}}  # the pages name DAGs by core.dag_ids, never import them
+ROOM_NEVER = {"ui": {"dags", "cell_run", "cell_operator", "notes"}}  # the pages name DAGs by core.dag_ids, never import them
 
 
 def package_of(path: Path) -> str:

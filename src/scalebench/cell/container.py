@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from docker.types import DeviceRequest, Mount
-
 from scalebench_kit.names import PROGRESS_EVERY_ENV
 
+from scalebench.cell.engine import (BENCHMARK_LABEL, CELL_LABEL, DEVICES_LABEL, HOST_LABEL, SWEEP_LABEL, bind,
+                                     gpu_request)
 from scalebench.core.config import Benchmark, Host
 
 SHM_BYTES = 2 * 1024**3  # data loader workers share batches through /dev/shm
@@ -18,8 +18,8 @@ class ContainerSettings:
     image: str
     command: list[str]
     environment: dict[str, str]
-    mounts: list[Mount]
-    device_requests: list[DeviceRequest] | None
+    mounts: list[dict]               # docker.types.Mount (engine.bind)
+    device_requests: list[dict] | None  # docker.types.DeviceRequest (engine.gpu_request)
     shm_size: int = SHM_BYTES
     labels: dict[str, str] = field(default_factory=dict)
     cpuset_cpus: str | None = None  # e.g. "0-7": the cores of the leased devices, when the host lists cores
@@ -33,7 +33,6 @@ def command_for(bench: Benchmark, gpus: int) -> list[str]:
     return [part.format(gpus=gpus) for part in bench.entrypoint]
 
 
-CELL_LABEL = "org.scalebench.cell"  # every container of a cell carries its key
 CACHE_TARGET = "/cache"  # derived data shared by a host's cells (e.g. TFRecords per dataset fingerprint)
 
 
@@ -55,18 +54,17 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
         env[PROGRESS_EVERY_ENV] = os.environ[PROGRESS_EVERY_ENV]
     requests = None
     if host.kind == "gpu":
-        # The container sees exactly the leased GPUs, renumbered from 0 inside.
-        requests = [DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+        requests = gpu_request(device_ids)
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(device_ids)
     mounts = [
-        Mount(target="/data", source=data_root, type="bind", read_only=True),
-        Mount(target="/results", source=attempt_dir, type="bind", read_only=False),
+        bind(data_root, "/data", read_only=True),
+        bind(attempt_dir, "/results", read_only=False),
     ]
     if cache_dir:
-        mounts.append(Mount(target=CACHE_TARGET, source=cache_dir, type="bind", read_only=False))
+        mounts.append(bind(cache_dir, CACHE_TARGET, read_only=False))
         env["SCALEBENCH_CACHE_DIR"] = CACHE_TARGET
-    labels = {CELL_LABEL: cell["key"], "org.scalebench.benchmark": bench.id,
-              "org.scalebench.host": host.name, "org.scalebench.devices": ",".join(device_ids)}
+    labels = {CELL_LABEL: cell["key"], BENCHMARK_LABEL: bench.id, HOST_LABEL: host.name,
+              DEVICES_LABEL: ",".join(device_ids)}
     user = None
     if uid_gid[0] != 0:  # a worker that is not root: the cell runs as it, with a home it may write
         user = f"{uid_gid[0]}:{uid_gid[1]}"
@@ -77,16 +75,6 @@ def settings(bench: Benchmark, host: Host, cell: dict, device_ids: list[str], da
     return ContainerSettings(image=bench.images[host.kind], command=command_for(bench, n), environment=env,
                              mounts=mounts, device_requests=requests, labels=labels,
                              cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)
-
-
-def create(client, s: ContainerSettings) -> str:
-    """Create (not start) the cell's container as `s` says, through a docker.APIClient; its id.
-    The same settings are container.json, so `scalebench repro` starts what ran."""
-    cpuset = {"cpuset_cpus": s.cpuset_cpus} if s.cpuset_cpus else {}
-    host_config = client.create_host_config(auto_remove=False, mounts=s.mounts, shm_size=s.shm_size,
-                                            device_requests=s.device_requests, **cpuset, **s.host_options)
-    return client.create_container(image=s.image, command=s.command, environment=s.environment, user=s.user,
-                                   labels=s.labels, host_config=host_config)["Id"]
 
 
 def record(s: ContainerSettings, image_digest: str, host: str, device_ids: list[str], lease_id: str) -> dict:
@@ -118,15 +106,14 @@ def sweep_settings(host: Host, image: str, device_ids: list[str], sizes: list[in
     env = {"OMP_NUM_THREADS": str(host.threads_per_device)}
     requests = None
     if not cpu:
-        requests = [DeviceRequest(device_ids=list(device_ids), capabilities=[["gpu"]])]
+        requests = gpu_request(device_ids)
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(device_ids)
     user = f"{uid_gid[0]}:{uid_gid[1]}" if uid_gid[0] != 0 else None
     if user:
         env["HOME"] = "/tmp"
     cores = host.cores_for(list(device_ids))
     return ContainerSettings(image=image, command=command, environment=env,
-                             mounts=[Mount(target="/results", source=out_dir, type="bind", read_only=False)],
-                             device_requests=requests, labels={"org.scalebench.sweep": f"{host.name}/{n}",
-                                                               "org.scalebench.host": host.name,
-                                                               "org.scalebench.devices": ",".join(device_ids)},
+                             mounts=[bind(out_dir, "/results", read_only=False)],
+                             device_requests=requests, labels={SWEEP_LABEL: f"{host.name}/{n}", HOST_LABEL: host.name,
+                                                               DEVICES_LABEL: ",".join(device_ids)},
                              cpuset_cpus=",".join(map(str, cores)) if cores else None, user=user)

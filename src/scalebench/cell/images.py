@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from scalebench.cell.engine import Engine
 from scalebench.core.config import image_repository
 
 KEEP_TAG = re.compile(r"^sha256-[0-9a-f]{12}$")
@@ -28,32 +29,24 @@ def keep_tag(digest: str) -> str:
     return "sha256-" + digest.split(":", 1)[-1][:12]
 
 
-def keep_reference(cli, image: str, inspected: dict | None = None) -> str:
+def keep_reference(engine: Engine, image: str, inspected: dict | None = None) -> str:
     """A reference that runs this image again: its registry digest where it has one, else a tag by
-    its digest in its repository, which this makes on the engine (`cli`: docker's APIClient)."""
-    inspected = inspected or cli.inspect_image(image)
+    its digest in its repository, which this makes on the engine."""
+    inspected = inspected or engine.inspect_image(image)
     repo = image_repository(image)
     for rd in inspected.get("RepoDigests") or []:
         if image_repository(rd) == repo:
             return rd
     tag = keep_tag(inspected["Id"])
-    cli.tag(inspected["Id"], repo, tag)
+    engine.tag(inspected["Id"], repo, tag)
     return f"{repo}:{tag}"
 
 
-def read_packages(cli, image: str) -> dict:
+def read_packages(engine: Engine, image: str) -> dict:
     """The image's package list, read by a short container of the image itself (no network)."""
-    container = cli.create_container(image, command=PACKAGES_COMMAND, entrypoint=[], network_disabled=True,
-                                     labels={"org.scalebench.role": "image-packages"})
-    try:
-        cli.start(container)
-        status = cli.wait(container, timeout=READ_TIMEOUT_S)
-        out = cli.logs(container, stdout=True, stderr=False).decode(errors="replace")
-        err = cli.logs(container, stdout=False, stderr=True).decode(errors="replace")
-    finally:
-        cli.remove_container(container, force=True)
-    if status.get("StatusCode") != 0:
-        raise ImageError(f"reading the packages of {image} exited {status.get('StatusCode')}: {err.strip()[-300:]}")
+    code, out, err = engine.run_command(image, PACKAGES_COMMAND, role="image-packages", timeout_s=READ_TIMEOUT_S)
+    if code != 0:
+        raise ImageError(f"reading the packages of {image} exited {code}: {err.strip()[-300:]}")
     try:
         doc = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -63,13 +56,13 @@ def read_packages(cli, image: str) -> dict:
     return doc
 
 
-def keep_image(cli, store, image: str, inspected: dict | None = None) -> tuple[str, str]:
+def keep_image(engine: Engine, store, image: str, inspected: dict | None = None) -> tuple[str, str]:
     """(digest, a reference that runs it again) of an image on this engine, its package list read
     and kept in `store` (a results store) the first time the store sees its digest."""
-    inspected = inspected or cli.inspect_image(image)
-    digest, ref = inspected["Id"], keep_reference(cli, image, inspected)
+    inspected = inspected or engine.inspect_image(image)
+    digest, ref = inspected["Id"], keep_reference(engine, image, inspected)
     if store.image_packages(digest) is None:
-        store.save_image_packages(digest, image, ref, read_packages(cli, image))
+        store.save_image_packages(digest, image, ref, read_packages(engine, image))
     return digest, ref
 
 
@@ -89,11 +82,11 @@ def tags_between(images: list[dict], good: str, bad: str) -> list[str] | str:
     return [t for _, t in between] or f"no tag was built between {good} and {bad}"
 
 
-def repository_images(cli, repository: str) -> list[dict]:
-    """[{"tags", "created"}] of a repository on an engine (`cli`: docker's high-level client)."""
+def repository_images(engine: Engine, repository: str) -> list[dict]:
+    """[{"tags", "created"}] of a repository on an engine, tags without the repository."""
     out = []
-    for img in cli.images.list(name=repository):
-        tags = [t.rsplit(":", 1)[1] for t in img.tags if image_repository(t) == repository]
+    for img in engine.images(repository):
+        tags = [t.rsplit(":", 1)[1] for t in img["tags"] if image_repository(t) == repository]
         if tags:
-            out.append({"tags": tags, "created": img.attrs.get("Created", "")})
+            out.append({"tags": tags, "created": img["created"]})
     return out

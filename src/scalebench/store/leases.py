@@ -11,9 +11,10 @@ history (acquired / released / reclaimed) is then queryable next to the results.
 A holder heartbeats while its container runs. A lease is dead when its heartbeat is older than
 the TTL, or at once when its holder ran on this machine and its pid is gone (SIGKILL, lost
 worker). A decider reclaims a dead lease in three steps: under the host lock it marks the lease
-(`reclaim_reason`), outside any transaction it stops the containers labelled with the lease
-(org.scalebench.lease), and under the lock again it frees the devices, only if the engine
-confirmed that no such container is left. A holder whose heartbeat finds its lease marked or
+(`reclaim_reason`), outside any transaction it has the containers labelled with the lease
+stopped (`stop_containers`: the Docker adapter's, given by whoever leases), and under the lock
+again it frees the devices, only if the engine confirmed that no such container is left (a
+decider given no stopper leaves them held). A holder whose heartbeat finds its lease marked or
 gone, or that could not heartbeat for a whole TTL (a database outage), has lost it: it stops its
 container and its attempt fails as `lease_lost`.
 
@@ -44,7 +45,6 @@ from scalebench.store.db import check_schema, make_engine
 from scalebench.store.lease_tables import DeviceLeaseRow, LeaseEventRow, LeaseHostRow
 
 log = logging.getLogger(__name__)
-LEASE_LABEL = "org.scalebench.lease"
 DEFAULT_TTL_S = 120.0
 
 
@@ -107,35 +107,6 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def engine_configured() -> bool:
-    """Whether this machine has a Docker engine to ask (DOCKER_HOST, or the default socket)."""
-    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
-
-
-def stop_lease_containers(lease_id: str) -> list[str]:
-    """Stop and remove the containers labelled with the lease and confirm none is left; returns
-    their short ids. [] on a machine with no engine at all (nothing can run there under the
-    lease); ReclaimUnconfirmed when an engine exists but did not answer or did not remove them."""
-    if not engine_configured():
-        return []
-    try:
-        import docker
-
-        client = docker.from_env(timeout=30)
-        found = client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"})
-        for c in found:
-            try:
-                c.remove(force=True)  # kill + remove: an orphan's work has no value
-            except docker.errors.NotFound:
-                pass  # gone meanwhile
-        left = client.containers.list(all=True, filters={"label": f"{LEASE_LABEL}={lease_id}"})
-    except Exception as exc:
-        raise ReclaimUnconfirmed(f"the Docker engine did not answer ({type(exc).__name__}: {str(exc)[:160]})") from None
-    if left:
-        raise ReclaimUnconfirmed(f"containers {[c.short_id for c in left]} are still there after removal")
-    return [c.short_id for c in found]
 
 
 @dataclass
@@ -252,7 +223,7 @@ class Lease:
 
 class LeaseManager:
     def __init__(self, url: str | None = None, *, ttl_s: float | None = None,
-                 stop_containers: Callable[[str], list[str]] = stop_lease_containers):
+                 stop_containers: Callable[[str], list[str]] | None = None):
         self.url = url or paths.store_url()
         # a deployment may shorten it (SCALEBENCH_LEASE_TTL_S), e.g. for a lost-worker drill
         self.ttl_s = ttl_s if ttl_s is not None else float(os.environ.get("SCALEBENCH_LEASE_TTL_S", DEFAULT_TTL_S))
@@ -313,8 +284,10 @@ class LeaseManager:
         confirmed, waiting = {}, []
         for lease_id, why in dead.items():
             try:
+                if self.stop_containers is None:
+                    raise ReclaimUnconfirmed("this decider was given no engine to stop its containers with")
                 stopped = self.stop_containers(lease_id)
-            except ReclaimUnconfirmed as exc:
+            except Exception as exc:  # the stopper could not confirm: the devices stay held
                 waiting.append(f"lease {lease_id[:8]} ({why}) is not reclaimed: {exc}")
                 log.warning("%s; its devices stay held", waiting[-1])
                 continue

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scalebench_kit.names import CELL_SPEC_FILE, CONTAINER_FILE
 
+from scalebench.cell.engine import CELL_LABEL, DEVICES_LABEL, LEASE_LABEL, ROLE_LABEL
 from scalebench.core import paths
 
 
@@ -68,7 +69,7 @@ def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id:
     """The command line; `results` (a new folder) replaces the /results mount, whose stored source
     is mounted read-only at /stored; `gpus` the device ids, `lease_id` the lease label."""
     cmd = ["docker", "run", "--rm", "--shm-size", str(rec["shm_size"])]
-    labels = {**rec.get("labels", {}), "org.scalebench.repro": "1"}
+    labels = {**rec.get("labels", {}), ROLE_LABEL: "repro"}
     if rec.get("cpuset_cpus"):
         cmd += ["--cpuset-cpus", rec["cpuset_cpus"]]
     if rec.get("user"):
@@ -79,7 +80,7 @@ def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id:
     env = dict(rec["environment"])
     if rec.get("gpus"):
         cmd += ["--gpus", f'"device={",".join(ids)}"']
-        env["NVIDIA_VISIBLE_DEVICES"] = labels["org.scalebench.devices"] = ",".join(ids)
+        env["NVIDIA_VISIBLE_DEVICES"] = labels[DEVICES_LABEL] = ",".join(ids)
     for k, v in sorted(env.items()):
         cmd += ["-e", f"{k}={v}"]
     for m in rec["mounts"]:
@@ -89,7 +90,7 @@ def docker_run(rec: dict, results: str, gpus: list[str] | None = None, lease_id:
             continue
         cmd += ["--mount", f"type=bind,source={m['source']},target={m['target']}" + (",readonly" if m["read_only"] else "")]
     if lease_id:
-        labels["org.scalebench.lease"] = lease_id
+        labels[LEASE_LABEL] = lease_id
     for k, v in sorted(labels.items()):
         cmd += ["--label", f"{k}={v}"]
     return [*cmd, rec["image_digest"], *rec["command"]]
@@ -123,6 +124,7 @@ def lease_policy(folder: Path) -> str:
 def run(folder: Path) -> tuple[int, Path]:
     """Run the attempt again into a new folder under .state/repro/, under a lease on its host taken
     as the cell took it (exclusive: the whole host)."""
+    from scalebench.cell.engine import Engine
     from scalebench.core.config import Configs
     from scalebench.store.leases import LeaseManager
 
@@ -131,8 +133,9 @@ def run(folder: Path) -> tuple[int, Path]:
     out = new_folder(folder)
     out.mkdir(parents=True)
     shutil.copy(folder / CELL_SPEC_FILE, out / CELL_SPEC_FILE)
-    lease = LeaseManager().acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get('org.scalebench.cell')}",
-                                   exclusive=lease_policy(folder) == "exclusive")
+    leases = LeaseManager(stop_containers=Engine().stop_lease_containers)
+    lease = leases.acquire(host, len(rec["device_ids"]), f"repro-{rec['labels'].get(CELL_LABEL)}",
+                           exclusive=lease_policy(folder) == "exclusive")
     name = f"scalebench-repro-{lease.lease_id[:12]}"
     # a lost lease may hand the devices on: the container goes at once, as a cell's would
     def remove(why: str) -> None:
@@ -142,7 +145,7 @@ def run(folder: Path) -> tuple[int, Path]:
     try:
         cores = host.cores_for(lease.device_ids)
         rec = {**rec, "cpuset_cpus": ",".join(map(str, cores)) if cores else None,
-               "labels": {**rec.get("labels", {}), "org.scalebench.devices": ",".join(lease.device_ids)}}
+               "labels": {**rec.get("labels", {}), DEVICES_LABEL: ",".join(lease.device_ids)}}
         cmd = docker_run(rec, results=str(out), gpus=lease.device_ids if rec.get("gpus") else None,
                          lease_id=lease.lease_id)
         cmd[3:3] = ["--name", name]

@@ -68,8 +68,7 @@ def seed_history(store, configs_dir, today: dt.date, good: str, digest: str, ref
 
 @pytest.fixture(scope="module")
 def night_on_new_image(images, tmp_path_factory):
-    import docker
-
+    from scalebench.cell.engine import Engine
     from scalebench.cell.images import keep_reference
     from scalebench.store.results import Store
 
@@ -82,7 +81,7 @@ def night_on_new_image(images, tmp_path_factory):
     prepare_homes(env)
     store = Store(f"sqlite:///{home / 'results.db'}")
     good = f"{REPO}:sbtest-2"
-    ref = keep_reference(docker.APIClient(), good)  # as the operator kept it when the baseline ran
+    ref = keep_reference(Engine(), good)  # as the operator kept it when the baseline ran
     level = seed_history(store, configs, dt.datetime.now(dt.timezone.utc).date(), good, images["sbtest-2"], ref)
     rc, log = run([BIN / "airflow", "dags", "test", DAG, "-c",
                    json.dumps({"gpu_counts": [1], "profile": "smoke", "repeats": 3})], env, 900)

@@ -146,7 +146,8 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     import sys
 
     from scalebench.core.config import Configs
-    from scalebench.store.leases import LEASE_LABEL, LeaseManager
+    from scalebench.cell.engine import LEASE_LABEL, Engine
+    from scalebench.store.leases import LeaseManager
     from tests.support import ROOT
 
     drill.update(drill="operator process SIGKILLed mid-cell (no scheduler)",
@@ -156,7 +157,7 @@ def test_orphan_drill_sigkilled_task_its_container_is_stopped_before_the_gpus_go
     task = subprocess.Popen([sys.executable, "-m", "tests.support.orphan_task", str(tmp_path)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     client = docker.from_env()
-    mgr = LeaseManager(ttl_s=3600)
+    mgr = LeaseManager(ttl_s=3600, stop_containers=Engine().stop_lease_containers)
     deadline = time.monotonic() + 120
     running = []
     while not running and time.monotonic() < deadline:  # this test's lease (another worker's cells share the engine)

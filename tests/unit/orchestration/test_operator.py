@@ -16,6 +16,7 @@ from scalebench.core.attempt_folders import attempt_dir, cell_attempts
 from scalebench.core.config import Configs
 from scalebench.store.leases import LeaseManager
 from scalebench.orchestration.cell_operator import CellFailed, CellFailedPermanently
+from scalebench.orchestration.cell_run import fold_output
 from scalebench.store.recording import record_run
 from scalebench.store.results import Store
 from tests.support.samples import make_probe, sample_contract
@@ -98,8 +99,8 @@ def test_progress_lines_are_logged_outside_the_folded_container_output(cell_op):
 def test_output_lines_split_across_chunks_are_logged_whole(cell_op):
     op, *_ = cell_op()
     logged = mock.MagicMock()
-    with mock.patch.object(type(op), "log", new_callable=mock.PropertyMock, return_value=logged):
-        lines = op.log_output(iter([b"Epoch 1", b"/3\nloss 0.", "5\r\nscalebench progress: step 1", b"\xff\nlast"]))
+    lines = fold_output(iter([b"Epoch 1", b"/3\nloss 0.", "5\r\nscalebench progress: step 1", b"\xff\nlast"]), logged,
+                        op.image)
     assert lines == ["Epoch 1/3", "loss 0.5", "scalebench progress: step 1\ufffd", "last"]
     assert [c.args[1] for c in logged.info.call_args_list if c.args[0] == "%s"] == lines
 
@@ -210,7 +211,7 @@ def test_a_failed_preflight_is_transient_and_keeps_its_report(cell_op, monkeypat
     def throttled(ids, precision=None):
         raise preflight.PreflightFailed(f"GPU {ids[0]}: active throttle reason: power cap", {"devices": ids})
 
-    monkeypatch.setattr("scalebench.orchestration.cell_operator.preflight.check", throttled)
+    monkeypatch.setattr("scalebench.orchestration.cell_run.preflight.check", throttled)
     exc = _fails(op, ctx)
     assert isinstance(exc, CellFailed) and exc.failure.reason == "preflight_failed"
     assert "failed at preflight: preflight_failed" in str(exc) and "power cap" in str(exc)
@@ -319,7 +320,7 @@ def test_pinned_cores_go_into_the_host_config(cell_op):
 
 def test_an_unforeseen_error_still_leaves_a_record(cell_op, monkeypatch):
     op, ctx, cell, client, _ = cell_op(0)
-    monkeypatch.setattr("scalebench.orchestration.cell_operator.settings", mock.Mock(side_effect=KeyError("threads")))
+    monkeypatch.setattr("scalebench.orchestration.cell_run.settings", mock.Mock(side_effect=KeyError("threads")))
     exc = _fails(op, ctx)
     assert exc.failure.reason == "unknown" and "failed at spec: unknown" in str(exc) and "KeyError" in str(exc)
     assert _no_leases_held()
@@ -457,11 +458,11 @@ def test_a_lost_lease_stops_the_container_at_once(cell_op):
     client.stop.side_effect = lambda cid, timeout: stops.append(timeout)
 
     def wait(*_a, **_k):
-        op._lease.lost = None
-        op._lease._renewed -= op._lease.manager.ttl_s + 1  # a whole TTL without a renewal
-        op._lease.manager = mock.Mock(ttl_s=op._lease.manager.ttl_s, heartbeat=mock.Mock(side_effect=OSError("down")))
+        op.cell_run.lease_held.lost = None
+        op.cell_run.lease_held._renewed -= op.cell_run.lease_held.manager.ttl_s + 1  # a whole TTL without a renewal
+        op.cell_run.lease_held.manager = mock.Mock(ttl_s=op.cell_run.lease_held.manager.ttl_s, heartbeat=mock.Mock(side_effect=OSError("down")))
         with pytest.raises(Exception, match="no heartbeat reached the results database"):
-            op._lease.confirm()
+            op.cell_run.lease_held.confirm()
         return {"StatusCode": 137}
 
     client.wait.side_effect = wait

@@ -13,15 +13,14 @@ from scalebench.core.config import ConfigError, Configs
 def _packages_of(store, ref: str) -> dict | None:
     """An image's package list: kept in the store (by digest, reference or name), else read now from
     this machine's engine (and kept)."""
+    from scalebench.cell.engine import Engine
     from scalebench.cell.images import keep_image
 
     kept = store.image_packages(ref)
     if kept:
         return kept
     try:
-        import docker
-
-        digest, _ = keep_image(docker.APIClient(timeout=120), store, ref)
+        digest, _ = keep_image(Engine(), store, ref)
     except Exception:
         return None
     return store.image_packages(digest)

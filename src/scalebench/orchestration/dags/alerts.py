@@ -244,11 +244,10 @@ def with_report_url(cfg: AlertConfig) -> AlertConfig:
 
 def _engine_images(repository: str) -> list[dict]:
     """The repository's images on this worker's Docker engine."""
-    import docker
-
+    from scalebench.cell.engine import Engine
     from scalebench.cell.images import repository_images
 
-    return repository_images(docker.from_env(), repository)
+    return repository_images(Engine(), repository)
 
 
 def _trigger(dag_id: str, conf: dict) -> str:

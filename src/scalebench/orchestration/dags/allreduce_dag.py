@@ -46,11 +46,10 @@ def sweep_host(host_name: str, **context) -> dict:
     import os
     import tempfile
 
-    import docker
-
-    from scalebench.cell.container import SWEEP_RESULT, create, sweep_settings
+    from scalebench.cell.container import SWEEP_RESULT, sweep_settings
+    from scalebench.cell.engine import LEASE_LABEL, Engine
     from scalebench.core import nights
-    from scalebench.store.leases import LEASE_LABEL, LeaseManager
+    from scalebench.store.leases import LeaseManager
     from scalebench.store.predictions import Predictions
     from scalebench.store.results import Store
 
@@ -60,23 +59,18 @@ def sweep_host(host_name: str, **context) -> dict:
     wanted = sizes(preds.model_parameters())
     image = sweep_image(configs, host)
     night = nights.night_at(context["dag_run"].run_after)
-    client = docker.APIClient(timeout=120)
+    engine = Engine()
+    leases = LeaseManager(stop_containers=engine.stop_lease_containers)
     done = {}
     for n in sweep_counts(configs, host):
-        lease = LeaseManager().acquire(host, len(host.device_ids), f"allreduce-{host.name}-{n}", exclusive=True,
-                                       timeout_s=SWEEP_TIMEOUT_S)
+        lease = leases.acquire(host, len(host.device_ids), f"allreduce-{host.name}-{n}", exclusive=True,
+                               timeout_s=SWEEP_TIMEOUT_S)
         try:
             with tempfile.TemporaryDirectory(prefix="allreduce-") as out:
                 os.chmod(out, 0o777)  # the container's user writes its result here
                 s = sweep_settings(host, image, lease.device_ids[:n], wanted, out, (os.getuid(), os.getgid()))
                 s.labels = {**s.labels, LEASE_LABEL: lease.lease_id}
-                container = create(client, s)
-                try:
-                    client.start(container)
-                    code = client.wait(container, timeout=SWEEP_TIMEOUT_S)["StatusCode"]
-                    logs = client.logs(container).decode(errors="replace")
-                finally:
-                    client.remove_container(container, force=True)
+                code, logs = engine.run_to_end(s, SWEEP_TIMEOUT_S)
                 print(logs[-3000:])
                 if code != 0:
                     raise RuntimeError(f"all-reduce sweep on {host.name} at {n} devices exited {code}: "

@@ -302,15 +302,9 @@ def _cells_run_here() -> bool:
 def image_available(ref: str) -> bool:
     """Whether this worker's Docker engine has the image (the cells of its host run there); an
     engine that does not answer is taken to have it (the cell then fails with its own reason)."""
-    import docker
+    from scalebench.cell.engine import Engine
 
-    try:
-        docker.from_env(timeout=30).images.get(ref)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-    except Exception:
-        return True
+    return Engine(timeout_s=30).has_image(ref)
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE)
