@@ -44,8 +44,9 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from scalebench.analysis.lifecycle import Judge  # noqa: E402
-from scalebench.analysis.regress import (ENDED, FIXED, IMPROVEMENT, NO_BETTER, NO_EFFECT, PARTLY_FIXED,  # noqa: E402
-                                         REGRESSION, Gates, Series, SeriesKey, judge, wants_ab, wants_rerun)
+from scalebench.analysis.regress import Gates, Series, SeriesKey, judge, wants_ab, wants_rerun  # noqa: E402
+from scalebench.core.verdicts import (ENDED, FIXED, IMPROVEMENT, NO_BETTER, NO_EFFECT, PARTLY_FIXED,  # noqa: E402
+                                      REGRESSION)
 from regressions import Noise  # noqa: E402
 
 KEY = SeriesKey("sim", 2, "images_per_s")

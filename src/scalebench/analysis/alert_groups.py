@@ -23,12 +23,17 @@ import datetime as dt
 from dataclasses import dataclass
 
 from scalebench.core.alert_rules import OPEN, REMIND_AFTER_DAYS
+from scalebench.core.verdicts import GREW, GROUP_FIXED, NEW, PARTLY, REASONS, REMINDER, STATE
 
 
 @dataclass(frozen=True)
 class Owed:
-    """Why a group is owed a message tonight ("" when it is not)."""
-    reason: str   # new | grew | state | fixed | partly | reminder | ""
+    """Why a group is owed a message tonight: a key of core.verdicts.REASONS ("" when it is not)."""
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.reason and self.reason not in REASONS:
+            raise ValueError(f"alert reason {self.reason!r} is not one of {', '.join(REASONS)}")
 
     def __bool__(self) -> bool:
         return bool(self.reason)
@@ -49,16 +54,16 @@ def owed(group: dict, night: str, remind_after_days: int = REMIND_AFTER_DAYS) ->
     back tonight and others did not; "reminder" while it stays new for remind_after_days since the
     last message; else none."""
     if group["notified_state"] is None:
-        return Owed("new")
+        return Owed(NEW)
     if group["state"] != group["notified_state"]:
-        return Owed("fixed" if group["state"] == "fixed" else "state")
+        return Owed(GROUP_FIXED if group["state"] == "fixed" else STATE)
     if set(group["benchmarks"]) - set(group["notified_benchmarks"]):
-        return Owed("grew")
+        return Owed(GREW)
     if figures_back(group) and any(f.get("back_night") == night for f in group["figures"]):
-        return Owed("partly")
+        return Owed(PARTLY)
     if group["state"] == "new" and group["notified_night"] and \
             (dt.date.fromisoformat(night) - dt.date.fromisoformat(group["notified_night"])).days >= remind_after_days:
-        return Owed("reminder")
+        return Owed(REMINDER)
     return Owed("")
 
 

@@ -1,7 +1,7 @@
-"""The judge's vocabulary, in one leaf module that the state machine (lifecycle), the series
-judge (regress), the report and the DAGs read: what a night can say (its kinds and their
-meanings, MESSAGES), the gates, the series key, a night's Judgement, the evidence (the same-night
-A/B, reruns) and what changed between two nights (Change). It imports no other judge module."""
+"""The judge's terms, in one leaf module that the state machine (lifecycle), the series judge
+(regress), the report and the DAGs read: the gates, the series key, a night's Judgement, the
+evidence (the same-night A/B, reruns) and what changed between two nights (Change). What a night can say (its verdicts,
+their meanings and order) is scalebench.core.verdicts. It imports no other judge module."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,6 +13,7 @@ from scalebench_kit.names import ALL_METRICS
 
 from scalebench.analysis.stats import MOST_REPEATS, inside, pairs_for_shift_equivalence, rank_test_p, relative_change
 from scalebench.core.records import DEFAULT_PRECISION
+from scalebench.core.verdicts import BUILDING, REGRESSION
 
 # metric -> +1 if higher is better, -1 if lower is better
 DIRECTION = {name: +1 if m.higher_is_better else -1 for name, m in ALL_METRICS.items()}
@@ -27,46 +28,6 @@ ENVIRONMENT_KEYS = ("driver", "gpu_model", "topology")
 CONFIG_KEYS = ("config_sha",)
 FINGERPRINT_KEYS = IMAGE_KEYS + ENVIRONMENT_KEYS + CONFIG_KEYS
 HASHES = {"image_digest", "config_sha"}  # shown shortened
-# a change's verdict (the report's "Changes tonight")
-REGRESSION, IMPROVEMENT, NO_EFFECT, INCONCLUSIVE = ("regression (confirmed)", "improvement", "no effect",
-                                                    "inconclusive")
-# a change that came while a confirmed regression lasted, judged against the level before it
-FIXED, PARTLY_FIXED, NO_BETTER = "regression fixed", "partly fixed", "still regressed"
-ENDED, BACK = "regression ended by itself", "back, to be confirmed"  # a regressed figure back, with no change
-# what a night says that is no verdict on a change (MESSAGES below has them all)
-BUILDING, RESTARTED, FLAGGED = "building baseline", "baseline restarted", "flagged"
-NOT_A_VERDICT = (BUILDING, RESTARTED, FLAGGED)
-
-
-@dataclass(frozen=True)
-class Message:
-    """What a move says: its meaning, whether the night alerts, whether the figure is back."""
-    meaning: str
-    alerts: bool = False   # the figure is (still) a confirmed regression tonight
-    ends: bool = False     # the regression is over: the figure is back at the level before it
-    pending: bool = False  # a verdict not yet confirmed: the next night (or tonight's A/B) decides
-
-
-MESSAGES: dict[str, Message] = {
-    BUILDING: Message("fewer than min_history nights in the baseline: the night joins it; a change that came "
-                      "tonight is judged by its same-night A/B alone"),
-    RESTARTED: Message("the environment changed (driver, GPU model, topology): a new baseline starts (an image or "
-                       "config change never restarts one)"),
-    FLAGGED: Message("past both gates, not yet confirmed; held out of the baseline", pending=True),
-    REGRESSION: Message("a confirmed regression (and every night it lasts); also a change that made a lasting "
-                        "regression worse by the magnitude gate, blamed on that change", alerts=True),
-    INCONCLUSIVE: Message("a change under test, flagged or improved, not yet confirmed", pending=True),
-    IMPROVEMENT: Message("a change confirmed better: its level starts a new baseline"),
-    NO_EFFECT: Message("a change within the gates of the baseline before it"),
-    BACK: Message("a regressed figure back within the gates of the level before it, to be confirmed", pending=True),
-    ENDED: Message("back for confirm_end nights with no change since the regression: ended by itself",
-                   ends=True),
-    FIXED: Message("a change that came while the regression lasted brought the figure back", ends=True),
-    PARTLY_FIXED: Message("a change moved the figure at least the magnitude gate towards the level before the "
-                          "regression; it is still regressed", alerts=True),
-    NO_BETTER: Message("a change that came while the regression lasted is no better than the regressed "
-                       "image; the regression and its suspect stand", alerts=True),
-}
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ against it. A change the A/B finds "same" or whose nights stay within the gates 
 product: its nights join the baseline, so a team with a new image every night has a baseline
 after min_history nights like anyone else.
 
-Moves (`step`, pure: the state and the night in, the next state and what it says out; MESSAGES;
+Moves (`step`, pure: the state and the night in, the next state and what it says out; VERDICTS;
 a message that alerts does so on a night whose own figure is flagged)
   any      environment change                            -> Building([v]): restarted
   Building a change whose A/B says worse                 -> Regressed(change): regression
@@ -74,13 +74,13 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Sequence, Union
 
-from scalebench.analysis.judgement import (BACK, BUILDING, DIRECTION, ENDED, FIXED, FLAGGED, IMPROVEMENT,
-                                           INCONCLUSIVE, MESSAGES, NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED,
-                                           REGRESSION, RESTARTED, ABTest, Change, Gates, Judgement, Message,
-                                           RerunVerdict, SeriesKey, classify_change, reruns_confirm)
+from scalebench.analysis.judgement import (DIRECTION, ABTest, Change, Gates, Judgement, RerunVerdict, SeriesKey,
+                                           classify_change, reruns_confirm)
 from scalebench.analysis.stats import robust_z
+from scalebench.core.verdicts import (BACK, BUILDING, ENDED, FIXED, FLAGGED, IMPROVEMENT, INCONCLUSIVE, NO_BETTER,
+                                      NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED, REGRESSION, RESTARTED, VERDICTS)
 
-__all__ = ["MESSAGES", "Message", "Machine", "Judge", "RECENT_NIGHTS"]
+__all__ = ["Machine", "Judge", "RECENT_NIGHTS"]
 
 RECENT_NIGHTS = 7  # a regression this soon after a change was decided may be blamed on that change
 CLEARED_BY_AB, CLEARED_BY_NIGHTS = "its A/B said same", "its nights stayed within the gates"
@@ -176,7 +176,7 @@ State = Union[Building, Steady, Testing, Regressed]
 
 @dataclass(frozen=True)
 class Move:
-    """What one night did: the verdict it says (a MESSAGES key, or None) and about which change."""
+    """What one night did: the verdict it says (a VERDICTS key, or None) and about which change."""
     verdict: str | None = None
     note: str = ""
     suspect: Change | None = None   # the change tonight's verdict is about
@@ -189,7 +189,7 @@ class Move:
     def alert(self) -> bool:
         """A message that alerts, on a night whose own figure is flagged (a decision about a change
         while a regression lasts alerts only on such a night)."""
-        return (self.verdict is not None and MESSAGES[self.verdict].alerts and self.evidence is not None
+        return (self.verdict is not None and VERDICTS[self.verdict].alerts and self.evidence is not None
                 and self.evidence.flagged)
 
 
@@ -482,7 +482,7 @@ class Judge:
         if not peek:
             self.machine.state, self.last = state, value
             self.last_print = fingerprint or self.last_print
-            self.pending = move.verdict is not None and MESSAGES[move.verdict].pending and move.suspect is not None
+            self.pending = move.verdict is not None and VERDICTS[move.verdict].pending and move.suspect is not None
             digest = (fingerprint or {}).get("image_digest")
             if digest:
                 self.digests.setdefault(digest, date)
@@ -527,5 +527,5 @@ class Judge:
             confirmed_by_reruns=ev.confirmed if ev else None, factor=factor, suspect=move.suspect,
             verdict=None if move.verdict in NOT_A_VERDICT else move.verdict, ab=ev.ab if ev else None,
             news=move.suspect is not None and (night.change is not None or self.pending),
-            ended=blamed if move.verdict is not None and MESSAGES[move.verdict].ends else None,
+            ended=blamed if move.verdict is not None and VERDICTS[move.verdict].ends else None,
             blamed=blamed, kind=move.verdict, state=type(state).__name__.lower(), needs_ab=move.needs_ab)

@@ -31,11 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from scalebench.analysis.judgement import (  # noqa: F401  (the judge's vocabulary, read from here too)
-    BACK, BUILDING, CONFIG_KEYS, DIRECTION, EFFICIENCY, ENDED, ENVIRONMENT_KEYS, FINGERPRINT_KEYS, FIXED, FLAGGED,
-    HASHES, IMAGE_KEYS, IMPROVEMENT, INCONCLUSIVE, NIGHT_FACTOR, NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED,
-    RERUN_LEVEL, REGRESSION, RESTARTED, ABTest, Change, Gates, Judgement, RerunVerdict, SeriesKey, classify_change,
-    reruns_confirm)
+from scalebench.analysis.judgement import (  # noqa: F401  (the judge's terms, read from here too)
+    CONFIG_KEYS, DIRECTION, EFFICIENCY, ENVIRONMENT_KEYS, FINGERPRINT_KEYS, HASHES, IMAGE_KEYS, NIGHT_FACTOR,
+    RERUN_LEVEL, ABTest, Change, Gates, Judgement, RerunVerdict, SeriesKey, classify_change, reruns_confirm)
 from scalebench.analysis.lifecycle import Judge
 
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor

@@ -1,10 +1,15 @@
-"""The rules of an alert group that every layer shares: its states, who may set what, and which
-group a regression joins (the decisions about groups are in scalebench.analysis.alert_groups)."""
+"""The rules of an alert group that every layer shares: its states, every move between them (a
+person's, checked by `check_move`; the report's, decided by `judged_fixed` and `reopened`), and
+which group a regression joins. The store applies these moves and keeps their events; which
+message a group is owed is scalebench.analysis.alert_groups."""
 from __future__ import annotations
+
+import datetime as dt
 
 STATES = ("new", "triaged", "investigating", "fixed", "invalid", "accepted")
 OPEN = ("new", "triaged", "investigating")
 REMIND_AFTER_DAYS = 3
+REOPEN_DAYS = 7  # a figure that regresses again this soon after its group's fix reopens that group
 OWNER_MAX = 100
 NOTE_MAX = 2000
 
@@ -21,6 +26,31 @@ MOVES = {
     "accepted": ("triaged",),
 }
 JUDGE_MOVES = {**{s: ("fixed",) for s in OPEN}, "fixed": OPEN}
+
+
+def judged_fixed(state: str, figures_back: list[bool]) -> str | None:
+    """The report's move when a figure of a group comes back: "fixed" once every figure of an open
+    group is back; else none."""
+    return "fixed" if state in OPEN and figures_back and all(figures_back) else None
+
+
+def reopened(before_fixed: str | None, back_night: str | None, group_last_night: str, night: str,
+             ) -> tuple[str, str] | None:
+    """The report's move when a figure of a fixed group (of the regression's key) is flagged again
+    on `night`: (the state the group goes back to, why) when the figure came back within
+    REOPEN_DAYS and slipped, or a person set the group fixed while this figure was not back and it
+    is still regressed; else None (a new group opens). The group goes back to the open state it
+    was fixed from (`before_fixed`), or "new"."""
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=REOPEN_DAYS)).isoformat()
+    if back_night is not None and since <= back_night <= night:
+        why = f"back on {back_night}, regressed again on {night}"
+    elif back_night is None and group_last_night >= since:
+        why = f"set fixed while this figure was not back; still regressed on {night}"
+    else:
+        return None
+    to = before_fixed if before_fixed in OPEN else "new"
+    assert to in JUDGE_MOVES["fixed"]
+    return to, why
 NOTE_NEEDED = ("invalid", "accepted")  # and "fixed" while some figure is not back: say why
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from scalebench.analysis.alert_groups import figures_back
 from scalebench.core.config import AlertConfig
+from scalebench.core.verdicts import GREW, GROUP_FIXED, NEW, PARTLY, REASONS, REMINDER, STATE
 
 GROUP_FIELDS = ("id", "key", "state", "owner", "suspect", "benchmarks", "first_night", "last_night", "what_changed")
 
@@ -40,16 +41,16 @@ def message_text(group: dict, reason: str, link: str) -> str:
     suspect = group["suspect"] or f"no change of image or config (benchmark {', '.join(group['benchmarks'])})"
     joined = sorted(set(group["benchmarks"]) - set(group["notified_benchmarks"]))
     head = {
-        "new": f"new regression group #{group['id']}: {len(group['figures'])} figure(s) of "
+        NEW: f"new regression group #{group['id']}: {len(group['figures'])} figure(s) of "
                f"{', '.join(group['benchmarks'])} with {suspect}",
-        "grew": f"regression group #{group['id']} now also slows {', '.join(joined)}",
-        "state": f"regression group #{group['id']} is {group['state']}"
+        GREW: f"regression group #{group['id']} now also slows {', '.join(joined)}",
+        STATE: f"regression group #{group['id']} is {group['state']}"
                  + (f" (owner {group['owner']})" if group["owner"] else ""),
-        "fixed": f"regression group #{group['id']} fixed: regression ended"
+        GROUP_FIXED: f"regression group #{group['id']} fixed: regression ended"
                  + (f" ({group['fixed_by']})" if group.get("fixed_by") else ""),
-        "reminder": f"regression group #{group['id']} is still new (first night {group['first_night']}): "
+        REMINDER: f"regression group #{group['id']} is still new (first night {group['first_night']}): "
                     "nobody has triaged it",
-        "partly": f"regression group #{group['id']} {progress(group)}",
+        PARTLY: f"regression group #{group['id']} {progress(group)}",
     }[reason]
     lines = [f"scalebench: {head} ({link})"]
     lines += [f"- {figure_line(f)}" for f in group["figures"]]
@@ -82,7 +83,7 @@ def group_message(group: dict, reason: str, night: str, alerts: list[dict] | Non
     link = report_link(cfg, night)
     text = message_text(group, reason, link) + "".join(
         f"\nbisect: {a['bisect']['dag']} ({a['bisect']['command']})" for a in details[:1] if a.get("bisect"))
-    return {"source": "scalebench", "kind": "fixed" if reason == "fixed" else "regression", "night": night,
+    return {"source": "scalebench", "kind": REASONS[reason].payload_kind, "night": night,
             "report": link, "count": len(details), "alerts": details,
             "group": {k: group[k] for k in GROUP_FIELDS} | {"reason": reason}, "text": text}
 

@@ -15,12 +15,12 @@ from scalebench_kit.names import ACCURACY_METRICS
 
 from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
-from scalebench.analysis.lifecycle import MESSAGES
-from scalebench.analysis.regress import ENDED, FIXED, IMPROVEMENT, NO_BETTER, PARTLY_FIXED, judge
+from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
+from scalebench.core.verdicts import ENDED, FIXED, IMPROVEMENT, NO_BETTER, PARTLY_FIXED, VERDICTS
 from scalebench.report import predictions
 from scalebench.report.checks import plausibility, table_checks
 from scalebench.analysis.changes import diff_line, package_diff
@@ -95,7 +95,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight  # each said once: the night it is decided
                if j.verdict in (FIXED, ENDED, PARTLY_FIXED, NO_BETTER)],
-        fixed_details=[back_detail(j) for j in tonight if j.kind and MESSAGES[j.kind].ends]
+        fixed_details=[back_detail(j) for j in tonight if j.kind and VERDICTS[j.kind].ends]
         + [improved_detail(j) for j in tonight if j.kind == IMPROVEMENT],
         moved_details=[moved_detail(j) for j in tonight if j.flagged and j.image  # alerted into another group too
                        and not (j.alert and j.blamed is not None and j.blamed.new_image == j.image)],

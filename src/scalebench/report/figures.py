@@ -7,11 +7,11 @@ from typing import Callable
 
 from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
-from scalebench.analysis.regress import (BACK, ENDED, FIXED, IMPROVEMENT, INCONCLUSIVE, NO_BETTER, NO_EFFECT,
-                                         PARTLY_FIXED, REGRESSION, Change, Judgement)
+from scalebench.analysis.regress import Change, Judgement
 from scalebench.core.alert_rules import group_key
 from scalebench.core.cells import ACCURACY
 from scalebench.core.records import FigureRow, RowKey, figure_of
+from scalebench.core.verdicts import SEVERITY
 from scalebench.report.model import STEP_PARTS, TIME_PARTS, Options, Row
 
 
@@ -221,9 +221,8 @@ def improved_detail(j: Judgement) -> dict:
     return {**back_detail(j), "key": None}
 
 
-# a change's verdict: its most severe figure's
+# a change's verdict: its most severe figure's (core.verdicts orders them)
 NOT_JUDGED = "not judged (a short baseline and no decided A/B)"
-SEVERITY = (REGRESSION, NO_BETTER, PARTLY_FIXED, INCONCLUSIVE, BACK, FIXED, ENDED, IMPROVEMENT, NO_EFFECT)
 
 
 def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], str | None]) -> list[dict]:

@@ -13,11 +13,8 @@ from scalebench_kit.names import (ACCURACY_METRICS, REPORT_HTML, REPORT_MD, REPO
 from scalebench.core.figures import HISTORY_FIGURES, FigureField
 from scalebench.core import tables
 from scalebench.core.tables import Column
-from scalebench.analysis.regress import ENDED, FIXED, NO_BETTER, PARTLY_FIXED
+from scalebench.core.verdicts import COMPARISONS, EQUIVALENT, FIX_LABELS, REGRESSION, UNINFORMATIVE
 from scalebench.report.model import LOOKBACK_NIGHTS, STEP_PARTS, STUDY_AVERAGE, Report, Row
-
-# what a confirmed regression's figure came to tonight, as the Regressions section labels it
-FIX_LABELS = {FIXED: "FIXED", ENDED: "ENDED BY ITSELF", PARTLY_FIXED: "PARTLY FIXED", NO_BETTER: "STILL REGRESSED"}
 
 
 def _pct(v):
@@ -30,9 +27,9 @@ def _verdict_cell(per: dict | None) -> str:
     if not per:
         return "–"
     kinds = {v.kind for v in per.values()}
-    if len(kinds) == 1 and kinds <= {"equivalent", "uninformative"}:
+    if len(kinds) == 1 and kinds <= {EQUIVALENT, UNINFORMATIVE}:
         return kinds.pop()
-    worst = next((k for k in ("worse", "inconclusive", "better", "uninformative") if k in kinds), "equivalent")
+    worst = next(k for k in COMPARISONS if k in kinds or k == EQUIVALENT)
     return f"{worst} at " + ", ".join(str(n) for n, v in sorted(per.items()) if v.kind == worst)
 
 
@@ -223,7 +220,7 @@ def markdown(rep: Report) -> str:
     for c in rep.changes_tonight:
         out.append(f"- **{c['benchmark']}**: {c['change']}: **{c['verdict']}**"
                    + (" (alerted)" if c["alerted"] else " (reported, not alerted: a config change)"
-                      if c["verdict"] == "regression (confirmed)" and c["kind"] == "config" else ""))
+                      if c["verdict"] == REGRESSION and c["kind"] == "config" else ""))
         out += [f"  - {n}" for n in c["numbers"]]
         if c["what_changed"]:
             out.append(f"  - what changed: {c['what_changed']}")

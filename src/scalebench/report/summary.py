@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from scalebench.analysis.lifecycle import MESSAGES
+from scalebench.core.verdicts import VERDICTS
 from scalebench.core.figures import HISTORY_FIGURES
 from scalebench.core.records import FigureRow, Mark, NightSummary
 from scalebench.core.nights import choose_runs
@@ -65,7 +65,7 @@ def marks_of(rep: Report) -> dict[tuple[str, int, str], list[Mark]]:
     for j in rep.judged:
         if j.night != night:
             continue
-        kind = ("restart" if j.changed_with else "alert" if j.alert else "fixed" if j.kind and MESSAGES[j.kind].ends
+        kind = ("restart" if j.changed_with else "alert" if j.alert else "fixed" if j.kind and VERDICTS[j.kind].ends
                 else "cleared" if j.confirmed_by_reruns is False else "flagged" if j.flagged
                 else "change" if j.news else None)
         if kind:

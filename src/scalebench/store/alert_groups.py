@@ -11,13 +11,13 @@ from typing import Iterable
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from scalebench.core.alert_rules import OPEN, STATES, AlertStateError, check_change, check_move, group_key
+from scalebench.core.alert_rules import (OPEN, STATES, AlertStateError, check_change, check_move,
+                                         group_key, judged_fixed, reopened)
 from scalebench.core.records import DEFAULT_PRECISION
 from scalebench.store.alert_tables import AlertDeliveryRow, AlertEventRow, AlertFigureRow, AlertGroupRow
 
 REPORT = "scalebench"  # who the report's own events are by
 MAIN = "main"          # the main alert channel's name among the channels (the routes have theirs)
-REOPEN_DAYS = 7        # a figure that regresses again this soon after its group's fix reopens that group
 
 
 def _now() -> dt.datetime:
@@ -67,10 +67,11 @@ class AlertGroups:
                 self._event(s, open_group.id, REPORT, "figures", None, None, f"back on {night}: {b['line']}")
                 touched.add(open_group.id)
                 locked = s.get(AlertGroupRow, open_group.id, with_for_update=True, populate_existing=True)
-                if locked is not None and locked.state in OPEN and \
-                        all(x.back_night is not None for x in self._figures(s, open_group.id)):
-                    self._event(s, open_group.id, REPORT, "state", locked.state, "fixed", b["line"])
-                    locked.state = "fixed"
+                to = judged_fixed(locked.state, [x.back_night is not None for x in self._figures(s, open_group.id)]
+                                  ) if locked is not None else None
+                if locked is not None and to:
+                    self._event(s, open_group.id, REPORT, "state", locked.state, to, b["line"])
+                    locked.state = to
         return sorted(touched)
 
     def mark_notified(self, group_id: int, night: str, reason: str) -> None:
@@ -196,20 +197,15 @@ class AlertGroups:
         g = self._open_group(s, key)
         if g is not None:
             return g
-        since = (dt.date.fromisoformat(night) - dt.timedelta(days=REOPEN_DAYS)).isoformat()
         fixed = s.scalars(select(AlertGroupRow).where(AlertGroupRow.key == key, AlertGroupRow.state == "fixed")
                           .order_by(AlertGroupRow.id.desc())).first()
         f = self._figure(s, fixed, d) if fixed is not None else None
-        # reopened: a figure back within the week that slipped, or one a person's "fixed" left out
-        slipped = f is not None and f.back_night is not None and since <= f.back_night <= night
-        still_out = fixed is not None and f is not None and f.back_night is None and fixed.last_night >= since
-        if fixed is not None and f is not None and (slipped or still_out):
-            before = s.scalars(select(AlertEventRow.from_state).where(
-                AlertEventRow.group_id == fixed.id, AlertEventRow.to_state == "fixed").order_by(AlertEventRow.id.desc())
-            ).first()
-            state = before if before in OPEN else "new"
-            why = (f"back on {f.back_night}, regressed again on {night}" if slipped else
-                   f"set fixed while this figure was not back; still regressed on {night}")
+        before = fixed is not None and f is not None and s.scalars(select(AlertEventRow.from_state).where(
+            AlertEventRow.group_id == fixed.id, AlertEventRow.to_state == "fixed").order_by(AlertEventRow.id.desc())
+        ).first()
+        move = reopened(before or None, f.back_night, fixed.last_night, night) if fixed and f else None
+        if fixed is not None and move is not None:
+            state, why = move
             self._event(s, fixed.id, REPORT, "state", "fixed", state, f"reopened: {why}: {d['line']}")
             fixed.state = state  # the other figures stay back; this one's mark goes as it joins
             return fixed

@@ -108,7 +108,8 @@ def test_an_undecided_ab_keeps_the_image_under_judgement():
     suspect stays named for the next night's judgement against the old baseline."""
     import datetime as dt
 
-    from scalebench.analysis.regress import INCONCLUSIVE, Series, SeriesKey, judge
+    from scalebench.analysis.regress import Series, SeriesKey, judge
+    from scalebench.core.verdicts import INCONCLUSIVE
 
     key = SeriesKey("b", 2, "images_per_s")
     start = dt.date(2026, 11, 1)

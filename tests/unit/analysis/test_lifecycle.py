@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalebench.analysis.lifecycle import MESSAGES, RECENT_NIGHTS
-from scalebench.analysis.regress import (ENDED, FIXED, NO_BETTER, NO_EFFECT, NOT_A_VERDICT, PARTLY_FIXED, REGRESSION,
-                                         classify_change,
-                                         Gates, Series, SeriesKey, judge)
+from scalebench.analysis.lifecycle import RECENT_NIGHTS
+from scalebench.analysis.regress import classify_change, Gates, Series, SeriesKey, judge
+from scalebench.core.verdicts import ENDED, FIXED, NOT_A_VERDICT, NO_BETTER, NO_EFFECT, PARTLY_FIXED, REGRESSION, VERDICTS
 
 KEY = SeriesKey("b", 4, "images_per_s")
 D0 = dt.date(2026, 10, 1)
@@ -133,20 +132,20 @@ def test_what_a_night_says_holds_on_any_history(changes, seed, ab_on, cv):
         if j.kind in (FIXED, PARTLY_FIXED, NO_BETTER, ENDED):  # said only while a regression lasted
             assert before is not None and before.state == "regressed" and j.blamed == before.blamed
         if j.alert:
-            assert j.state == "regressed" and MESSAGES[j.kind].alerts
+            assert j.state == "regressed" and VERDICTS[j.kind].alerts
         if before is not None and before.state == j.state == "regressed":  # its baseline is the one before it
             assert j.baseline == before.baseline
         assert (j.verdict is None) == (j.kind is None or j.kind in NOT_A_VERDICT)
-        assert j.kind is None or j.kind in MESSAGES
+        assert j.kind is None or j.kind in VERDICTS
 
 
 def test_every_message_kind_is_declared_once_and_the_report_orders_every_verdict():
     from scalebench.report.figures import SEVERITY
     from scalebench.report.render import FIX_LABELS
 
-    verdicts = [k for k in MESSAGES if k not in NOT_A_VERDICT]
+    verdicts = [k for k in VERDICTS if k not in NOT_A_VERDICT]
     assert sorted(SEVERITY) == sorted(verdicts)
-    assert {k for k, m in MESSAGES.items() if m.ends} == {FIXED, ENDED} and MESSAGES[REGRESSION].alerts
+    assert {k for k, m in VERDICTS.items() if m.ends} == {FIXED, ENDED} and VERDICTS[REGRESSION].alerts
     assert set(FIX_LABELS) == {FIXED, ENDED, PARTLY_FIXED, NO_BETTER}
 
 

@@ -23,6 +23,7 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
     which join their image's open group (so it is fixed only when they are back)."""
     from scalebench.analysis.alert_groups import owed
     from scalebench.core.alert_rules import group_key
+    from scalebench.core.verdicts import REASONS
     from scalebench.report.alert_messages import group_message
 
     groups.record_night(night, details, ended, moved)
@@ -34,7 +35,7 @@ def group_messages(groups, cfg: AlertConfig, night: str, details: list[dict], en
         why = owed(g, night, cfg.remind_after_days)
         if not why:
             continue
-        alerts = tonight.get(g["key"]) if why.reason in ("new", "grew") and g["state"] != "fixed" else None
+        alerts = tonight.get(g["key"]) if REASONS[why.reason].with_tonight and g["state"] != "fixed" else None
         out.append((g["id"], why.reason, group_message(g, why.reason, night, alerts, cfg)))
     return out
 
@@ -48,12 +49,13 @@ def start_bisects(groups, messages: list[tuple[int, str, dict]], cfg: AlertConfi
     from scalebench.cell.images import tags_between
     from scalebench.core.config import image_repository
     from scalebench.core.dag_ids import BISECT_DAG_ID
+    from scalebench.core.verdicts import NEW
 
     if not cfg.auto_bisect:
         return
     for group_id, reason, doc in messages:
         worst = max(doc["alerts"], key=lambda d: d.get("change") or 0.0)  # tonight's figures of a new group
-        hint = worst.get("bisect") if reason == "new" else None
+        hint = worst.get("bisect") if reason == NEW else None
         if hint is None or any(e["kind"] == "bisect" for e in groups.group(group_id)["events"]):
             continue  # not an image, or started (or said why not) already: a group still unsent is "new" again
         conf = hint["conf"]
@@ -158,7 +160,7 @@ def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *
     told once the main channel took it; a route that failed is retried the next night); a fix no
     open group holds said as before, and at the deadline what broke. A channel that failed is named
     in night["undelivered"]. Returns the messages the main channel took."""
-    from scalebench.analysis.regress import NO_BETTER
+    from scalebench.core.verdicts import NO_BETTER
     from scalebench.report.alert_messages import broken_message, fixed_message, group_message
 
     label, told = night["night"], []
