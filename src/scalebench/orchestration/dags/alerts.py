@@ -214,7 +214,7 @@ def send_night(night: dict, deadline: bool, cfg: AlertConfig, groups, context, *
 def send_nights(summary: dict, context) -> dict:
     """The report DAG's send_alerts: every night of the run (`send_night`), with the configs, the
     store's groups, this worker's Docker engine for a bisection's tags and the REST API to start it."""
-    from scalebench.orchestration.dags.dag_factory import default_profile
+    from scalebench.orchestration.dags.dag_specs import default_profile
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
 

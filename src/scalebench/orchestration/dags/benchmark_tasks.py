@@ -20,6 +20,11 @@ from scalebench.core.config import ConfigError, Configs
 from scalebench.orchestration.notes import fail_with_note, note
 from scalebench.orchestration.dags.run_params import RunParams
 
+# task ids, in the order a run reaches them; a cell slice is <group>.cells, its mapped cells
+# <group>.train; the rerun steps' groups hold <step>.<group>.cells and .rerun / .more
+PLAN, RECORD, RECORD_RERUNS, PLAN_MORE_PAIRS, RECORD_MORE_PAIRS = (
+    "plan_cells", "record", "record_reruns", "plan_more_pairs", "record_more_pairs")
+CELLS, TRAIN, RERUN, MORE = "cells", "train", "rerun", "more"
 
 def results_asset(bench_id: str) -> Asset:
     """What a benchmark's run emits once its results are recorded: it starts the report DAG."""
@@ -46,8 +51,9 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
         run_type = cellmod.ACCURACY
     if kind == cellmod.PROBE:
         return skip_idle(_plan_probe(b, configs, p, run, run_type, context), context)
-    if run_type == "scheduled" and kind != cellmod.ACCURACY and (skipped := _in_accuracy_window(b, configs, p, run)):
+    if run_type == "scheduled" and kind != cellmod.ACCURACY and (skipped := _accuracy_window_open(b, configs, p, run)):
         print(f"skipped: {skipped}")
+        _record_skipped(b, run, skipped)
         note(context["ti"], f"nightly run skipped: {skipped}")
         return skip_idle([], context)
     try:
@@ -66,8 +72,11 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
     return skip_idle(planned, context)
 
 
+CHECK_DATASET = "check_dataset_"
+
+
 def check_dataset_id(host_name: str) -> str:
-    return f"check_dataset_{host_name.replace('-', '_')}"
+    return CHECK_DATASET + host_name.replace("-", "_")
 
 
 def skip_idle(planned: list[PlannedCell], context) -> list[PlannedCell]:
@@ -87,11 +96,18 @@ def idle_tasks(task_ids: Iterable[str], cells: list[PlannedCell], step: str = ""
     """The cell slices (`<group>.cells`, each a task process) of a step's groups that have none of
     `cells`; for the first step (the cells' own groups) also the dataset checks of hosts without cells.
     `step`: "" or the rerun steps' group (RERUNS, MORE_PAIRS)."""
-    prefix = f"{step}." if step else ""
-    busy = {f"{prefix}{g}.cells" for g in cellmod.group_by_task(cells)} | {check_dataset_id(c["host"]) for c in cells}
-    return [t for t in task_ids if t not in busy and (
-        (not step and t.startswith("check_dataset_"))
-        or (t.startswith(prefix) and t.endswith(".cells") and t.count(".") == 1 + bool(step)))]
+    busy = {slice_id(g, step) for g in cellmod.group_by_task(cells)} | {check_dataset_id(c["host"]) for c in cells}
+    return [t for t in task_ids if t not in busy and ((not step and t.startswith(CHECK_DATASET)) or _is_slice(t, step))]
+
+
+def _is_slice(task_id: str, step: str) -> bool:
+    parts = task_id.split(".")
+    return len(parts) >= 2 and task_id == slice_id(parts[-2], step)
+
+
+def slice_id(group: str, step: str = "") -> str:
+    """The task id of a GPU set's slice of the plan: <group>.cells, or <step>.<group>.cells."""
+    return ".".join(p for p in (step, group, CELLS) if p)
 
 
 def _plan_probe(b, configs: Configs, p: RunParams, run, run_type: str, context) -> list[PlannedCell]:
@@ -130,12 +146,9 @@ def _assigned_host(configs: Configs, bench, profile: str):
     return configs.fleet.host(settle(configs, Store()).host_of(bench.id))
 
 
-def _in_accuracy_window(bench, configs: Configs, params: RunParams, run) -> str | None:
-    """Why this scheduled nightly run is skipped (its host's accuracy window is open), recorded as
-    the run's row; None when it runs."""
+def _accuracy_window_open(bench, configs: Configs, params: RunParams, run) -> str | None:
+    """Why this scheduled nightly run is skipped (its host's accuracy window is open); None when it runs."""
     from scalebench.core.accuracy_window import window_at
-    from scalebench.store.db import outlasting_outages
-    from scalebench.store.results import Store
 
     try:  # the host the run would plan on: its assigned one on a GPU fleet
         host = (_assigned_host(configs, bench, params.profile)
@@ -143,14 +156,18 @@ def _in_accuracy_window(bench, configs: Configs, params: RunParams, run) -> str 
     except ConfigError:
         return None  # plan() below refuses it with its own message
     window = window_at(configs.fleet, host, run.logical_date or run.run_after)
-    if window is None:
-        return None
-    why = window.line(host.name)
+    return None if window is None else window.line(host.name)
+
+
+def _record_skipped(bench, run, why: str) -> None:
+    """The skipped run's row (the report names the window), kept through a database outage."""
+    from scalebench.store.db import outlasting_outages
+    from scalebench.store.results import Store
+
     outlasting_outages(lambda: Store().record_run(dag_id=bench.dag_id, run_id=run.run_id, benchmark=bench.id,
                                                   run_type="scheduled", night=nights.night_of(run),
                                                   counts={"skipped": why}),
                        what=f"record {bench.dag_id} {run.run_id} as skipped")
-    return why
 
 
 @task
@@ -212,7 +229,7 @@ RERUNS, MORE_PAIRS = "reruns", "more_pairs"  # the task groups of the rerun and 
 def rerun_steps(task_ids: Iterable[str]) -> list[str]:
     """The tasks a run skips when nothing is flagged: the rerun and A/B groups and their records."""
     return [t for t in task_ids if t.split(".")[0] in (RERUNS, MORE_PAIRS)
-            or t in ("record_reruns", "plan_more_pairs", "record_more_pairs")]
+            or t in (RECORD_RERUNS, PLAN_MORE_PAIRS, RECORD_MORE_PAIRS)]
 
 
 def summarize(planned: list[PlannedCell]) -> None:
@@ -315,7 +332,7 @@ def record_reruns(bench_id: str, dag_id: str, planned: list[PlannedCell], **cont
     from scalebench.store.results import Store
 
     run = context["dag_run"]
-    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
+    reruns = context["ti"].xcom_pull(task_ids=RECORD, key="reruns") or []
     if reruns:
         record_run_when_reachable(dag_id, run.run_id, reruns, run_row=False)
         summarize(reruns)
@@ -339,7 +356,7 @@ def plan_more_pairs(bench_id: str, planned: list[PlannedCell], verdict: dict, **
     from scalebench.analysis.reruns import more_pairs
     from scalebench.store.results import Store
 
-    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
+    reruns = context["ti"].xcom_pull(task_ids=RECORD, key="reruns") or []
     if not verdict or not verdict.get("unknown") or not reruns:
         return []
     cells, why = more_pairs(Store(), planned, reruns, gates_of(bench_id))
@@ -358,12 +375,12 @@ def record_more_pairs(bench_id: str, dag_id: str, planned: list[PlannedCell], **
     from scalebench.store.results import Store
 
     run = context["dag_run"]
-    more = context["ti"].xcom_pull(task_ids="plan_more_pairs") or []
+    more = context["ti"].xcom_pull(task_ids=PLAN_MORE_PAIRS) or []
     if not more:
         return {}
     record_run_when_reachable(dag_id, run.run_id, more, run_row=False)
     summarize(more)
-    reruns = context["ti"].xcom_pull(task_ids="record", key="reruns") or []
+    reruns = context["ti"].xcom_pull(task_ids=RECORD, key="reruns") or []
     return _say_verdicts(context, verdicts(Store(), planned, reruns + more, gates_of(bench_id)), "A/B pairs")
 
 

@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core.config import Configs
-from scalebench.orchestration.dags.dag_factory import default_profile
+from scalebench.orchestration.dags.dag_specs import default_profile
 
 from scalebench.core.dag_ids import BISECT_DAG_ID
 MAX_STEPS = 6  # 2**6 - 1 images between good and bad with one culprit

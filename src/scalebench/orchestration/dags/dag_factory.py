@@ -29,10 +29,11 @@ from scalebench.core.attempt_folders import safe
 from scalebench_kit.names import PRECISIONS
 
 from scalebench.core.config import PROFILES, Benchmark, ConfigError, Configs, Fleet, Host
-from scalebench.orchestration.dags.benchmark_tasks import (MORE_PAIRS, RERUNS, check_cells, check_dataset,
-                                                           check_dataset_id, finish,
-                                                           plan_cells, plan_more_pairs, record, record_more_pairs,
-                                                           record_reruns, results_asset, select_cells)
+from scalebench.orchestration.dags.benchmark_tasks import (CELLS, MORE, MORE_PAIRS, RERUN, RERUNS, TRAIN, check_cells,
+                                                           check_dataset, check_dataset_id, finish, plan_cells,
+                                                           plan_more_pairs, record, record_more_pairs, record_reruns,
+                                                           results_asset, select_cells)
+from scalebench.orchestration.dags.dag_specs import NIGHTLY, SPECS, BenchmarkDagSpec
 from scalebench.orchestration.cell_operator import CellDockerOperator
 
 
@@ -44,32 +45,21 @@ def nightly(cron: str | None) -> CronTriggerTimetable | None:
     return CronTriggerTimetable(cron, timezone="UTC", run_immediately=dt.timedelta(0)) if cron else None
 
 
-def default_profile(fleet: Fleet) -> str:
-    """Scheduled runs use 'nightly' where the fleet has GPUs; a CPU-only fleet runs 'smoke'."""
-    return "nightly" if fleet.hosts_of("gpu") else "smoke"
-
-
-def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[str, Param]:
-    """The trigger form. The accuracy DAG's defaults are its weekly run: the `full` profile cut to
-    `accuracy_cut()` (on a CPU-only fleet, smoke with the profile's own epochs)."""
+def params_for(spec: BenchmarkDagSpec, bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
+    """The trigger form, with the spec's defaults (a scheduled run takes them as they are)."""
     servable = [n for n in range(1, fleet.max_devices + 1)]
-    defaults = [n for n in bench.gpu_counts if n <= fleet.max_devices]
-    profile, epochs, repeats = default_profile(fleet), None, 1
-    if kind == cellmod.ACCURACY and fleet.hosts_of("gpu"):
-        profile = "full"
-        epochs, repeats = bench.accuracy_cut()
-    if kind == cellmod.PROBE:
-        defaults, repeats = [fleet.host_probe().gpus], fleet.host_probe().cells
+    d = spec.defaults
     return {
-        "gpu_counts": Param(defaults, type="array", items={"type": "integer", "enum": servable}, minItems=1,
+        "gpu_counts": Param(list(d.gpu_counts), type="array", items={"type": "integer", "enum": servable}, minItems=1,
                             uniqueItems=True, examples=servable, title="GPU counts",
                             description=f"Which GPU counts to run (this fleet serves 1-{fleet.max_devices})."),
-        "epochs": Param(epochs, type=["null", "array"], items={"type": "integer", "minimum": 1, "maximum": 1000},
+        "epochs": Param(list(d.epochs) if d.epochs else None, type=["null", "array"],
+                        items={"type": "integer", "minimum": 1, "maximum": 1000},
                         title="Epochs", description="Epoch list; empty means the profile's own list."),
-        "repeats": Param(repeats, type="integer", minimum=1, maximum=48 if kind == cellmod.PROBE else 10, title="Repeats",
+        "repeats": Param(d.repeats, type="integer", minimum=1, maximum=d.max_repeats, title="Repeats",
                          description="Repeats per (GPU count, epochs) of this manual run; each repeat uses seed "
                                      f"+ repeat - 1. Scheduled runs make {bench.schedule_repeats} (schedule_repeats)."),
-        "profile": Param(profile, type="string", enum=list(PROFILES), title="Profile",
+        "profile": Param(d.profile, type="string", enum=list(PROFILES), title="Profile",
                          description="smoke: CPU, synthetic data, seconds. nightly: GPU, short fixed-step runs. "
                                      "full: the study's epochs on the full dataset."),
         "precisions": Param(None, type=["null", "array"], items={"type": "string", "enum": list(PRECISIONS)},
@@ -92,59 +82,46 @@ def params_for(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> dict[st
     }
 
 
-def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -> DAG:
-    """The benchmark's nightly DAG, or (kind "accuracy") its weekly accuracy DAG: the same tasks,
-    scheduled at the fleet's `accuracy_schedule` where the fleet has GPU hosts."""
-    asset = results_asset(bench.id)
-    weekly, probe = kind == cellmod.ACCURACY, kind == cellmod.PROBE
-    doc = (f"**{bench.title}**: per-GPU batch {bench.per_gpu_batch}, epochs {bench.epochs}, "
-           f"GPU counts {bench.gpu_counts}, {bench.scaling_mode} scaling, LR {bench.lr_policy.rule} "
-           f"(base {bench.lr_policy.base_lr} at batch {bench.lr_policy.reference_batch}).")
-    if weekly:
-        epochs, repeats = bench.accuracy_cut()
-        doc = (f"**Weekly accuracy run of {bench.title}**: the `full` profile at epochs {epochs}, {repeats} "
-               f"repeat(s), every `{fleet.accuracy_schedule}` (UTC); nightly runs on its host are skipped for "
-               f"{fleet.accuracy_window_hours:g} h from then.\n\n" + doc)
-    if probe:
-        doc = (f"**Host probe**: {fleet.host_probe().cells} cells of {bench.id} at {fleet.host_probe().gpus} GPU(s) on every GPU "
-               f"host, every `{fleet.host_probe().schedule}` (UTC), before the benchmarks. Their median throughput against "
-               "the host's recent nights is its night factor; they never make a row of the report.\n\n" + doc)
-    dag_id = bench.accuracy_dag_id if weekly else PROBE_DAG_ID if probe else bench.dag_id
+def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = NIGHTLY) -> DAG:
+    """The benchmark's DAG of one kind (dag_specs.SPECS: nightly, accuracy, probe), from its spec."""
+    return build_from_spec(SPECS[kind](bench, fleet), bench, fleet)
+
+
+def build_from_spec(spec: BenchmarkDagSpec, bench: Benchmark, fleet: Fleet) -> DAG:
+    """One factory for every benchmark DAG kind: the spec says everything that differs."""
     with DAG(
-        dag_id=dag_id,
-        description=(f"{bench.title}: weekly accuracy run" if weekly else "host probe: the GPU hosts' night factor"
-                     if probe else bench.title),
-        schedule=nightly(fleet.accuracy_schedule if fleet.hosts_of("gpu") else None) if weekly
-        else nightly(fleet.host_probe().schedule) if probe else nightly(bench.schedule),
+        dag_id=spec.dag_id,
+        description=spec.description,
+        schedule=nightly(spec.cron),
         catchup=False,
         max_active_runs=1,
-        params=params_for(bench, fleet, kind),
-        tags=["scalebench", bench.stack, bench.task] + (["accuracy"] if weekly else []) + (["probe"] if probe else []),
-        doc_md=doc,
+        params=params_for(spec, bench, fleet),
+        tags=list(spec.tags),
+        doc_md=spec.doc,
     ) as dag:
-        groups = ([(h, fleet.host_probe().gpus) for h in fleet.hosts_of("gpu")] if probe else
-                  [(h, n) for h in fleet.hosts for n in bench.gpu_counts if n <= len(h.device_ids)])  # one place
-        plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], kind)
+        groups = spec.groups
+        plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], spec.kind)
         checked = {h.name: check_dataset.override(task_id=check_dataset_id(h.name), queue=h.queue)(
             bench.id, h.name, plan) for h in fleet.hosts if any(g is h for g, _ in groups)}  # on the host's disk
-        recorded = record(bench.id, dag_id, plan)
+        recorded = record(bench.id, spec.dag_id, plan)
         check_cells(recorded["counts"])
-        rerun_done = record_reruns(bench.id, dag_id, plan)
+        rerun_done = record_reruns(bench.id, spec.dag_id, plan)
         more = plan_more_pairs(bench.id, plan, rerun_done)
-        more_done = record_more_pairs(bench.id, dag_id, plan)
+        more_done = record_more_pairs(bench.id, spec.dag_id, plan)
         rerun_done >> more_done
-        [recorded, more_done] >> finish.override(outlets=[] if probe else [asset])(bench.id, dag_id)
+        [recorded, more_done] >> finish.override(outlets=[results_asset(bench.id)] if spec.emits_results else [])(
+            bench.id, spec.dag_id)
         max_timeout = max(bench.resolved(p).cell_timeout_minutes for p in PROFILES)
 
         def cells_of(host: Host, n: int, task_id: str, cells: XComArg) -> None:
             """One GPU set's mapped cell task (train, rerun or more), fed by its slice of `cells`."""
-            mine = select_cells.override(task_id="cells")(cells, cellmod.group_id(host.name, n))
+            mine = select_cells.override(task_id=CELLS)(cells, cellmod.group_id(host.name, n))
             CellDockerOperator.partial(
                 task_id=task_id,
                 benchmark_id=bench.id,
                 host_name=host.name,
                 dataset=checked[host.name],  # an XComArg: resolved at run time, and an upstream dependency
-                image=((probe and fleet.host_probe().image) or bench.images[host.kind]),
+                image=spec.images[host.kind],
                 queue=host.queue,
                 pool=host.pool,
                 pool_slots=n,
@@ -160,16 +137,16 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = "nightly") -
         # a step placed inside the cell's group would make the group graph cyclic (the Grid fails)
         for host, n in groups:
             with TaskGroup(group_id=cellmod.group_id(host.name, n), tooltip=f"{n} GPU cells on {host.name}") as cells:
-                cells_of(host, n, "train", plan)
+                cells_of(host, n, TRAIN, plan)
             cells >> recorded
         with TaskGroup(group_id=RERUNS, tooltip="same-night reruns (or an A/B) of the flagged GPU counts") as reruns:
             for host, n in groups:
                 with TaskGroup(group_id=cellmod.group_id(host.name, n)):
-                    cells_of(host, n, "rerun", recorded["reruns"])
+                    cells_of(host, n, RERUN, recorded["reruns"])
         with TaskGroup(group_id=MORE_PAIRS, tooltip="more A/B pairs where the A/B said unknown") as pairs:
             for host, n in groups:
                 with TaskGroup(group_id=cellmod.group_id(host.name, n)):
-                    cells_of(host, n, "more", more)
+                    cells_of(host, n, MORE, more)
         reruns >> rerun_done
         pairs >> more_done
     return dag
