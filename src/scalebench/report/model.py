@@ -12,10 +12,11 @@ from scalebench.analysis.stats import ConvergenceVerdict, Verdict
 from scalebench.core.config import Benchmark, ReferenceAccuracy
 from scalebench.core.figures import FigureField
 from scalebench.core.records import RowKey
+from scalebench.report.plots import DRAW
 
 STUDY_AVERAGE = {2: 0.662, 3: 0.557, 4: 0.512}
 LOOKBACK_NIGHTS = 120  # history judged for a night's regressions (baselines use the last 20 of them)
-PLOTS = ("speedup.png", "relative_time.png", "accuracy.png", "breakdown.png", "trend.png")
+PLOTS = tuple(DRAW)  # every plot, in the report's order: declared once, in report.plots
 TIME_PARTS = ("setup_s", "warmup_s", "train_s", "eval_s")
 STEP_PARTS = ("data_wait", "compute", "sync", "other")  # a steady step, as the kit's timing module splits it
 FLAT = 0.03  # a step share that moves less than 3 points between GPU counts is called flat

@@ -142,7 +142,7 @@ def step_columns() -> list[Column]:
             Column("GPUs", lambda it: it[1]), *[part(p) for p in STEP_PARTS]]
 
 
-def markdown(rep: Report) -> str:
+def _header(rep: Report) -> list[str]:
     rows = rep.rows
     out = [f"# scalebench report: night {rep.night}", ""]
     if rep.complete:
@@ -162,6 +162,11 @@ def markdown(rep: Report) -> str:
             "samples per second (slowest rank) where epochs are capped to the same steps at every GPU count. "
             "Median over repeats per epoch count, averaged over epoch counts; 95% bootstrap CI of that average "
             "in the detail table.", ""]
+    return out
+
+
+def _study(rep: Report) -> list[str]:
+    out: list[str] = []
     study = rep.study_rows
     out += ["## The study's table: time to train the same epochs (weekly run, full passes)", "",
             "Each benchmark's latest weekly accuracy run whose every GPU count made full passes over the split: "
@@ -170,6 +175,12 @@ def markdown(rep: Report) -> str:
     out += (table(study_columns(rep, rep.accuracy_metrics, sorted({n for r in study for n in r.train_s}) or [1]),
                   _lines(study, rep.study_average)) if study else
             [f"- no weekly run with full passes in the last {LOOKBACK_NIGHTS} nights"])
+    return out
+
+
+def _nightly(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Nightly table: steady-state throughput scaling", "",
             "This night's runs. The nightly profile caps every GPU count to the same steps, so its relative time is "
             "X(1)/X(n) of steady throughput: how well a step scales, not the study's time to train the same epochs, "
@@ -177,7 +188,17 @@ def markdown(rep: Report) -> str:
             "made full passes. The accuracy verdicts here are a smoke signal only (a few dozen steps); whether "
             "accuracy suffers is the weekly run's question.", "",
             *table(study_columns(rep, rep.metrics, rep.gpu_counts), _lines(rows, rep.average))]
+    return out
+
+
+def _conclusions(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Conclusions", ""] + [f"- {x}" for x in rep.conclusions]
+    return out
+
+
+def _weekly_accuracy(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Weekly accuracy run (full profile)", "", "Each benchmark's latest run of its weekly accuracy "
             "DAG (`scalebench_<benchmark>_accuracy`: the full profile on the real dataset, cut to its "
             "`accuracy_cut`), metrics at its longest epoch count with the verdict against 1 GPU.", ""]
@@ -189,17 +210,40 @@ def markdown(rep: Report) -> str:
                 for r in rep.accuracy_rows for x in r.not_valid]
     else:
         out.append(f"- none recorded in the last {LOOKBACK_NIGHTS} nights")
+    return out
+
+
+def _detail(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Detail per GPU count", "", "Train s is steady training time at the longest epoch count run, "
             "median and interquartile range over repeats.", "",
             *table(detail_columns(rep), [(r, n) for r in rows for n in sorted(r.train_s)])]
+    return out
+
+
+def _step_parts(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Where a steady step goes", "", "Seconds per steady step of the slowest rank, median over "
             "cells (share of the step in brackets); – where the framework does not expose the part.", "",
             *table(step_columns(), [(r, n) for r in rows for n in sorted(r.step_s)])]
+    return out
+
+
+def _predictions(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## What more GPUs would give", "", "Predicted from each series' nights so far on its current image "
             "and profile (a model of the step: compute, data wait, the all-reduce measured on the host; "
             "docs/prediction.md), with the part that limits it. Each night also freezes predictions before its "
             "cells count; the first night that measures a target judges them.", ""]
     out += _prediction_lines(rep.predictions)
+    return out
+
+
+def _time_to_accuracy(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Time to accuracy", ""]
     tta = [r for r in rows if r.time_to_accuracy]
     for r in tta:
@@ -210,10 +254,21 @@ def markdown(rep: Report) -> str:
     if not tta:
         out.append("- not measured this night (per-epoch evaluation runs in the full profile of benchmarks with a "
                    "time_to_accuracy target)")
+    return out
+
+
+def _accuracy_verdicts(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Accuracy verdicts (vs 1 GPU)", ""]
     lines = [f"- {r.name} {ACCURACY_METRICS[m].display} at {n} GPUs: {v.text()}"
              for r in rows for m, per in r.verdicts.items() for n, v in per.items()]
     out += lines or ["- none (needs the 1-GPU cell and at least one more GPU count)"]
+    return out
+
+
+def _changes_tonight(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Changes tonight", "", "A new image or config is judged against the baseline before it (not a "
             "fresh start): regression (confirmed), improvement, no effect, or inconclusive (the next night or "
             "a same-night A/B decides).", ""]
@@ -226,6 +281,11 @@ def markdown(rep: Report) -> str:
             out.append(f"  - what changed: {c['what_changed']}")
     if not rep.changes_tonight:
         out.append("- none (no image or config changed tonight)")
+    return out
+
+
+def _regressions(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Regressions", ""]
     out += [f"- ALERT: {a}" for a in rep.alerts]
     out += [f"- {FIX_LABELS[f['verdict']]}: {f['line']}" for f in rep.fixed]
@@ -236,34 +296,101 @@ def markdown(rep: Report) -> str:
     out += [f"- NOT DELIVERED: {code_span(u)}" for u in rep.undelivered]
     if not (rep.alerts or rep.fixed or rep.flagged or rep.cleared or rep.changes or rep.undelivered):
         out.append(f"- none ({rep.series} series judged against their baselines)")
+    return out
+
+
+def _suspects(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Suspect figures", ""]
     sus = [f"- {r.name}{run} at {n} GPU{'s' if n != 1 else ''}: {'; '.join(why)}"
            for run, rs in (("", rows), (" (weekly run)", rep.accuracy_rows)) for r in rs
            for n, why in sorted(r.suspect.items())]
     out += sus or ["- none (efficiency at most 1, epochs consistent, accuracy near its reference where one is set)"]
+    return out
+
+
+def _table_checks(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Table checks (Great Expectations)", ""]
     out += [f"- {x}" for x in rep.table_checks] or ["- all passed"]
+    return out
+
+
+def _cells_not_valid(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Cells missing, invalid or refused", ""]
     bad = [f"- {r.name}: {x['label']}: {x['status']} ({x['reason']})" for r in rows for x in r.not_valid]
     bad += [f"- {r.name}: {lab}: refused (no 1-GPU baseline with the same image, config and profile)"
             for r in rows for lab in r.refused]
     bad += [f"- {r.name}: every ratio refused ({r.basis_refusal})" for r in rows if r.basis_refusal]
     out += bad or ["- none"]
+    return out
+
+
+def _retried(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Cells with more than one attempt", "", "Every attempt is kept; a cell's figure is its newest "
             "valid attempt.", ""]
     out += [f"- {r.name}: {x['label']}: " + (f"attempt {x['figure']} is the figure; " if x["figure"] else "")
             + "; ".join(x["others"]) for r in rows for x in r.retried] or ["- none"]
+    return out
+
+
+def _teardown(rep: Report) -> list[str]:
+    rows = rep.rows
+    out: list[str] = []
     out += ["", "## Cells valid after a crash at teardown", "", "Every rank had logged its run_stop success; the "
             "result validated, so the cell counts and was not retried.", ""]
     out += [f"- {r.name}: {x['label']}: {code_span(x['message'])}" for r in rows for x in r.teardown] or ["- none"]
+    return out
+
+
+def _manual_runs(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Manual runs of this night", ""]
     for m in rep.manual_runs:
         out.append(f"- {m['benchmark']} run {m['run_id']}: {m['valid']} of {m['cells']} cells valid")
         out += [f"  - {x['label']}: {x['status']} ({x['reason']})" for x in m["not_valid"]]
     if not rep.manual_runs:
         out.append("- none")
+    return out
+
+
+def _plots(rep: Report) -> list[str]:
+    out: list[str] = []
     out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in rep.plots]
-    return "\n".join(out) + "\n"
+    return out
+
+
+# the report's sections in order: (name, render); a new section is one function and one entry
+SECTIONS = (
+    ("header", _header),
+    ("study", _study),
+    ("nightly", _nightly),
+    ("conclusions", _conclusions),
+    ("weekly_accuracy", _weekly_accuracy),
+    ("detail", _detail),
+    ("step_parts", _step_parts),
+    ("predictions", _predictions),
+    ("time_to_accuracy", _time_to_accuracy),
+    ("accuracy_verdicts", _accuracy_verdicts),
+    ("changes_tonight", _changes_tonight),
+    ("regressions", _regressions),
+    ("suspects", _suspects),
+    ("table_checks", _table_checks),
+    ("cells_not_valid", _cells_not_valid),
+    ("retried", _retried),
+    ("teardown", _teardown),
+    ("manual_runs", _manual_runs),
+    ("plots", _plots),
+)
+
+
+def markdown(rep: Report) -> str:
+    return "\n".join(line for _, render in SECTIONS for line in render(rep)) + "\n"
 
 
 def _prediction_lines(section: dict) -> list[str]:
