@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from scalebench.analysis.lifecycle import Judge  # noqa: E402
+from scalebench.analysis.judge import Judge  # noqa: E402
 from scalebench.analysis.regress import Gates, Series, SeriesKey, judge, wants_ab, wants_rerun  # noqa: E402
 from scalebench.core.verdicts import (ENDED, FIXED, IMPROVEMENT, NO_BETTER, NO_EFFECT, PARTLY_FIXED,  # noqa: E402
                                       REGRESSION)

@@ -34,7 +34,7 @@ from typing import Sequence
 from scalebench.analysis.judgement import (  # noqa: F401  (the judge's terms, read from here too)
     CONFIG_KEYS, DIRECTION, EFFICIENCY, ENVIRONMENT_KEYS, FINGERPRINT_KEYS, HASHES, IMAGE_KEYS, NIGHT_FACTOR,
     RERUN_LEVEL, ABTest, Change, Gates, Judgement, RerunVerdict, SeriesKey, classify_change, reruns_confirm)
-from scalebench.analysis.lifecycle import Judge
+from scalebench.analysis.judge import Judge
 
 MIN_PEERS = 3  # other figures of the host and night needed for a night factor
 
