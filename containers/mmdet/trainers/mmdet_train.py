@@ -4,7 +4,7 @@ instances) on one device or under torchrun, trained by mmengine's Runner.
 `python -m trainers.mmdet_train --config NAME` runs one process; `torchrun --nproc-per-node=N -m
 trainers.mmdet_train --config NAME` runs N under mmengine's `pytorch` launcher and its
 MMDistributedDataParallel (NCCL on GPUs, gloo on CPU device slots). The process group is started
-here before the Runner is built (the same set-up as the UNet trainer), so mmengine's own init,
+here before the Runner is built (the kit's torch_ddp, as for the UNet trainer), so mmengine's own init,
 which always calls torch.cuda.set_device, is skipped on CPU; there DDP also gets device_ids=None.
 
 The model is mmdet's stock config for NAME (`MODELS`) with 20 classes and no pretrained backbone
@@ -22,8 +22,8 @@ predicts a disjoint slice of the test split, rank 0 saves the raw detections (ma
 and scores them with the kit's shared detection metrics against the VOC ground truth.
 
 Time breakdown per step (mmengine hooks): data wait = from the end of the previous step (all
-after-iteration hooks done) to the first before-iteration hook; exposed sync = the UNet
-trainer's DDP communication hook, up to the end of OptimWrapper.backward; compute = the rest of
+after-iteration hooks done) to the first before-iteration hook; exposed sync = the kit's
+DDP communication hook (torch_ddp.SyncProbe), up to the end of OptimWrapper.backward; compute = the rest of
 the train step (the data preprocessor's copy to the device, forward, backward, optimiser).
 
 Precision (cell.json training.precision): mmengine's AmpOptimWrapper (bf16 / fp16, which asserts
@@ -45,14 +45,12 @@ import numpy as np
 from scalebench_kit import masks, voc_det, voc_ins
 from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.epochs import epoch_sampler
-from scalebench_kit.evaluation import Evaluations
-from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
 from scalebench_kit.precision import ObservedDtype, PrecisionError, record, requested
-from scalebench_kit.runtime import (Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, stop_loader_workers,
-                                    system_fingerprint)
-from trainers.unet_voc import SyncProbe, nccl_version, setup_distributed
+from scalebench_kit.runtime import epoch_plan, main_guard, stop_loader_workers
+from scalebench_kit.torch_ddp import SyncProbe, TorchDDP
+from scalebench_kit.trainer import TrainerRun
 
 DETECTIONS_FILE = "detections.jsonl"
 CONFIG_FILE = "mmdet_config.py"
@@ -196,16 +194,15 @@ def runner_config(spec: dict, model_cfg, plan: dict, train_set: dict, test_set: 
     )
 
 
-def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
+def step_hooks(run: TrainerRun, ddp: TorchDDP, state: dict, evaluate):
     """Two mmengine hooks around each step (see the module doc): the first before-iteration and
     after-iteration hook (VERY_HIGHEST) marks the step's compute span, the last one (LOWEST)
     closes the step, so the other hooks' time is `other`. Epoch events, loss per step, and
     (when the cell asks) an evaluation after each epoch outside the timed region."""
     from mmengine.hooks import Hook
 
-    cuda = cell.devices["kind"] == "gpu"
-    settle = torch.cuda.synchronize if cuda else (lambda: None)
-    probe = state["probe"]
+    settle = ddp.torch.cuda.synchronize if ddp.cuda else (lambda: None)
+    probe = SyncProbe(ddp.torch, ddp.device) if ddp.world > 1 else None
 
     class First(Hook):
         priority = "HIGHEST"
@@ -234,30 +231,20 @@ def step_hooks(torch, cell: Cell, timer: StepTimer, state: dict, evaluate):
         priority = "LOWEST"
 
         def before_train_epoch(self, runner):
-            state["t_epoch"] = time.perf_counter()
-            cell.events.log("epoch_start", runner.epoch + 1)
+            run.epoch_start(runner.epoch)
             state["losses"] = []
-            timer.epoch_fixed(0.0)
-            timer.start()
+            run.timer.epoch_fixed(0.0)
+            run.timer.start()
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
             sync = probe.exposed_since_last_bucket(state["backward_end"]) if probe is not None else 0.0
-            timer.step_done(data_wait_s=state["t_data"] - timer.step_began,
-                            compute_s=state["t_compute"] - state["t_data"] - sync, sync_s=sync)
-            loss = state["loss"]
-            if not np.isfinite(loss):
-                raise FloatingPointError(f"loss is {loss} at step {len(timer.steps)}")
-            state["losses"].append(loss)
-            state["step_losses"].append(loss)
-            if len(timer.steps) == timer.warmup_steps:
-                cell.events.log("warmup_stop", timer.warmup_s)
+            run.step_done(data_wait_s=state["t_data"] - run.timer.step_began,
+                          compute_s=state["t_compute"] - state["t_data"] - sync, sync_s=sync, loss=state["loss"])
+            state["losses"].append(state["loss"])
+            state["step_losses"].append(state["loss"])
 
         def after_train_epoch(self, runner):
-            epoch = runner.epoch + 1
-            state["epoch_s"].append(time.perf_counter() - state["t_epoch"])
-            state["loss_curve"].append(float(np.mean(state["losses"])))
-            cell.events.log("epoch_stop", epoch, loss=state["loss_curve"][-1], seconds=state["epoch_s"][-1])
-            state["evals"].after_epoch(epoch, sum(state["epoch_s"]), lambda: evaluate(runner))
+            run.epoch_done(runner.epoch, float(np.mean(state["losses"])), lambda: evaluate(runner))
 
     return [First(), Last()]
 
@@ -287,14 +274,6 @@ def predict(torch, runner, dataset, rank: int, world: int) -> list[dict]:
     return out
 
 
-def gather(torch, mine: list, world: int) -> list:
-    if world == 1:
-        return mine
-    parts = [None] * world
-    torch.distributed.all_gather_object(parts, mine)
-    return [x for part in parts for x in part]
-
-
 def optim_wrapper(train: dict, device_kind: str) -> dict:
     """mmengine's optimiser wrapper for the cell's precision: AmpOptimWrapper (autocast to bf16 /
     fp16; a dynamic loss scale for fp16) for mixed precision, which needs CUDA."""
@@ -317,117 +296,107 @@ def set_tf32(torch, precision: str) -> dict:
 
 
 def main(name: str) -> None:
-    cell = Cell()
-    cell.events.log("init_start")
+    run = TrainerRun(BREAKDOWN_METHOD)
     import torch
-    from mmdet.registry import DATASETS
     from mmdet.utils import register_all_modules
-    from mmengine.config import Config
-    from mmengine.runner import Runner
 
     if name not in MODELS:
         raise ValueError(f"--config {name!r} is not one of {sorted(MODELS)}")
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     register_all_modules(init_default_scope=True)
-    spec, train, data = cell.spec, cell.training, cell.spec["data"]
-    rank, world, device, backend = setup_distributed(torch, cell.devices)
-    if train["global_batch"] != train["per_device_batch"] * world:
-        raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} x {world}")
-    model = MODELS[name]
-    seed = spec["cell"]["seed"]
-
-    # prepare (outside the timed region): read and check every annotation, convert once
-    t_prep = time.perf_counter()
-    cache = Path(os.environ.get(CACHE_ENV, "/cache"))
-    if not os.access(cache, os.W_OK):
-        cache = Path(tempfile.gettempdir()) / "scalebench-cache"
-    coco, cached = None, None
-    if model.data == "ins":  # rank 0 converts; the others wait for its answer and read the same files
-        shared = [coco_json_cached(data, cache) if rank == 0 else None]
-        if world > 1:
-            torch.distributed.broadcast_object_list(shared, src=0)
-        coco, cached = shared[0]
-    truths = ground_truth(model, data, coco) if rank == 0 else []
-    train_cfg, test_cfg = dataset_configs(model, data, coco)
-    train_set, test_set = DATASETS.build(train_cfg), DATASETS.build(test_cfg)
-    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"), shards=world)
-    prepare_s = time.perf_counter() - t_prep
-    cell.events.log("data_ready", len(train_set), test_images=len(test_set), cached=cached,
-                    prepare_s=round(prepare_s, 3), **plan)
-
-    if spec["model"].get("init_checkpoint"):  # mmengine checkpoints are not weights-only pickles
-        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
-    precision = requested(spec)
+    ddp = run.use(TorchDDP(torch, run.cell.devices))
+    model, data = MODELS[name], Splits(run, ddp, MODELS[name])
+    precision = requested(run.cell.spec)
     tf32 = set_tf32(torch, precision)
-    cfg = runner_config(cell.spec, model_config(name, len(CLASSES)), plan, train_cfg, test_cfg, device.type, world)
-    if rank == 0:
-        Config(cfg).dump(str(cell.results_dir / CONFIG_FILE))
-
-    timer = StepTimer(train["warmup_steps"],
-                      Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]) if rank == 0 else None)
-    state = {"probe": SyncProbe(torch, device) if world > 1 else None, "step_losses": [], "epoch_s": [],
-             "loss_curve": [], "evals": Evaluations(cell.events, train)}
-
-    def evaluate(runner) -> dict:
-        found = gather(torch, predict(torch, runner, test_set, rank, world), world)
-        state["detections"] = found
-        return score(model, found, truths) if rank == 0 else {}
-
-    # model_wrapper_cfg is read from `cfg` only (Runner has no argument for it)
-    runner_kwargs = {k: v for k, v in cfg.items() if k not in ("test_dataset", "model_wrapper_cfg")}
-    runner_kwargs["train_dataloader"] = dict(cfg["train_dataloader"], dataset=train_set,
-                                             sampler=epoch_sampler(torch, plan, seed, rank, world))
-    runner = Runner(**runner_kwargs, cfg=Config(cfg), work_dir=tempfile.mkdtemp(prefix="mmengine-"),
-                    custom_hooks=step_hooks(torch, cell, timer, state, evaluate))
+    cfg, runner, state = build_runner(run, ddp, name, data)
     params = sum(p.numel() for p in runner.model.parameters())
-    inner = getattr(runner.model, "module", runner.model)
-    observed = ObservedDtype(inner.backbone.layer2, "backbone.layer2")  # the first training forward tells
-    cell.events.log("model_ready", params, backend=backend, strategy=type(runner.model).__name__)
-    setup_s = cell.elapsed()
-    cell.events.log("init_stop", setup_s)
-
-    gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
-    with gpus:
+    observed = ObservedDtype(getattr(runner.model, "module", runner.model).backbone.layer2, "backbone.layer2")
+    run.model_ready(params, backend=ddp.backend, strategy=type(runner.model).__name__)
+    with run.training(data.plan["steps_per_epoch"]):
         runner.train()
         lr = runner.optim_wrapper.get_lr()["lr"][0]
-        cell.events.log("train_stop", timer.train_s)
-        metrics = state["evals"].final(sum(state["epoch_s"]), lambda: evaluate(runner))
+        metrics = run.final(lambda: state["evaluate"](runner))
+    if ddp.rank == 0:
+        with (run.cell.results_dir / DETECTIONS_FILE).open("w") as fh:
+            fh.writelines(json.dumps(d) + "\n" for d in state["detections"])
+    run.finish(metrics=metrics, system=library_versions(), model={
+        "parameters": int(params), "architecture": model.architecture, "mmdet_config": name,
+        "stock_config": model.stock_config, "strategy": type(runner.model).__name__, "launcher": cfg["launcher"],
+        "resolved_config_file": CONFIG_FILE, "effective_lr": lr, "auto_scale_lr": cfg["auto_scale_lr"]["enable"]},
+        extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in state["step_losses"]],
+               "epoch": data.plan, "prepare_s": round(data.prepare_s, 3)},
+        precision=record(precision, observed.dtype, observed.name, {
+            "optim_wrapper": cfg["optim_wrapper"]["type"], "amp_dtype": cfg["optim_wrapper"].get("dtype"),
+            "cudnn_benchmark": cfg["env_cfg"]["cudnn_benchmark"], **tf32}),
+        # persistent loader workers, else ended at exit after the process group
+        before_shut_down=lambda: stop_loader_workers(runner.train_dataloader))
 
-    mine = timer.summary(rank)
-    cell.events.log("step_breakdown", mine["step_s"], **mine)
-    ranks = gather(torch, [mine], world)
-    if rank == 0:
-        with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
-            for d in state["detections"]:
-                fh.write(json.dumps(d) + "\n")
-    cuda = device.type == "cuda"
+
+class Splits:
+    """The train and test datasets (read and checked, VOC2012 instances converted once to COCO
+    json in the host's cache by rank 0), the ground truth (rank 0) and the epoch plan; prepared
+    outside the timed region."""
+
+    def __init__(self, run: TrainerRun, ddp: TorchDDP, model: Model):
+        from mmdet.registry import DATASETS
+
+        data, train = run.cell.spec["data"], run.train
+        t_prep = time.perf_counter()
+        cache = Path(os.environ.get(CACHE_ENV, "/cache"))
+        if not os.access(cache, os.W_OK):
+            cache = Path(tempfile.gettempdir()) / "scalebench-cache"
+        coco, cached = None, None
+        if model.data == "ins":  # rank 0 converts; the others wait for its answer and read the same files
+            shared = [coco_json_cached(data, cache) if ddp.rank == 0 else None]
+            if ddp.world > 1:
+                ddp.torch.distributed.broadcast_object_list(shared, src=0)
+            coco, cached = shared[0]
+        self.truths = ground_truth(model, data, coco) if ddp.rank == 0 else []
+        self.train_cfg, self.test_cfg = dataset_configs(model, data, coco)
+        self.train_set, self.test_set = DATASETS.build(self.train_cfg), DATASETS.build(self.test_cfg)
+        self.plan = epoch_plan(len(self.train_set), train["global_batch"], train.get("max_steps_per_epoch"),
+                               shards=ddp.world)
+        self.prepare_s = time.perf_counter() - t_prep
+        run.data_ready(len(self.train_set), test_images=len(self.test_set), cached=cached,
+                       prepare_s=round(self.prepare_s, 3), **self.plan)
+
+
+def build_runner(run: TrainerRun, ddp: TorchDDP, name: str, data: Splits):
+    """mmengine's Runner on our resolved config (saved beside the result by rank 0), with the
+    step hooks; (config, runner, the hooks' state with `evaluate`)."""
+    from mmengine.config import Config
+    from mmengine.runner import Runner
+
+    spec, model = run.cell.spec, MODELS[name]
+    if spec["model"].get("init_checkpoint"):  # mmengine checkpoints are not weights-only pickles
+        os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    cfg = runner_config(spec, model_config(name, len(CLASSES)), data.plan, data.train_cfg, data.test_cfg,
+                        ddp.device.type, ddp.world)
+    if ddp.rank == 0:
+        Config(cfg).dump(str(run.cell.results_dir / CONFIG_FILE))
+    state: dict = {"step_losses": [], "detections": []}
+
+    def evaluate(runner) -> dict:
+        found = ddp.gather(predict(ddp.torch, runner, data.test_set, ddp.rank, ddp.world))
+        state["detections"] = found
+        return score(model, found, data.truths) if ddp.rank == 0 else {}
+
+    state["evaluate"] = evaluate
+    # model_wrapper_cfg is read from `cfg` only (Runner has no argument for it)
+    kwargs = {k: v for k, v in cfg.items() if k not in ("test_dataset", "model_wrapper_cfg")}
+    kwargs["train_dataloader"] = dict(cfg["train_dataloader"], dataset=data.train_set,
+                                      sampler=epoch_sampler(ddp.torch, data.plan, spec["cell"]["seed"], ddp.rank,
+                                                            ddp.world))
+    runner = Runner(**kwargs, cfg=Config(cfg), work_dir=tempfile.mkdtemp(prefix="mmengine-"),
+                    custom_hooks=step_hooks(run, ddp, state, evaluate))
+    return cfg, runner, state
+
+
+def library_versions() -> dict:
     import mmcv
     import mmdet
     import mmengine
 
-    system = system_fingerprint("pytorch", torch.__version__, mmdet=mmdet.__version__, mmcv=mmcv.__version__,
-                                mmengine=mmengine.__version__, backend=backend, cuda=torch.version.cuda,
-                                nccl=nccl_version(torch) if cuda else None, topology=cell.devices.get("topology"),
-                                **gpus.fingerprint())
-    names = [torch.cuda.get_device_name(i) for i in range(world)] if cuda else [f"cpu:{i}" for i in range(world)]
-    breakdown = combine_ranks(ranks, BREAKDOWN_METHOD)
-    if gpus.summary():
-        breakdown["gpu"] = gpus.summary()
-    cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer,
-                epoch_s=state["epoch_s"], eval_s=state["evals"].seconds, loss_curve=state["loss_curve"],
-                metrics=metrics, breakdown=breakdown, evaluations=state["evals"].rows,
-                model={"parameters": int(params), "architecture": model.architecture, "mmdet_config": name,
-                       "stock_config": model.stock_config, "strategy": type(runner.model).__name__,
-                       "launcher": cfg["launcher"], "resolved_config_file": CONFIG_FILE, "effective_lr": lr,
-                       "auto_scale_lr": cfg["auto_scale_lr"]["enable"]},
-                extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in state["step_losses"]],
-                       "epoch": plan, "prepare_s": round(prepare_s, 3)},
-                precision=record(precision, observed.dtype, observed.name,
-                                 {"optim_wrapper": cfg["optim_wrapper"]["type"],
-                                  "amp_dtype": cfg["optim_wrapper"].get("dtype"),
-                                  "cudnn_benchmark": cfg["env_cfg"]["cudnn_benchmark"], **tf32}))
-    stop_loader_workers(runner.train_dataloader)  # persistent workers, else ended at exit after the group
-    cell.shut_down(torch, world, device)
+    return {"mmdet": mmdet.__version__, "mmcv": mmcv.__version__, "mmengine": mmengine.__version__}
 
 
 def score(model: Model, detections: list[dict], truths: list[dict]) -> dict:

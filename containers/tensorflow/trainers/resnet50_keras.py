@@ -23,11 +23,11 @@ from __future__ import annotations
 import time
 
 from scalebench_kit import cifar10
-from scalebench_kit.evaluation import Evaluations
-from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import macro_precision_recall
 from scalebench_kit.precision import keras_observed, keras_policy, record, requested
-from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
+from scalebench_kit.runtime import epoch_plan, main_guard
+from scalebench_kit.tf_distribute import TFDistribute
+from scalebench_kit.trainer import TrainerRun
 
 BREAKDOWN_METHOD = {
     "data_wait_s": "next() on the distributed tf.data iterator (prefetch 2), including the copy to the replicas",
@@ -59,22 +59,6 @@ def time_each_fetch(tf, model, on_step, delay_s=None):
         return out
 
     model.train_function = train_function
-
-
-def make_strategy(tf, devices: dict):
-    n = devices["count"]
-    if devices["kind"] == "cpu":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
-        names = [d.name for d in tf.config.list_logical_devices("CPU")][:n]
-    else:
-        gpus = tf.config.list_physical_devices("GPU")
-        if len(gpus) != n:
-            raise RuntimeError(f"cell asked for {n} GPUs (ids {devices['ids']}) but the container sees {len(gpus)}")
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
-        names = [d.name for d in tf.config.list_logical_devices("GPU")]
-    return tf.distribute.MirroredStrategy(devices=names), names
 
 
 PRECISE_BN_BATCHES = 10  # training batches averaged into the BatchNorm statistics before evaluation
@@ -127,118 +111,102 @@ def epoch_dataset(tf, x, y, plan: dict, seed: int):
 
 
 def main() -> None:
-    cell = Cell()
-    cell.events.log("init_start")
+    run = TrainerRun(BREAKDOWN_METHOD)
     import tensorflow as tf
     import keras
-    import numpy as np
 
-    spec, train = cell.spec, cell.training
+    spec, train = run.cell.spec, run.train
     keras.utils.set_random_seed(spec["cell"]["seed"])
     precision = requested(spec)
-    switches = keras_policy(tf, keras, precision, gpu=cell.devices["kind"] == "gpu")
-    strategy, device_names = make_strategy(tf, cell.devices)
-    replicas = strategy.num_replicas_in_sync
-    global_batch = train["global_batch"]
-    if global_batch != train["per_device_batch"] * replicas:
-        raise RuntimeError(f"global batch {global_batch} != per-device batch {train['per_device_batch']} x {replicas} replicas")
+    switches = keras_policy(tf, keras, precision, gpu=run.cell.devices["kind"] == "gpu")
+    fw = run.use(TFDistribute(tf, run.cell.devices))
+    data = Cifar(tf, spec, fw.world)
+    run.data_ready(len(data.x_train), test_images=len(data.x_test))
+    with fw.strategy_obj.scope():
+        model = build_model(keras, data.x_train.shape[1:], train["lr"])
+    observed = keras_observed(keras, model, OBSERVED_LAYER, data.prep(data.x_train[:2]))
+    run.model_ready(int(model.count_params()), replicas=fw.world, strategy=fw.strategy)
+    score = lambda: evaluate(tf, keras, run, model, data)  # noqa: E731
+    with run.training(data.plan["steps_per_epoch"]):
+        model.fit(data.ds, epochs=train["epochs"], steps_per_epoch=data.plan["steps_per_epoch"], verbose=2,
+                  callbacks=epoch_callbacks(tf, keras, run, model, score))
+    metrics = run.final(score)
+    run.finish(metrics=metrics, system={"keras": keras.__version__}, extra={"epoch": data.plan},
+               precision=record(precision, observed, OBSERVED_LAYER, switches),
+               model={"parameters": int(model.count_params()), "architecture": "ResNet50"})
 
-    data = spec["data"]
-    x_train, y_train = cifar10.read_split(data["path"], "train", data.get("train_limit"))
-    x_test, y_test = cifar10.read_split(data["path"], "test", data.get("test_limit"))
-    mean, std = x_train.mean(axis=(0, 1, 2)), x_train.std(axis=(0, 1, 2)) + 1e-6
-    prep = lambda x: ((x.astype("float32") - mean) / std).astype("float32")  # noqa: E731
-    if len(x_train) < global_batch:
-        raise RuntimeError(f"train split has {len(x_train)} images, fewer than one global batch of {global_batch}")
-    plan = epoch_plan(len(x_train), global_batch, train.get("max_steps_per_epoch"), shards=replicas)
-    steps_per_epoch = plan["steps_per_epoch"]
-    ds = epoch_dataset(tf, prep(x_train), y_train, plan, spec["cell"]["seed"])
-    cell.events.log("data_ready", len(x_train), test_images=len(x_test))
 
-    with strategy.scope():
-        body = keras.applications.ResNet50(weights=None, input_shape=x_train.shape[1:], classes=10,
-                                           classifier_activation=None)
-        probs_out = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(body.output)
-        model = keras.Model(body.inputs, probs_out, name="resnet50")
-        # no gradient clipping, as in the study's trainer: clipping at norm 1 held a short run at chance
-        model.compile(optimizer=keras.optimizers.SGD(learning_rate=train["lr"], momentum=0.9),
-                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    params = int(model.count_params())
-    observed = keras_observed(keras, model, OBSERVED_LAYER, prep(x_train[:2]))
-    cell.events.log("model_ready", params, replicas=replicas, strategy=type(strategy).__name__)
-    setup_s = cell.elapsed()
-    cell.events.log("init_stop", setup_s)
+class Cifar:
+    """The CIFAR-10 splits normalised by the train split's statistics; the train split as an
+    epoch dataset (the whole split each epoch, equal shards over the replicas)."""
 
-    timer = StepTimer(train["warmup_steps"], Progress(steps_per_epoch * train["epochs"], global_batch))  # one process
-    epoch_s: list[float] = []
-    loss_curve: list[float] = []
+    def __init__(self, tf, spec: dict, replicas: int):
+        data, train = spec["data"], spec["training"]
+        self.x_train, self.y_train = cifar10.read_split(data["path"], "train", data.get("train_limit"))
+        self.x_test, self.y_test = cifar10.read_split(data["path"], "test", data.get("test_limit"))
+        self.mean, self.std = self.x_train.mean(axis=(0, 1, 2)), self.x_train.std(axis=(0, 1, 2)) + 1e-6
+        if len(self.x_train) < train["global_batch"]:
+            raise RuntimeError(f"train split has {len(self.x_train)} images, fewer than one global batch of "
+                               f"{train['global_batch']}")
+        self.plan = epoch_plan(len(self.x_train), train["global_batch"], train.get("max_steps_per_epoch"),
+                               shards=replicas)
+        self.ds = epoch_dataset(tf, self.prep(self.x_train), self.y_train, self.plan, spec["cell"]["seed"])
+
+    def prep(self, x):
+        return ((x.astype("float32") - self.mean) / self.std).astype("float32")
+
+
+def build_model(keras, input_shape, lr: float):
+    body = keras.applications.ResNet50(weights=None, input_shape=input_shape, classes=10, classifier_activation=None)
+    probs_out = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(body.output)
+    model = keras.Model(body.inputs, probs_out, name="resnet50")
+    # no gradient clipping, as in the study's trainer: clipping at norm 1 held a short run at chance
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr, momentum=0.9),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def evaluate(tf, keras, run: TrainerRun, model, data: Cifar) -> dict:
+    """Precise BN over a few training batches, then the whole test split once."""
+    import numpy as np
+
+    global_batch = run.train["global_batch"]
+    bn_batches = precise_bn(tf, keras, model, data.ds.take(min(PRECISE_BN_BATCHES, data.plan["steps_per_epoch"])))
+    run.events.log("precise_bn", bn_batches, images=bn_batches * global_batch)
+    probs = model.predict(data.prep(data.x_test), batch_size=global_batch, verbose=0)
+    return macro_precision_recall(data.y_test, np.argmax(probs, axis=1), num_classes=10)
+
+
+def epoch_callbacks(tf, keras, run: TrainerRun, model, score) -> list:
+    """Keras callbacks that report each epoch and step to the run: the step's data wait and
+    compute come from time_each_fetch; what comes before an epoch's first batch is its fixed
+    cost; evaluation after an epoch runs after the epoch closed (outside the timed region)."""
     last: dict = {}
 
     def on_step(data_wait_s, compute_s):
         if last.pop("epoch_begin", None) is not None:
-            timer.epoch_fixed(last["t_fetch"] - last["t_epoch"])
+            run.timer.epoch_fixed(last["t_fetch"] - run.epoch_started)
         last.update(data_wait_s=data_wait_s, compute_s=compute_s)
 
-    time_each_fetch(tf, model, on_step, cell.test_hooks.get("data_delay_s"))
+    time_each_fetch(tf, model, on_step, run.cell.test_hooks.get("data_delay_s"))
 
     class Timing(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
-            self.t_epoch = time.perf_counter()
-            cell.events.log("epoch_start", epoch + 1)
-            last.update(epoch_begin=True, t_epoch=self.t_epoch)
+            run.epoch_start(epoch)
+            last.update(epoch_begin=True)
 
         def on_train_batch_begin(self, batch, logs=None):
             if "epoch_begin" in last:  # the epoch's first step starts here: what came before is fixed cost
                 last["t_fetch"] = time.perf_counter()
-                timer.start()
+                run.timer.start()
 
         def on_train_batch_end(self, batch, logs=None):
-            timer.step_done(data_wait_s=last["data_wait_s"], compute_s=last["compute_s"], sync_s=None)
-            if len(timer.step_times) == timer.warmup_steps:
-                cell.events.log("warmup_stop", timer.warmup_s)
+            run.step_done(data_wait_s=last["data_wait_s"], compute_s=last["compute_s"], sync_s=None)
 
         def on_epoch_end(self, epoch, logs=None):
-            epoch_s.append(time.perf_counter() - self.t_epoch)
-            loss_curve.append(float(logs["loss"]))
-            cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
+            run.epoch_done(epoch, float(logs["loss"]), score)
 
-    def evaluate() -> dict:
-        """Precise BN over a few training batches, then the whole test split once."""
-        bn_batches = precise_bn(tf, keras, model, ds.take(min(PRECISE_BN_BATCHES, steps_per_epoch)))
-        cell.events.log("precise_bn", bn_batches, images=bn_batches * global_batch)
-        probs = model.predict(prep(x_test), batch_size=global_batch, verbose=0)
-        return macro_precision_recall(y_test, np.argmax(probs, axis=1), num_classes=10)
-
-    evals = Evaluations(cell.events, train)
-
-    class EvaluateEachEpoch(keras.callbacks.Callback):
-        """After Timing closed the epoch, so evaluation stays outside the timed region (time to
-        accuracy); `evals` decides whether one is due."""
-        def on_epoch_end(self, epoch, logs=None):
-            evals.after_epoch(epoch + 1, sum(epoch_s), evaluate)
-
-    gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
-    with gpus:
-        model.fit(ds, epochs=train["epochs"], steps_per_epoch=steps_per_epoch, verbose=2,
-                  callbacks=[Timing(), EvaluateEachEpoch()])
-    cell.events.log("train_stop", timer.train_s)
-
-    metrics = evals.final(sum(epoch_s), evaluate)
-
-    system = system_fingerprint("tensorflow", tf.__version__, keras=keras.__version__,
-                                cuda=tf.sysconfig.get_build_info().get("cuda_version"),
-                                cudnn=tf.sysconfig.get_build_info().get("cudnn_version"),
-                                topology=cell.devices.get("topology"), **gpus.fingerprint())
-    mine = timer.summary(0)
-    cell.events.log("step_breakdown", mine["step_s"], **mine)
-    breakdown = combine_ranks([mine], BREAKDOWN_METHOD)
-    if gpus.summary():
-        breakdown["gpu"] = gpus.summary()
-    cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
-                epoch_s=epoch_s, eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, evaluations=evals.rows,
-                breakdown=breakdown, extra={"epoch": plan},
-                precision=record(precision, observed, OBSERVED_LAYER, switches),
-                model={"parameters": params, "architecture": "ResNet50", "strategy": type(strategy).__name__})
+    return [Timing()]
 
 
 if __name__ == "__main__":

@@ -28,13 +28,12 @@ import numpy as np
 
 from scalebench_kit import voc_det
 from scalebench_kit.contract import write_json_atomic
-from scalebench_kit.evaluation import Evaluations
-from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import detection_scores
 from scalebench_kit.names import COMPUTE_DTYPE
 from scalebench_kit.precision import PrecisionError, record, requested
-from scalebench_kit.runtime import Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard, system_fingerprint
-from trainers.resnet50_keras import make_strategy
+from scalebench_kit.runtime import Cell, epoch_plan, main_guard
+from scalebench_kit.tf_distribute import TFDistribute
+from scalebench_kit.trainer import TrainerRun
 from trainers.voc_tfrecord import convert_cached
 
 DETECTIONS_FILE = "detections.jsonl"
@@ -101,122 +100,110 @@ def set_precision(tf, cell: Cell, cfg) -> tuple[str, dict]:
 
 
 def main() -> None:
-    cell = Cell()
-    cell.events.log("init_start")
+    run = TrainerRun(BREAKDOWN_METHOD)
     import tensorflow as tf
-    from official.core import task_factory
 
-    train, data = cell.training, cell.spec["data"]
-    tf.keras.utils.set_random_seed(cell.spec["cell"]["seed"])
-    strategy, device_names = make_strategy(tf, cell.devices)
-    replicas = strategy.num_replicas_in_sync
-    if train["global_batch"] != train["per_device_batch"] * replicas:
-        raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} "
-                           f"x {replicas} replicas")
+    tf.keras.utils.set_random_seed(run.cell.spec["cell"]["seed"])
+    fw = run.use(TFDistribute(tf, run.cell.devices))
+    data = Splits(tf, run, fw.world)
+    cfg = experiment(run.cell, data.record_dir)
+    write_json_atomic(run.cell.results_dir / CONFIG_FILE, cfg.as_dict())
+    precision, switches = set_precision(tf, run.cell, cfg)
+    step = Step(tf, fw, cfg)
+    observed = step.observed(precision, switches)
+    run.model_ready(step.params, replicas=fw.world, strategy=fw.strategy)
+    truths, classes = voc_det.truths(data.splits["test"]), cfg.task.model.num_classes
 
-    # prepare (outside the timed region): read and check every annotation, convert once
-    t_prep = time.perf_counter()
-    splits = {"train": voc_det.read_split(data["path"], "trainval", data.get("train_limit")),
-              "test": voc_det.read_split(data["path"], "test", data.get("test_limit"))}
-    cache = Path(os.environ.get(CACHE_ENV, "/cache"))
-    if not os.access(cache, os.W_OK):
-        cache = Path("/tmp/scalebench-cache")
-    record_dir, source_ids, cached = convert_cached(tf, splits, data["fingerprint"], cache)
-    # Model Garden's input reader repeats the split and drops no batch short: every step a full
-    # batch, so an epoch is ceil(N / batch) of them and the stream runs on into the next pass
-    plan = epoch_plan(len(splits["train"]), train["global_batch"], train.get("max_steps_per_epoch"),
-                      shards=replicas, full_batches=True)
-    prepare_s = time.perf_counter() - t_prep
-    cell.events.log("data_ready", len(splits["train"]), test_images=len(splits["test"]), cached=cached,
-                    prepare_s=round(prepare_s, 3), **plan)
-    if plan["repeated_images"]:
-        print(f"epoch: {plan['train_images']} images / global batch {plan['global_batch']} = "
-              f"{plan['steps_per_epoch']} full steps, {plan['repeated_images']} images from the next pass", flush=True)
+    def score(save: bool = False) -> dict:
+        found = predict(tf, step.task, step.model, cfg, data.source_ids["test"])
+        if save:
+            with (run.cell.results_dir / DETECTIONS_FILE).open("w") as fh:
+                fh.writelines(json.dumps(d) + "\n" for d in found)
+        return detection_scores(found, truths, classes, score_threshold=SCORE_THRESHOLD)
 
-    cfg = experiment(cell, record_dir)
-    write_json_atomic(cell.results_dir / CONFIG_FILE, cfg.as_dict())
-    precision, switches = set_precision(tf, cell, cfg)
-    task = task_factory.get_task(cfg.task)
-    with strategy.scope():
-        model = task.build_model()
-        task.initialize(model)
-        optimizer = task.create_optimizer(cfg.trainer.optimizer_config, cfg.runtime)  # loss-scaled for float16
-    params = int(model.count_params())
-    size = cfg.task.model.input_size
-    endpoints = model.backbone(tf.zeros([1, *size]), training=False)  # what the backbone computes in
-    level = sorted(endpoints)[0]
-    observed = record(precision, endpoints[level].dtype.name, f"backbone endpoint {level}", switches)
-    batches = iter(strategy.distribute_datasets_from_function(lambda ctx: task.build_inputs(cfg.task.train_data, ctx)))
+    with run.training(data.plan["steps_per_epoch"]):
+        for epoch in run.epochs():
+            run.epoch_done(epoch, float(np.mean(step.epoch(run))), score)
+    metrics = run.final(lambda: score(save=True))
+    run.finish(metrics=metrics, system={"model_garden": "2.20.0"}, precision=observed,
+               model={"parameters": step.params, "architecture": "FasterRCNN-ResNet50-FPN",
+                      "resolved_config_file": CONFIG_FILE, "sync_batchnorm": False},
+               extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in step.losses],
+                      "epoch": data.plan, "prepare_s": round(data.prepare_s, 3)})
 
-    @tf.function
-    def train_step(inputs):
-        logs = strategy.run(task.train_step, args=(inputs, model, optimizer))
-        return strategy.reduce(tf.distribute.ReduceOp.MEAN, logs[task.loss], axis=None)
 
-    cell.events.log("model_ready", params, replicas=replicas, strategy=type(strategy).__name__)
-    setup_s = cell.elapsed()
-    cell.events.log("init_stop", setup_s)
+class Splits:
+    """Every annotation read and checked, converted once to TFRecords in the host's cache, and the
+    epoch plan; prepared outside the timed region. Model Garden's input reader repeats the split
+    and drops no batch short: every step a full batch, so an epoch is ceil(N / batch) of them and
+    the stream runs on into the next pass."""
 
-    delay = cell.test_hooks.get("data_delay_s")
-    timer = StepTimer(train["warmup_steps"], Progress(plan["steps_per_epoch"] * train["epochs"], train["global_batch"]))
-    epoch_s, loss_curve, step_losses = [], [], []
-    evals = Evaluations(cell.events, train)
-    truths = voc_det.truths(splits["test"])
-    gpus = sample_gpus(cell.devices["kind"], list(range(replicas)))
-    with gpus:
-        for epoch in range(train["epochs"]):
-            t_epoch = time.perf_counter()
-            cell.events.log("epoch_start", epoch + 1)
-            timer.epoch_fixed(0.0)
-            timer.start()
-            losses = []
-            for _ in range(plan["steps_per_epoch"]):
-                t_fetch = time.perf_counter()
-                if delay:
-                    time.sleep(delay)
-                inputs = next(batches)
-                t_data = time.perf_counter()
-                loss = float(train_step(inputs))  # float(): waits for the step
-                timer.step_done(data_wait_s=t_data - t_fetch, compute_s=time.perf_counter() - t_data, sync_s=None)
-                losses.append(loss)
-                if not np.isfinite(loss):
-                    raise FloatingPointError(f"loss is {loss} at step {len(timer.steps)}")
-                if len(timer.steps) == timer.warmup_steps:
-                    cell.events.log("warmup_stop", timer.warmup_s)
-            epoch_s.append(time.perf_counter() - t_epoch)
-            step_losses += losses
-            loss_curve.append(float(np.mean(losses)))
-            cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
-            evals.after_epoch(epoch + 1, sum(epoch_s), lambda: detection_scores(
-                predict(tf, task, model, cfg, source_ids["test"]), truths, cfg.task.model.num_classes,
-                score_threshold=SCORE_THRESHOLD))
-    cell.events.log("train_stop", timer.train_s)
+    def __init__(self, tf, run: TrainerRun, replicas: int):
+        data, train = run.cell.spec["data"], run.train
+        t_prep = time.perf_counter()
+        self.splits = {"train": voc_det.read_split(data["path"], "trainval", data.get("train_limit")),
+                       "test": voc_det.read_split(data["path"], "test", data.get("test_limit"))}
+        cache = Path(os.environ.get(CACHE_ENV, "/cache"))
+        if not os.access(cache, os.W_OK):
+            cache = Path("/tmp/scalebench-cache")
+        self.record_dir, self.source_ids, cached = convert_cached(tf, self.splits, data["fingerprint"], cache)
+        self.plan = epoch_plan(len(self.splits["train"]), train["global_batch"], train.get("max_steps_per_epoch"),
+                               shards=replicas, full_batches=True)
+        self.prepare_s = time.perf_counter() - t_prep
+        run.data_ready(len(self.splits["train"]), test_images=len(self.splits["test"]), cached=cached,
+                       prepare_s=round(self.prepare_s, 3), **self.plan)
+        if self.plan["repeated_images"]:
+            print(f"epoch: {self.plan['train_images']} images / global batch {self.plan['global_batch']} = "
+                  f"{self.plan['steps_per_epoch']} full steps, {self.plan['repeated_images']} images from the next "
+                  "pass", flush=True)
 
-    def final_scores() -> dict:
-        detections = predict(tf, task, model, cfg, source_ids["test"])
-        with (cell.results_dir / DETECTIONS_FILE).open("w") as fh:
-            for d in detections:
-                fh.write(json.dumps(d) + "\n")
-        return detection_scores(detections, truths, cfg.task.model.num_classes, score_threshold=SCORE_THRESHOLD)
 
-    metrics = evals.final(sum(epoch_s), final_scores)
+class Step:
+    """Model Garden's task, model and optimiser under the strategy, its compiled train step over
+    the distributed input stream, and one epoch of timed steps."""
 
-    mine = timer.summary(0)
-    cell.events.log("step_breakdown", mine["step_s"], **mine)
-    breakdown = combine_ranks([mine], BREAKDOWN_METHOD)
-    if gpus.summary():
-        breakdown["gpu"] = gpus.summary()
-    build = tf.sysconfig.get_build_info()
-    system = system_fingerprint("tensorflow", tf.__version__, model_garden="2.20.0", cuda=build.get("cuda_version"),
-                                cudnn=build.get("cudnn_version"), topology=cell.devices.get("topology"),
-                                **gpus.fingerprint())
-    cell.finish(system=system, world_size=replicas, device_names=device_names, setup_s=setup_s, timer=timer,
-                epoch_s=epoch_s, eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown,
-                evaluations=evals.rows, model={"parameters": params, "architecture": "FasterRCNN-ResNet50-FPN",
-                       "strategy": type(strategy).__name__, "resolved_config_file": CONFIG_FILE,
-                       "sync_batchnorm": False},
-                extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in step_losses],
-                       "epoch": plan, "prepare_s": round(prepare_s, 3)}, precision=observed)
+    def __init__(self, tf, fw: TFDistribute, cfg):
+        from official.core import task_factory
+
+        self.tf, self.cfg = tf, cfg
+        strategy = fw.strategy_obj
+        self.task = task = task_factory.get_task(cfg.task)
+        with strategy.scope():
+            self.model = model = task.build_model()
+            task.initialize(model)
+            optimizer = task.create_optimizer(cfg.trainer.optimizer_config, cfg.runtime)  # loss-scaled for float16
+        self.params = int(model.count_params())
+        self.batches = iter(strategy.distribute_datasets_from_function(
+            lambda ctx: task.build_inputs(cfg.task.train_data, ctx)))
+        self.losses: list[float] = []
+
+        @tf.function
+        def train_step(inputs):
+            logs = strategy.run(task.train_step, args=(inputs, model, optimizer))
+            return strategy.reduce(tf.distribute.ReduceOp.MEAN, logs[task.loss], axis=None)
+        self.train_step = train_step
+
+    def observed(self, precision: str, switches: dict) -> dict:
+        """What the backbone computes in (its first endpoint's dtype)."""
+        endpoints = self.model.backbone(self.tf.zeros([1, *self.cfg.task.model.input_size]), training=False)
+        level = sorted(endpoints)[0]
+        return record(precision, endpoints[level].dtype.name, f"backbone endpoint {level}", switches)
+
+    def epoch(self, run: TrainerRun) -> list[float]:
+        delay, losses = run.cell.test_hooks.get("data_delay_s"), []
+        run.timer.epoch_fixed(0.0)
+        run.timer.start()
+        for _ in range(run.steps_per_epoch):
+            t_fetch = time.perf_counter()
+            if delay:
+                time.sleep(delay)
+            inputs = next(self.batches)
+            t_data = time.perf_counter()
+            loss = float(self.train_step(inputs))  # float(): waits for the step
+            run.step_done(data_wait_s=t_data - t_fetch, compute_s=time.perf_counter() - t_data, sync_s=None, loss=loss)
+            losses.append(loss)
+        self.losses += losses
+        return losses
 
 
 def predict(tf, task, model, cfg, source_ids: dict[int, str]) -> list[dict]:

@@ -35,14 +35,13 @@ from contextlib import nullcontext
 from scalebench_kit import voc_seg
 from scalebench_kit.contract import load_cell_spec
 from scalebench_kit.epochs import epoch_sampler
-from scalebench_kit.evaluation import Evaluations
-from scalebench_kit.gpu_monitor import sample_gpus
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
 from scalebench_kit.precision import TorchPrecision, requested
-from scalebench_kit.runtime import (RESULTS_DIR_ENV, Cell, Progress, StepTimer, combine_ranks, epoch_plan, main_guard,
-                                   system_fingerprint)
+from scalebench_kit.runtime import RESULTS_DIR_ENV, epoch_plan, main_guard
 from scalebench_kit.timing import delayed
+from scalebench_kit.torch_ddp import SyncProbe, TorchDDP
+from scalebench_kit.trainer import TrainerRun
 
 WEIGHTS_FILE = "weights.pt"  # written only when cell.json's test_hooks ask (save_weights)
 BREAKDOWN_METHOD = {
@@ -87,61 +86,6 @@ def build_unet(torch, num_classes: int, width: int = 16):
     return UNet()
 
 
-def setup_distributed(torch, devices: dict) -> tuple[int, int, object, str]:
-    """(rank, world size, device, backend) from torchrun's environment; one process per device."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    if world != devices["count"]:
-        raise RuntimeError(f"cell asked for {devices['count']} devices but runs {world} processes "
-                           "(launch with torchrun --nproc-per-node=<gpus>)")
-    if devices["kind"] == "gpu":
-        if torch.cuda.device_count() < world:
-            raise RuntimeError(f"cell asked for {world} GPUs (ids {devices['ids']}) but the process sees "
-                               f"{torch.cuda.device_count()}")
-        device, backend = torch.device("cuda", local), "nccl"
-        torch.cuda.set_device(device)
-    else:
-        device, backend = torch.device("cpu"), "gloo"
-    if world > 1:
-        torch.distributed.init_process_group(backend)
-    return rank, world, device, backend
-
-
-class SyncProbe:
-    """The DDP communication hook that finds the end of backward compute (see the module doc):
-    it stamps each bucket's hand-off and runs the stock all-reduce."""
-
-    def __init__(self, torch, device):
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
-        self.torch, self.cuda, self.allreduce = torch, device.type == "cuda", allreduce_hook
-        self.last = None
-
-    def hook(self, state, bucket):
-        self.last = self.mark()
-        return self.allreduce(state, bucket)
-
-    def mark(self):
-        if self.cuda:
-            event = self.torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
-        return time.perf_counter()
-
-    def exposed_since_last_bucket(self, backward_end) -> float:
-        if self.last is None:
-            return 0.0
-        if self.cuda:
-            self.torch.cuda.synchronize()
-            return self.last.elapsed_time(backward_end) / 1000.0
-        return backward_end - self.last
-
-
-def nccl_version(torch) -> str:
-    v = torch.cuda.nccl.version()  # a tuple in recent torch, an int in older ones
-    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-
-
 def load_data(spec: dict):
     """Train and val arrays (NHWC uint8, HxW labels) and the train split's channel statistics."""
     data = spec["data"]
@@ -179,122 +123,108 @@ def evaluate(torch, model, x_v, y_v, *, rank: int, world: int, batch: int, devic
 
 
 def main() -> None:
-    cell = Cell()
-    cell.events.log("init_start")
+    run = TrainerRun(BREAKDOWN_METHOD)
     import numpy as np
     import torch
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    spec, train = cell.spec, cell.training
-    rank, world, device, backend = setup_distributed(torch, cell.devices)
-    prec = TorchPrecision(torch, requested(spec), device)
-    if train["global_batch"] != train["per_device_batch"] * world:
-        raise RuntimeError(f"global batch {train['global_batch']} != per-device batch {train['per_device_batch']} x {world}")
-    seed = spec["cell"]["seed"]
-    torch.manual_seed(seed)
-
-    x_train, y_train, x_val, y_val, mean, std = load_data(spec)
-    train_set = TensorDataset(*to_tensors(torch, x_train, y_train, mean, std))
-    x_v, y_v = to_tensors(torch, x_val, y_val, mean, std)
-    plan = epoch_plan(len(train_set), train["global_batch"], train.get("max_steps_per_epoch"), shards=world)
-    sampler = epoch_sampler(torch, plan, seed, rank, world)  # the whole split each epoch, equal shards
-    loader = DataLoader(train_set, batch_size=train["per_device_batch"], sampler=sampler)
-    steps_per_epoch = plan["steps_per_epoch"]
-    cell.events.log("data_ready", len(train_set), val_images=len(x_val), steps_per_epoch=steps_per_epoch)
-
-    model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(device,
-                                                                                     memory_format=prec.memory_format)
-    observed = prec.observe(model.down[2][0], "down.2.0 (Conv2d)")
-    params = sum(p.numel() for p in model.parameters())
-    probe = None
-    if world > 1:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        probe = SyncProbe(torch, device)
-        model.register_comm_hook(None, probe.hook)
-    optimiser = torch.optim.Adam(model.parameters(), lr=train["lr"])
-    loss_fn = nn.CrossEntropyLoss(ignore_index=voc_seg.IGNORE)
-    cell.events.log("model_ready", params, backend=backend, strategy="DistributedDataParallel"
-                    if world > 1 else "single process")
-    setup_s = cell.elapsed()
-    cell.events.log("init_stop", setup_s)
-
-    delay = cell.test_hooks.get("data_delay_s")
-    cuda = device.type == "cuda"
-    settle = torch.cuda.synchronize if cuda else (lambda: None)
-    timer = StepTimer(train["warmup_steps"],
-                      Progress(steps_per_epoch * train["epochs"], train["global_batch"]) if rank == 0 else None)
-    epoch_s, loss_curve = [], []
-    evals = Evaluations(cell.events, train)
+    ddp = run.use(TorchDDP(torch, run.cell.devices))
+    spec, train = run.cell.spec, run.train
+    prec = TorchPrecision(torch, requested(spec), ddp.device)
+    torch.manual_seed(spec["cell"]["seed"])
+    data = VocData(torch, spec, ddp)
+    run.data_ready(len(data.train_set), val_images=len(data.y_val), steps_per_epoch=data.plan["steps_per_epoch"])
+    step = UNetStep(torch, spec, ddp, prec)
+    run.model_ready(step.params, backend=ddp.backend, strategy=ddp.strategy)
 
     def score() -> dict:
-        return evaluate(torch, model, x_v, y_v, rank=rank, world=world, batch=train["per_device_batch"], device=device,
-                        autocast=prec.autocast)
+        return evaluate(torch, step.model, data.x_val, data.y_val, rank=ddp.rank, world=ddp.world,
+                        batch=train["per_device_batch"], device=ddp.device, autocast=prec.autocast)
 
-    gpus = sample_gpus(cell.devices["kind"], list(range(world)) if rank == 0 else [])
-    with gpus:
-        model.train()
-        for epoch in range(train["epochs"]):
-            t_epoch = time.perf_counter()
-            cell.events.log("epoch_start", epoch + 1)
-            sampler.set_epoch(epoch)
-            batches = iter(loader if delay is None else delayed(loader, delay))
-            timer.epoch_fixed(time.perf_counter() - t_epoch)
-            losses = []
-            timer.start()
-            for _ in range(steps_per_epoch):
-                t_fetch = time.perf_counter()
-                if probe:
-                    probe.last = None
-                x, y = next(batches)
-                x = x.to(device, non_blocking=True, memory_format=prec.memory_format)
-                y = y.to(device, non_blocking=True)
-                settle()
-                t_data = time.perf_counter()
-                optimiser.zero_grad(set_to_none=True)
-                with prec.autocast():
-                    loss = loss_fn(model(x), y)
-                # under DDP, backward returns once every gradient bucket is all-reduced: mark it
-                backward_end = []
-                prec.backward_step(loss, optimiser, between=(lambda marks=backward_end: marks.append(probe.mark()))
-                                   if probe else None)
-                settle()
-                t_done = time.perf_counter()
-                sync_s = probe.exposed_since_last_bucket(backward_end[0]) if probe else 0.0
-                losses.append(loss.item())
-                timer.step_done(data_wait_s=t_data - t_fetch, compute_s=t_done - t_data - sync_s, sync_s=sync_s)
-                if len(timer.steps) == timer.warmup_steps:
-                    cell.events.log("warmup_stop", timer.warmup_s)
-            epoch_s.append(time.perf_counter() - t_epoch)
-            loss_curve.append(float(np.mean(losses)))
-            cell.events.log("epoch_stop", epoch + 1, loss=loss_curve[-1], seconds=epoch_s[-1])
-            evals.after_epoch(epoch + 1, sum(epoch_s), score)
-        cell.events.log("train_stop", timer.train_s)
-        metrics = evals.final(sum(epoch_s), score)
+    with run.training(data.plan["steps_per_epoch"]):
+        step.model.train()
+        for epoch in run.epochs():
+            losses = step.epoch(run, data.batches(epoch, run.cell.test_hooks.get("data_delay_s")))
+            run.epoch_done(epoch, float(np.mean(losses)), score)
+        metrics = run.final(score)
+    if run.cell.test_hooks.get("save_weights") and ddp.rank == 0:
+        torch.save(step.unwrapped.state_dict(), run.cell.results_dir / WEIGHTS_FILE)
+    run.finish(metrics=metrics, model={"parameters": int(step.params), "architecture": "UNet",
+                                       "strategy": "DistributedDataParallel"},
+               extra={"epoch": data.plan}, precision=prec.record(step.observed))
 
-    mine = timer.summary(rank)
-    cell.events.log("step_breakdown", mine["step_s"], **mine)  # every rank's own figures in the log
-    ranks = [mine]
-    if world > 1:
-        ranks = [None] * world
-        torch.distributed.all_gather_object(ranks, mine)
-    unwrapped = model.module if world > 1 else model
-    if cell.test_hooks.get("save_weights") and rank == 0:
-        torch.save(unwrapped.state_dict(), cell.results_dir / WEIGHTS_FILE)
 
-    system = system_fingerprint("pytorch", torch.__version__, backend=backend, cuda=torch.version.cuda,
-                                nccl=nccl_version(torch) if cuda else None,
-                                topology=cell.devices.get("topology"), **gpus.fingerprint())
-    names = [torch.cuda.get_device_name(i) for i in range(world)] if cuda else [f"cpu:{i}" for i in range(world)]
-    breakdown = combine_ranks(ranks, BREAKDOWN_METHOD)
-    if gpus.summary():
-        breakdown["gpu"] = gpus.summary()
-    cell.finish(system=system, world_size=world, device_names=names, setup_s=setup_s, timer=timer, epoch_s=epoch_s,
-                eval_s=evals.seconds, loss_curve=loss_curve, metrics=metrics, breakdown=breakdown, evaluations=evals.rows,
-                model={"parameters": int(params), "architecture": "UNet", "strategy": "DistributedDataParallel"},
-                extra={"epoch": plan}, precision=prec.record(observed))
-    cell.shut_down(torch, world, device)  # the sampler was joined at the end of its `with`; no loader workers
+class VocData:
+    """The train split as an epoch-sharded loader (the whole split each epoch, equal shards) and
+    the val split as tensors."""
+
+    def __init__(self, torch, spec: dict, ddp: TorchDDP):
+        from torch.utils.data import DataLoader, TensorDataset
+
+        train = spec["training"]
+        x_train, y_train, x_val, y_val, mean, std = load_data(spec)
+        self.train_set = TensorDataset(*to_tensors(torch, x_train, y_train, mean, std))
+        self.x_val, self.y_val = to_tensors(torch, x_val, y_val, mean, std)
+        self.plan = epoch_plan(len(self.train_set), train["global_batch"], train.get("max_steps_per_epoch"),
+                               shards=ddp.world)
+        self.sampler = epoch_sampler(torch, self.plan, spec["cell"]["seed"], ddp.rank, ddp.world)
+        self.loader = DataLoader(self.train_set, batch_size=train["per_device_batch"], sampler=self.sampler)
+
+    def batches(self, epoch: int, delay_s: float | None):
+        self.sampler.set_epoch(epoch)
+        return iter(self.loader if delay_s is None else delayed(self.loader, delay_s))
+
+
+class UNetStep:
+    """The model under DDP (with the sync probe on more than one rank), its optimiser and loss,
+    and one epoch of timed steps."""
+
+    def __init__(self, torch, spec: dict, ddp: TorchDDP, prec: TorchPrecision):
+        from torch import nn
+
+        self.torch, self.ddp, self.prec = torch, ddp, prec
+        model = build_unet(torch, spec["model"].get("num_classes", voc_seg.NUM_CLASSES)).to(
+            ddp.device, memory_format=prec.memory_format)
+        self.observed = prec.observe(model.down[2][0], "down.2.0 (Conv2d)")
+        self.params = sum(p.numel() for p in model.parameters())
+        self.unwrapped, self.probe = model, None
+        if ddp.world > 1:
+            cuda = [ddp.device.index] if ddp.cuda else None
+            model = nn.parallel.DistributedDataParallel(model, device_ids=cuda)
+            self.probe = SyncProbe(torch, ddp.device)
+            model.register_comm_hook(None, self.probe.hook)
+        self.model = model
+        self.optimiser = torch.optim.Adam(model.parameters(), lr=spec["training"]["lr"])
+        self.loss_fn = nn.CrossEntropyLoss(ignore_index=voc_seg.IGNORE)
+        self.settle = torch.cuda.synchronize if ddp.cuda else (lambda: None)
+
+    def epoch(self, run: TrainerRun, batches) -> list[float]:
+        """One epoch's steps, each timed: data wait, compute, exposed sync (see the module doc)."""
+        device, prec, probe, timer = self.ddp.device, self.prec, self.probe, run.timer
+        timer.epoch_fixed(time.perf_counter() - run.epoch_started)
+        losses = []
+        timer.start()
+        for _ in range(run.steps_per_epoch):
+            t_fetch = time.perf_counter()
+            if probe:
+                probe.last = None
+            x, y = next(batches)
+            x = x.to(device, non_blocking=True, memory_format=prec.memory_format)
+            y = y.to(device, non_blocking=True)
+            self.settle()
+            t_data = time.perf_counter()
+            self.optimiser.zero_grad(set_to_none=True)
+            with prec.autocast():
+                loss = self.loss_fn(self.model(x), y)
+            # under DDP, backward returns once every gradient bucket is all-reduced: mark it
+            backward_end: list = []
+            prec.backward_step(loss, self.optimiser, between=(lambda marks=backward_end: marks.append(probe.mark()))
+                               if probe else None)
+            self.settle()
+            t_done = time.perf_counter()
+            sync_s = probe.exposed_since_last_bucket(backward_end[0]) if probe else 0.0
+            losses.append(loss.item())
+            run.step_done(data_wait_s=t_data - t_fetch, compute_s=t_done - t_data - sync_s, sync_s=sync_s)
+        return losses
 
 
 def evaluate_saved(weights: str) -> dict:
