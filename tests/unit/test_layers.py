@@ -132,6 +132,39 @@ def test_no_module_of_the_cli_or_the_ui_is_over_250_lines():
     assert not long, long
 
 
+def test_one_module_talks_to_docker_and_none_is_over_500_lines():
+    """cell.engine is the Docker adapter: every other module asks it (its labels, containers, images)."""
+    talks = sorted(str(p.relative_to(PKG)) for p in modules()
+                   if any(name == "docker" or name.startswith("docker.") for _, name in imports(p)))
+    assert talks == ["cell/engine.py"]
+    assert [str(p.relative_to(PKG)) for p in modules() if len(p.read_text().splitlines()) > 500] == []
+
+
+def test_the_benchmark_dag_factory_never_asks_which_kind_it_builds():
+    """Every difference between the nightly, accuracy and probe DAGs is data in dag_specs."""
+    tree = ast.parse((PKG / "orchestration/dags/dag_factory.py").read_text())
+    def a_kind(x) -> bool:  # "accuracy", cellmod.PROBE, NIGHTLY, spec.kind, kind
+        text = ast.unparse(x)
+        return (isinstance(x, ast.Constant) and x.value in ("nightly", "accuracy", "probe")
+                or text.split(".")[-1] in ("NIGHTLY", "ACCURACY", "PROBE", "kind"))
+    compared = [ast.unparse(n) for n in ast.walk(tree)
+                if isinstance(n, ast.Compare) and any(a_kind(x) for x in (n.left, *n.comparators))]
+    assert compared == []
+
+
+def test_a_trainer_is_its_model_data_and_step_in_the_kits_skeleton():
+    """No trainer's main() is over 40 lines, and none imports another stack's trainer."""
+    root = PKG.parents[1] / "containers"
+    for path in sorted(root.glob("*/trainers/*.py")):
+        tree = ast.parse(path.read_text())
+        mains = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"]
+        assert all(m.end_lineno - m.lineno + 1 <= 40 for m in mains), path
+        own = {p.stem for p in path.parent.glob("*.py")}
+        others = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                  and n.module.startswith("trainers.") and n.module.split(".")[1] not in own]
+        assert others == [], f"{path} imports another stack's trainer: {others}"
+
+
 def test_the_checker_sees_imports_inside_functions(tmp_path):
     """The rule must catch a lazy import, as four modules once imported Airflow inside functions."""
     probe = PKG / "core" / "_probe_never_committed.py"
