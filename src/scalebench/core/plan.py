@@ -23,6 +23,7 @@ from scalebench.core.config import Benchmark, ConfigError, Fleet, Resolved
 from scalebench.core.records import FigureRow
 
 RECENT_NIGHTS = 7  # stored figures from this many most recent nights set a cost
+COST_LOOKBACK_DAYS = 60  # stored costs older than this do not set a night's plan
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,17 @@ class NightPlan:
         return {"profile": self.profile, "feasible": self.feasible, "problems": self.problems,
                 "rows": [asdict(r) | {"seconds": round(r.seconds, 1)} for r in self.rows],
                 "hosts": [asdict(h) | {"minutes": round(h.minutes, 1), "fits": h.fits} for h in self.hosts]}
+
+
+def stored_inputs(store) -> tuple[dict[tuple, Cost], dict[str, str]]:
+    """What a night's plan reads from a results store (handed in: core opens none), the same for
+    the nights, their A/B budget and `scalebench plan`: the costs of each series' recent nights
+    within COST_LOOKBACK_DAYS (a bounded read) and the stored host assignment."""
+    import datetime as dt
+
+    since = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=COST_LOOKBACK_DAYS)).isoformat()
+    return (stored_costs(store.figures(since_night=since)),
+            {b: row["host"] for b, row in store.assignments().items()})
 
 
 def stored_costs(figures: list[FigureRow], nights: int = RECENT_NIGHTS) -> dict[tuple, Cost]:

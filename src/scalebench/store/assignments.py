@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from scalebench.core.assignment import Assignment
 from scalebench.core.config import Configs
-from scalebench.core.plan import assigned_plan, stored_costs
-
-COST_LOOKBACK_DAYS = 60  # stored costs older than this do not set tonight's plan
+from scalebench.core.plan import assigned_plan, stored_inputs
 
 
 def settle(configs: Configs, store, *, save: bool = True) -> Assignment:
     """Every benchmark's host tonight; `save`: keep what changed (a run planning its cells), else
     a preview (`scalebench plan`)."""
-    import datetime as dt
-
     from sqlalchemy.exc import IntegrityError
 
-    # costs come from the last RECENT_NIGHTS nights of each series: a bounded read, once
-    since = (dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=COST_LOOKBACK_DAYS)).isoformat()
-    costs = stored_costs(store.figures(since_night=since))
+    costs, previous = stored_inputs(store)
     for attempt in (1, 2):  # two runs planning at once: the second finds the first's rows and agrees
-        previous = {b: row["host"] for b, row in store.assignments().items()}
+        if attempt == 2:
+            previous = {b: row["host"] for b, row in store.assignments().items()}
         _, a = assigned_plan(configs.benchmarks, configs.fleet, "nightly", stored=costs, previous=previous,
                              probe=configs.probe())
         if not save:

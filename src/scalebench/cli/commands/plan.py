@@ -15,15 +15,13 @@ from scalebench.store.db import StoreNotReady
 def cmd_plan(args, configs: Configs) -> Listing:
     """The night's plan: per benchmark, GPU count and host, steps and seconds; per host the night."""
     from scalebench.core.assignment import ASSIGNED_PROFILES
-    from scalebench.core.plan import assigned_plan, night_plan, stored_costs
+    from scalebench.core.plan import assigned_plan, night_plan
 
     benches = {args.benchmark: configs.benchmark(args.benchmark)} if args.benchmark else configs.benchmarks
-    stored_figures = _stored_figures()
-    stored = stored_costs(stored_figures)
+    stored, previous = _stored()
     assignment = None
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):
         # decided over every benchmark, as the nights decide it; shown, not stored
-        previous = _stored_assignment()
         # over every benchmark that loads: a broken file elsewhere must not stop one benchmark's plan
         everyone = configs.load_all()[0] if args.benchmark else configs.benchmarks
         _, assignment = assigned_plan(everyone, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
@@ -50,7 +48,7 @@ def cmd_plan(args, configs: Configs) -> Listing:
         notes += [f"moves: {m}" for m in assignment.moves(previous)]
     from scalebench.analysis.noise import MIN_NIGHTS
 
-    noise = _noise_verdicts(benches, args.profile, stored_figures)
+    noise = _noise_verdicts(benches, args.profile, _stored_figures())
     if noise and all(v.nights == 0 for v in noise):
         notes.append(f"noise: no stored nights yet; repeats and reruns are judged against each host's noise from "
                      f"{MIN_NIGHTS} nights on")
@@ -68,13 +66,14 @@ def cmd_cells(args, configs: Configs) -> Listing:
     from scalebench.core import cells as cellmod
 
     from scalebench.core.assignment import ASSIGNED_PROFILES
-    from scalebench.core.plan import assigned_plan, stored_costs
+    from scalebench.core.plan import assigned_plan
 
     ids = [args.benchmark] if args.benchmark else sorted(configs.benchmarks)
     hosts = {}
     if args.profile in ASSIGNED_PROFILES and configs.fleet.hosts_of("gpu"):  # each on its assigned host, as tonight
-        _, a = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored_costs(_stored_figures()),
-                             probe=configs.probe(), previous=_stored_assignment())
+        stored, previous = _stored()
+        _, a = assigned_plan(configs.benchmarks, configs.fleet, args.profile, stored=stored, probe=configs.probe(),
+                             previous=previous)
         hosts = {b: configs.fleet.host(h) for b, h in a.hosts.items()}
     cells = [c for bid in ids for c in cellmod.plan(configs.benchmark(bid), configs.fleet, profile=args.profile,
                                                    run_id=args.run_id, gpu_counts=args.gpus, repeats=args.repeats,
@@ -137,18 +136,20 @@ def _noise_verdicts(benches: dict, profile: str, figures: list) -> list:
     return judge_noise(build_series(figures, {}), settings)
 
 
-def _stored_assignment() -> dict[str, str]:
-    """The stored host assignment; none when there is no results store yet."""
+def _stored() -> tuple[dict, dict[str, str]]:
+    """What the nights read from the results store for a plan (core.plan.stored_inputs); nothing
+    when there is no results store yet (a new deployment)."""
+    from scalebench.core.plan import stored_inputs
     from scalebench.store.results import Store
 
     try:
-        return {b: row["host"] for b, row in Store().assignments().items()}
+        return stored_inputs(Store())
     except (StoreNotReady, ProjectNotFound):
-        return {}
+        return {}, {}
 
 
 def _stored_figures() -> list:
-    """Stored figures for plan costs; none when there is no results store yet (a new deployment)."""
+    """Every stored figure, for the noise lines; none when there is no results store yet."""
     from scalebench.store.results import Store
 
     try:

@@ -273,17 +273,15 @@ def short_ab_budget(bench_id: str, profile: str) -> tuple[float, dict[int, float
     """The minutes the night's plan (core.plan, over every benchmark on the assigned hosts) leaves
     this benchmark for A/Bs of new images on short baselines, and each GPU count's A/B minutes;
     None (no cap) where the plan cannot be made."""
-    import datetime as dt
-
     from scalebench.core.config import ConfigError
-    from scalebench.core.plan import night_plan, stored_costs
+    from scalebench.core.plan import night_plan, stored_inputs
     from scalebench.store.results import Store
 
-    configs, store = Configs(), Store()
-    since = (dt.date.fromisoformat(nights.today()) - dt.timedelta(days=30)).isoformat()
+    configs = Configs()
+    costs, assigned = stored_inputs(Store())
     try:
-        plan = night_plan(configs.benchmarks, configs.fleet, profile, stored=stored_costs(store.figures(since_night=since)),
-                          probe=configs.probe(), assigned={b: row["host"] for b, row in store.assignments().items()})
+        plan = night_plan(configs.benchmarks, configs.fleet, profile, stored=costs, probe=configs.probe(),
+                          assigned=assigned)
     except ConfigError as exc:
         print(f"no budget for A/Bs on short baselines (the plan: {exc}): every one runs")
         return None
