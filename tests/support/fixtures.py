@@ -126,6 +126,18 @@ def postgres_database(postgres_server, request):
     return f"{base}/{db}"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def both_stores(request, tmp_path):
+    """A results store at the newest schema on each engine: SQLite (BEGIN IMMEDIATE, a file) and
+    PostgreSQL (row locks, a throwaway database); its URL."""
+    from scalebench.store.db import upgrade
+
+    url = request.getfixturevalue("postgres_database") if request.param == "postgresql" else \
+        f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
+    return url
+
+
 @pytest.fixture
 def config_tree(tmp_path):
     """A writable copy of include/configs to break on purpose."""

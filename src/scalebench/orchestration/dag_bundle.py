@@ -34,15 +34,11 @@ def code_inputs() -> list[Path]:
 
 
 def dag_inputs() -> list[Path]:
-    """The folders the generated DAGs are built from: the configs (benchmarks, fleet, stacks) and
-    the code of scalebench and its in-container kit (the DAG files import both)."""
-    import scalebench
-    import scalebench_kit
-
+    """The configs the generated DAGs are built from (benchmarks, fleet, stacks); with the code
+    of code_inputs, everything they are built from."""
     from scalebench.core import paths
 
-    found = [paths.config_dir(), paths.fleet_file(), Path(scalebench.__file__).parent, Path(scalebench_kit.__file__).parent]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys([paths.config_dir(), paths.fleet_file()]))
 
 
 def fingerprint(roots: list[Path]) -> int:
@@ -78,11 +74,11 @@ class GeneratedDagBundle(LocalDagBundle):
         self._again = False  # touch once more at the next refresh (a parse may have begun before the change)
 
     def refresh(self) -> None:
-        code = fingerprint(code_inputs())
+        code = fingerprint(code_inputs())  # each folder walked once a refresh
         if self._code is not None and code != self._code:
             restart_processor("scalebench's code changed (an upgrade)")
         self._code = code
-        now = fingerprint(dag_inputs())
+        now = hash((code, fingerprint(dag_inputs())))
         if self._seen is not None and now != self._seen:
             touched = mark_changed(self.path)
             self._again = True

@@ -12,7 +12,8 @@ from scalebench.core.verdicts import GREW, GROUP_FIXED, NEW, PARTLY, REASONS, RE
 GROUP_FIELDS = ("id", "key", "state", "owner", "suspect", "benchmarks", "first_night", "last_night", "what_changed")
 
 
-DEFAULT_REPORTS = "http://localhost:8080/scalebench"
+REPORTS_PATH = "/scalebench"  # the report pages under the UI's address
+DEFAULT_REPORTS = "http://localhost:8080" + REPORTS_PATH  # the UI's address when nothing sets one (make airflow's)
 
 
 def reports_at(cfg: AlertConfig) -> str:

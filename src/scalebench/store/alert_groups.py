@@ -113,15 +113,19 @@ class AlertGroups:
             rows = s.scalars(select(AlertDeliveryRow).where(AlertDeliveryRow.id.in_(latest),
                                                             AlertDeliveryRow.delivered.is_(False))
                              .order_by(AlertDeliveryRow.group_id, AlertDeliveryRow.channel)).all()
+            history: dict[tuple[int, str], list] = {}  # every delivery of those groups, read once
+            if rows:
+                for h in s.execute(select(AlertDeliveryRow.group_id, AlertDeliveryRow.channel, AlertDeliveryRow.night,
+                                          AlertDeliveryRow.delivered)
+                                   .where(AlertDeliveryRow.group_id.in_({r.group_id for r in rows}))
+                                   .order_by(AlertDeliveryRow.id)):
+                    history.setdefault((h.group_id, h.channel), []).append(h)
             out = []
             for r in rows:
-                since = s.scalars(select(func.min(AlertDeliveryRow.night)).where(
-                    AlertDeliveryRow.group_id == r.group_id, AlertDeliveryRow.channel == r.channel,
-                    AlertDeliveryRow.delivered.is_(False), AlertDeliveryRow.id > func.coalesce(
-                        select(func.max(AlertDeliveryRow.id)).where(
-                            AlertDeliveryRow.group_id == r.group_id, AlertDeliveryRow.channel == r.channel,
-                            AlertDeliveryRow.delivered.is_(True)).scalar_subquery(), 0))).one()
-                out.append({"group_id": r.group_id, "channel": r.channel, "reason": r.reason, "since": since,
+                failing: list[str] = []  # the nights since the channel last took one of the group's messages
+                for h in history[(r.group_id, r.channel)]:
+                    failing = [] if h.delivered else [*failing, h.night]
+                out.append({"group_id": r.group_id, "channel": r.channel, "reason": r.reason, "since": min(failing),
                             "night": r.night, "error": r.error})
             return out
 

@@ -77,7 +77,7 @@ def test_the_inputs_are_the_configs_the_fleet_and_the_code_the_dag_files_import(
 
     monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tmp_path / "configs"))
     monkeypatch.setenv("SCALEBENCH_FLEET", str(tmp_path / "elsewhere" / "fleet.yaml"))
-    inputs = dag_bundle.dag_inputs()
+    inputs = dag_bundle.dag_inputs() + dag_bundle.code_inputs()  # each refresh fingerprints both, each once
     assert tmp_path / "configs" in inputs and tmp_path / "elsewhere" / "fleet.yaml" in inputs
     assert os.path.dirname(scalebench.__file__) in map(str, inputs)
     assert os.path.dirname(scalebench_kit.__file__) in map(str, inputs)

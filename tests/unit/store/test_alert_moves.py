@@ -6,7 +6,6 @@ import multiprocessing as mp
 
 import pytest
 
-from scalebench.store.db import upgrade
 
 DETAIL = {"benchmark": "unet_torch_voc2007", "gpus": 2, "precision": "bf16", "metric": "images_per_s", "change": 0.1,
           "line": "unet_torch_voc2007 2 GPUs: regressed", "suspect": {"kind": "image", "text": "image t:b",
@@ -14,12 +13,9 @@ DETAIL = {"benchmark": "unet_torch_voc2007", "gpus": 2, "precision": "bf16", "me
 ROUNDS = 3
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    made = request.getfixturevalue("postgres_database") if request.param == "postgresql" else \
-        f"sqlite:///{tmp_path / 'moves.db'}"
-    upgrade(made)
-    return made
+@pytest.fixture
+def url(both_stores):
+    return both_stores
 
 
 def _move(url, group_id, who, state, start, out):

@@ -6,7 +6,7 @@ import pytest
 from scalebench.core.cells import plan as plan_cells
 from scalebench.core.columns import WIDTH
 from scalebench.core.config import Configs, Host
-from scalebench.store.db import Base, upgrade
+from scalebench.store.db import Base
 from scalebench.store.leases import LeaseManager
 from scalebench.store.results import Store
 
@@ -25,12 +25,9 @@ def test_each_declared_width_is_its_tables_and_every_benchmark_and_host_column_t
                 assert column.type.length == want, f"{table.name}.{column.name}"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    made = request.getfixturevalue("postgres_database") if request.param == "postgresql" else \
-        f"sqlite:///{tmp_path / 'widths.db'}"
-    upgrade(made)
-    return made
+@pytest.fixture
+def url(both_stores):
+    return both_stores
 
 
 def test_eight_gpu_uuids_are_leased_and_logged(url):

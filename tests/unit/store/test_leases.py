@@ -8,21 +8,15 @@ import pytest
 
 from scalebench.core.config import Host
 from scalebench.store.leases import LeaseLost, LeaseManager, LeaseTimeout, ReclaimUnconfirmed
-from scalebench.store.db import upgrade
+
 from scalebench.core.topology import choose
 
 HOST = Host(name="gpu-a", kind="gpu", queue="gpu-a", device_ids=["0", "1", "2", "3"])
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    """Leases on both stores: SQLite (BEGIN IMMEDIATE) and PostgreSQL (the host row's lock)."""
-    if request.param == "postgresql":
-        made = request.getfixturevalue("postgres_database")
-    else:
-        made = f"sqlite:///{tmp_path / 'leases.db'}"
-    upgrade(made)
-    return made
+@pytest.fixture
+def url(both_stores):
+    return both_stores
 
 
 def _worker(url, seed, rounds, out_path):

@@ -240,8 +240,10 @@ def with_report_url(cfg: AlertConfig) -> AlertConfig:
         return cfg
     from airflow.configuration import conf
 
-    base = (conf.get("api", "base_url", fallback="") or "http://localhost:8080").rstrip("/")
-    return cfg.model_copy(update={"report_url": f"{base}/scalebench"})
+    from scalebench.report.alert_messages import DEFAULT_REPORTS, REPORTS_PATH
+
+    base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    return cfg.model_copy(update={"report_url": base + REPORTS_PATH if base else DEFAULT_REPORTS})
 
 
 def _engine_images(repository: str) -> list[dict]:
