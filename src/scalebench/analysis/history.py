@@ -146,13 +146,13 @@ def diagnose(tonight: list[Judgement]) -> list[str]:
         if eff and one is not None and not one.flagged:
             falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
             out.append(f"{bench}: scaling regression (communication or topology): the 1-GPU throughput is unchanged "
-                       f"({one.value:.4g} vs {one.baseline:.4g}, {-(one.change or 0.0) * 100:+.1f}%), {falls}.")
+                       f"({one.value:.4g} vs {one.baseline:.4g}, {-(one.worse_by or 0.0) * 100:+.1f}%), {falls}.")
         elif eff:
             falls = "; ".join(f"{_gpus(j.key.gpus)} efficiency fell from {j.baseline:.2f} to {j.value:.2f}" for j in eff)
             out.append(f"{bench}: scaling regression: {falls}.")
         slow = [j for j in tput.values() if j.alert]
         if slow and len(slow) == len(tput) and not eff:
-            mean = statistics.fmean(j.change or 0.0 for j in slow)
+            mean = statistics.fmean(j.worse_by or 0.0 for j in slow)
             out.append(f"{bench}: compute regression: every GPU count is slower (by {100 * mean:.0f}% on average, "
                        f"{', '.join(_gpus(n) for n in sorted(tput))}) and the scaling efficiency is unchanged.")
     return out

@@ -65,7 +65,7 @@ class Judgement:
     night: dt.date
     value: float
     baseline: float | None
-    change: float | None       # relative change in the bad direction (0.1 = 10 % worse)
+    worse_by: float | None     # relative change in the bad direction (0.1 = 10 % worse; a Change is what changed)
     z: float | None
     flagged: bool
     alert: bool
@@ -97,7 +97,7 @@ class Judgement:
         head = self.head
         if self.changed_with:
             return (f"{head}: changed with {self.changed_with}: {self.value:.4g} vs {self.baseline:.4g} the night "
-                    f"before ({-(self.change or 0.0) * 100:+.1f}%) on {self.night}; baseline restarted")
+                    f"before ({-(self.worse_by or 0.0) * 100:+.1f}%) on {self.night}; baseline restarted")
         if self.baseline is None:  # building: no baseline to compare with
             s = f"{head}: {self.value:.4g} on {self.night}: {self.kind or BUILDING}"
             if self.ab is not None:
@@ -107,7 +107,7 @@ class Judgement:
             head += f": regressed with {self.blamed.text}"
         elif self.suspect is not None and self.verdict is not None:
             head += f": with {self.suspect.text} ({self.verdict})"
-        s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({(self.change or 0.0) * 100:+.1f}% worse, robust z "
+        s = (f"{head}: {self.value:.4g} vs baseline {self.baseline:.4g} ({(self.worse_by or 0.0) * 100:+.1f}% worse, robust z "
              f"{self.z:.1f}) on {self.night}")
         if self.ab is not None:
             s += f"; A/B: {self.ab.line()}"

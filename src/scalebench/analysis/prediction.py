@@ -416,10 +416,10 @@ def _cell(text: str | None, where: str, whole: bool, required: bool, zero: bool)
     return value
 
 
-Series = tuple[str, str, str]  # benchmark, host, precision
+SeriesId = tuple[str, str, str]  # benchmark, host, precision: one series of predictions
 
 
-def series_points(rows: Sequence, before: str | None = None, up_to: str | None = None) -> dict[Series, list[Point]]:
+def series_points(rows: Sequence, before: str | None = None, up_to: str | None = None) -> dict[SeriesId, list[Point]]:
     """Per benchmark, host and precision, one point per valid measured cell (the step breakdown
     per step where the trainer measured it), on the nights (before `before`, or up to `up_to`) of
     the newest night's image: a new image starts the fit again. Scheduled runs of the nightly
@@ -427,7 +427,7 @@ def series_points(rows: Sequence, before: str | None = None, up_to: str | None =
     run, not a manual trial of a candidate image), else its newest night's runs (a demo's)."""
     from scalebench.analysis.noise import JUDGED_PROFILE
 
-    groups: dict[Series, list] = {}
+    groups: dict[SeriesId, list] = {}
     for r in rows:
         if r.get("role", "measure") != "measure" or r.get("status") != "valid" or not r.get("figure") or \
                 not r.get("night") or before and r["night"] >= before or up_to and r["night"] > up_to:

@@ -83,8 +83,8 @@ def fingerprint_change(before: dict | None, after: dict | None) -> str | None:
 def wants_rerun(j: Judgement, gates: Gates = Gates()) -> bool:
     """Whether the benchmark's DAG should rerun tonight's figure: judged raw (the night factor
     needs the other benchmarks of the night, which may not have run yet), on looser gates."""
-    return (j.baseline is not None and j.changed_with is None and j.change is not None and j.z is not None
-            and j.change >= gates.rerun_magnitude and j.z >= gates.rerun_z)
+    return (j.baseline is not None and j.changed_with is None and j.worse_by is not None and j.z is not None
+            and j.worse_by >= gates.rerun_magnitude and j.z >= gates.rerun_z)
 
 
 def wants_ab(j: Judgement, gates: Gates = Gates()) -> bool:

@@ -180,7 +180,7 @@ def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
     confirmed_by = "A/B" if j.ab is not None else "reruns" if j.confirmed_by_reruns else "next night"
     doc = {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric,
            "host": j.key.host_class,
-           "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.change, "z": j.z,
+           "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.worse_by, "z": j.z,
            "reruns": list(j.reruns), "rerun_p": j.rerun_p, "confirmed_by": confirmed_by,
            "line": alert_line(j, what_changed)}
     if j.blamed is not None:  # the regression's change, which names its alert group
@@ -211,7 +211,7 @@ def moved_detail(j: Judgement) -> dict:
     """A figure flagged tonight, as data: it joins the open alert group of the image it ran on, if
     that group holds its benchmark (the figures a change moved, not only those whose alert blamed it)."""
     return {"key": group_key({"kind": "image", "new_image": j.image}, j.key.benchmark), "benchmark": j.key.benchmark,
-            "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric, "change": j.change,
+            "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric, "change": j.worse_by,
             "line": j.line()}
 
 
@@ -239,7 +239,7 @@ def changes_tonight(tonight: list[Judgement], what_changed: Callable[[Change], s
         verdict = min(decided, key=SEVERITY.index) if decided else NOT_JUDGED
         moved = sorted((j for j in js if j.verdict == (verdict if decided else None)),
                        key=lambda j: (j.key.metric, j.key.gpus, j.key.precision))
-        numbers = [(f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.change or 0.0) * 100:+.1f}%)"
+        numbers = [(f"{j.head} {j.value:.4g} vs {j.baseline:.4g} ({-(j.worse_by or 0.0) * 100:+.1f}%)"
                     + (f"; A/B: {j.ab.line()}" if j.ab is not None else "") + (f"; {j.note}" if j.note else ""))
                    if j.baseline is not None else j.line() for j in moved]
         suspect = js[0].suspect

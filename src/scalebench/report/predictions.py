@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from scalebench.analysis.prediction import (MODEL_VERSION, Network, Point, Prediction, Series, median_points,
+from scalebench.analysis.prediction import (MODEL_VERSION, Network, Point, Prediction, SeriesId, median_points,
                                             predict, series_points)
 
 TARGET_GPUS = 8
@@ -79,7 +79,7 @@ def judge(store, night: str, cells: Sequence) -> int:
 
 def predict_series(store, cells: Sequence, links: dict[str, float], gpus: int, hosts: int = 1, *,
                    up_to: str | None = None, benchmark: str | None = None, host: str | None = None,
-                   precision: str | None = None) -> list[tuple[Series, list[Point], Prediction]]:
+                   precision: str | None = None) -> list[tuple[SeriesId, list[Point], Prediction]]:
     """Each series' prediction at gpus x hosts from its nights up to `up_to` (what `scalebench
     predict` prints: the same fit as the report's section)."""
     out, params = [], _parameters(store)

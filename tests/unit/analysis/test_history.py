@@ -103,7 +103,7 @@ def test_an_image_12_percent_slower_is_judged_against_the_old_baseline_and_alert
     assert second.alert and second.verdict == "regression (confirmed)"
     assert second.line().startswith("b 4 GPUs bf16 images_per_s: regressed with image scalebench/torch:b (was "
                                     "scalebench/torch:a), framework version 2.5.1 -> 2.6.0: ")
-    assert 0.08 < second.change < 0.16
+    assert 0.08 < second.worse_by < 0.16
     # the slower level never becomes the baseline: later nights keep alerting against image A's
     assert all(j.alert for j in js[27:]) and js[29].baseline == pytest.approx(js[24].baseline, rel=0.03)
 

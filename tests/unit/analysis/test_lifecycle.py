@@ -128,7 +128,7 @@ def test_what_a_night_says_holds_on_any_history(changes, seed, ab_on, cv):
         if j.kind == FIXED and (j.ab is None or j.ab.verdict == "unknown"):
             # never "fixed" over nights on a night as much worse as the magnitude gate; a decided
             # A/B is not vetoed by the night that made it run
-            assert j.change < G.magnitude, j.line()
+            assert j.worse_by < G.magnitude, j.line()
         if j.kind in (FIXED, PARTLY_FIXED, NO_BETTER, ENDED):  # said only while a regression lasted
             assert before is not None and before.state == "regressed" and j.blamed == before.blamed
         if j.alert:

@@ -32,7 +32,7 @@ def test_a_true_10_percent_step_alerts_on_the_second_night():
     js = judge(series(values))
     assert js[30].flagged and not js[30].alert  # first night: flagged, waits for confirmation
     assert js[31].alert
-    assert js[31].change == pytest.approx(0.10, abs=0.04)
+    assert js[31].worse_by == pytest.approx(0.10, abs=0.04)
     assert js[31].line().startswith("resnet50_keras_cifar10 2 GPUs images_per_s:")
 
 
@@ -67,7 +67,7 @@ def test_both_gates_must_hold():
     assert alerts(judge(series(small))) == []
     wild = noisy(40, 0.15, 8) + [800.0, 800.0]  # 20 % worse but inside the noise
     last = judge(series(wild))[-1]
-    assert last.change > 0.05 and last.z < Gates().z and not last.flagged
+    assert last.worse_by > 0.05 and last.z < Gates().z and not last.flagged
 
 
 def test_shift_file_is_validated(tmp_path):
