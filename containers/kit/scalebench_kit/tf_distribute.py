@@ -1,6 +1,9 @@
 """The TensorFlow family (tf.distribute's MirroredStrategy: one process holds every replica):
-what a TrainerRun asks of a framework. TensorFlow is passed in, never imported here."""
+what a TrainerRun asks of a framework, and Keras' switch for the precision presets (and the
+observed dtype). TensorFlow is passed in, never imported here."""
 from __future__ import annotations
+
+from .precision import PrecisionError
 
 
 def make_strategy(tf, devices: dict):
@@ -44,3 +47,21 @@ class TFDistribute:
 
     def shut_down(self, cell) -> None:
         """Nothing to meet: the one process logged its run_stop with the result."""
+
+
+def keras_policy(tf, keras, precision: str, gpu: bool) -> dict:
+    """Keras 3: the global dtype policy (`mixed_bfloat16` / `mixed_float16`; Keras wraps the
+    optimiser in a LossScaleOptimizer for float16 at compile) and TensorFlow's TF32 switch."""
+    if precision in ("fp16", "tf32") and not gpu:
+        raise PrecisionError(f"{precision} needs a CUDA device; CPU runs fp32 or bf16")
+    policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(precision, "float32")
+    keras.mixed_precision.set_global_policy(policy)
+    tf.config.experimental.enable_tensor_float_32_execution(precision != "fp32")
+    return {"dtype_policy": policy, "tensor_float_32": precision != "fp32", "loss_scale": precision == "fp16"}
+
+
+def keras_observed(keras, model, layer_name: str, batch) -> str:
+    """The dtype of `layer_name`'s output when the model runs `batch` (a forward pass, not the policy)."""
+    probe = keras.Model(model.inputs, model.get_layer(layer_name).output)
+    dtype = probe(batch, training=False).dtype
+    return str(getattr(dtype, "name", dtype))

@@ -1,11 +1,15 @@
 """The PyTorch family (torchrun, one process per device, DistributedDataParallel): what a
-TrainerRun asks of a framework, and the DDP communication hook that times the exposed sync.
+TrainerRun asks of a framework, the DDP communication hook that times the exposed sync, and
+torch's switch for the four precision presets (and the observed dtype).
 Torch is passed in, never imported here, so the kit imports with the standard library alone."""
 from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from typing import Any
+
+from .precision import PrecisionError, record
 
 
 def setup_distributed(torch, devices: dict) -> tuple[int, int, Any, str]:
@@ -95,3 +99,62 @@ class TorchDDP:
 
     def shut_down(self, cell) -> None:
         cell.shut_down(self.torch, self.world, self.device)
+
+
+class TorchPrecision:
+    """PyTorch: `autocast` to bf16/fp16 (a GradScaler for fp16), the TF32 flags (off for fp32, on for
+    tf32 and the mixed presets), and on CUDA `cudnn.benchmark` and channels_last for conv nets."""
+
+    def __init__(self, torch, precision: str, device, conv_net: bool = True):
+        self.torch, self.precision, self.device = torch, precision, device
+        cuda = device.type == "cuda"
+        if precision == "fp16" and not cuda:
+            raise PrecisionError("fp16 mixed precision needs a CUDA device (GradScaler); CPU runs fp32 or bf16")
+        if precision == "tf32" and not cuda:
+            raise PrecisionError("tf32 is a tensor-core mode of CUDA devices; CPU runs fp32 or bf16")
+        tf32 = precision != "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = cuda
+        self.dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        self.memory_format = torch.channels_last if cuda and conv_net else torch.contiguous_format
+        self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+        self.switches = {"autocast": str(self.dtype).replace("torch.", "") if self.dtype else None,
+                         "grad_scaler": self.scaler is not None, "allow_tf32": tf32,
+                         "cudnn_benchmark": cuda, "channels_last": self.memory_format is torch.channels_last}
+
+    def autocast(self):
+        if self.dtype is None:
+            return nullcontext()
+        return self.torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+    def backward_step(self, loss, optimiser, between=None) -> None:
+        """backward, (`between()`: e.g. a timing mark after backward), optimiser step; scaled for fp16."""
+        if self.scaler is None:
+            loss.backward()
+            if between:
+                between()
+            optimiser.step()
+            return
+        self.scaler.scale(loss).backward()
+        if between:
+            between()
+        self.scaler.step(optimiser)
+        self.scaler.update()
+
+    def observe(self, module, name: str) -> "ObservedDtype":
+        """Hook `module` (an inner layer): the dtype its output had on the last forward pass."""
+        return ObservedDtype(module, name)
+
+    def record(self, observed: "ObservedDtype") -> dict:
+        return record(self.precision, observed.dtype, observed.name, self.switches)
+
+
+class ObservedDtype:
+    def __init__(self, module, name: str):
+        self.name, self.dtype = name, "not observed"
+        self._handle = module.register_forward_hook(self._hook)
+
+    def _hook(self, module, inputs, output) -> None:
+        self.dtype = str(output.dtype).replace("torch.", "")
+        self._handle.remove()  # the first training forward pass tells; no cost afterwards

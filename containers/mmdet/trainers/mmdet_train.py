@@ -47,9 +47,9 @@ from scalebench_kit.contract import write_json_atomic
 from scalebench_kit.epochs import epoch_sampler
 from scalebench_kit.metrics import detection_scores, instance_scores
 from scalebench_kit.names import COMPUTE_DTYPE
-from scalebench_kit.precision import ObservedDtype, PrecisionError, record, requested
+from scalebench_kit.precision import PrecisionError, record, requested
 from scalebench_kit.runtime import epoch_plan, main_guard, stop_loader_workers
-from scalebench_kit.torch_ddp import SyncProbe, TorchDDP
+from scalebench_kit.torch_ddp import ObservedDtype, SyncProbe, TorchDDP
 from scalebench_kit.trainer import TrainerRun
 
 DETECTIONS_FILE = "detections.jsonl"

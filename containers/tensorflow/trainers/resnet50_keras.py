@@ -24,9 +24,9 @@ import time
 
 from scalebench_kit import cifar10
 from scalebench_kit.metrics import macro_precision_recall
-from scalebench_kit.precision import keras_observed, keras_policy, record, requested
+from scalebench_kit.precision import record, requested
 from scalebench_kit.runtime import epoch_plan, main_guard
-from scalebench_kit.tf_distribute import TFDistribute
+from scalebench_kit.tf_distribute import TFDistribute, keras_observed, keras_policy
 from scalebench_kit.trainer import TrainerRun
 
 BREAKDOWN_METHOD = {

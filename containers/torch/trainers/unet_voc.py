@@ -17,7 +17,7 @@ bucket reduced, i.e. the all-reduce time the backward pass did not hide; compute
 forward, backward and the optimiser step. On GPUs the sync span is taken with CUDA events and
 the step is synchronised at its end.
 
-Precision (cell.json training.precision, scalebench_kit.precision.TorchPrecision): autocast to
+Precision (cell.json training.precision, scalebench_kit.torch_ddp.TorchPrecision): autocast to
 bf16/fp16 for forward, loss and evaluation (a GradScaler for fp16), the TF32 flags, and on CUDA
 cudnn.benchmark and channels_last; an inner convolution's output dtype is recorded.
 
@@ -37,10 +37,10 @@ from scalebench_kit.contract import load_cell_spec
 from scalebench_kit.epochs import epoch_sampler
 from scalebench_kit.metrics import confusion_matrix, scores
 from scalebench_kit.names import CELL_SPEC_FILE
-from scalebench_kit.precision import TorchPrecision, requested
+from scalebench_kit.precision import requested
 from scalebench_kit.runtime import RESULTS_DIR_ENV, epoch_plan, main_guard
 from scalebench_kit.timing import delayed
-from scalebench_kit.torch_ddp import SyncProbe, TorchDDP
+from scalebench_kit.torch_ddp import SyncProbe, TorchDDP, TorchPrecision
 from scalebench_kit.trainer import TrainerRun
 
 WEIGHTS_FILE = "weights.pt"  # written only when cell.json's test_hooks ask (save_weights)
