@@ -152,6 +152,15 @@ def test_the_benchmark_dag_factory_never_asks_which_kind_it_builds():
     assert compared == []
 
 
+def test_every_dag_is_opened_from_a_spec():
+    """One place opens a DAG (dag_specs.open_dag): the settings every scalebench DAG shares live there."""
+    opened = [f"{p.relative_to(PKG)}:{n.lineno}" for p in (PKG / "orchestration").rglob("*.py")
+              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call) and ast.unparse(n.func) == "DAG"]
+    assert opened == ["orchestration/dags/dag_specs.py:" + str(next(
+        n.lineno for n in ast.walk(ast.parse((PKG / "orchestration/dags/dag_specs.py").read_text()))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "DAG"))]
+
+
 def test_a_trainer_is_its_model_data_and_step_in_the_kits_skeleton():
     """No trainer's main() is over 40 lines, and none imports another stack's trainer."""
     root = PKG.parents[1] / "containers"

@@ -10,7 +10,7 @@ from airflow.sdk import DAG, task
 
 from scalebench.core.config import Configs, Host
 from scalebench.core.dag_ids import ALLREDUCE_DAG_ID
-from scalebench.orchestration.dags.dag_factory import nightly
+from scalebench.orchestration.dags.dag_specs import DagSpec, nightly, open_dag
 
 ALLREDUCE_CRON = "0 4 * * 6"   # Saturdays 04:00 UTC: after the night's cells, before Sunday's maintenance
 SWEEP_TIMEOUT_S = 900
@@ -88,14 +88,10 @@ def sweep_host(host_name: str, **context) -> dict:
 
 def build_allreduce_dag(configs: Configs | None = None) -> DAG:
     configs = configs or Configs()
-    with DAG(
-        dag_id=ALLREDUCE_DAG_ID,
-        description="Each host's all-reduce bus bandwidth per GPU count and gradient size (the predictions' sync)",
-        schedule=nightly(ALLREDUCE_CRON),
-        catchup=False,
-        max_active_runs=1,
-        tags=["scalebench", "prediction"],
-    ) as dag:
+    with open_dag(DagSpec(
+        ALLREDUCE_DAG_ID, "Each host's all-reduce bus bandwidth per GPU count and gradient size (the predictions' sync)",
+        nightly(ALLREDUCE_CRON), ("scalebench", "prediction"),
+    )) as dag:
         for host in configs.fleet.hosts:
             if sweep_counts(configs, host):
                 sweep_host.override(task_id=f"sweep_{host.name.replace('-', '_')}", queue=host.queue,

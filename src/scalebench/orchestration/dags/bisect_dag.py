@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.task.trigger_rule import TriggerRule
 
 from scalebench.core.config import Configs
-from scalebench.orchestration.dags.dag_specs import default_profile
+from scalebench.orchestration.dags.dag_specs import DagSpec, default_profile, open_dag
 
 from scalebench.core.dag_ids import BISECT_DAG_ID
 MAX_STEPS = 6  # 2**6 - 1 images between good and bad with one culprit
@@ -109,12 +109,9 @@ def result(state: dict, **context) -> list[str]:
 def build_bisect_dag(configs: Configs | None = None) -> DAG:
     configs = configs or Configs()
     good, _ = configs.load_all()
-    with DAG(
-        dag_id=BISECT_DAG_ID,
-        description="Which image between a good and a bad one first made a benchmark's cell slower",
-        schedule=None, catchup=False, max_active_runs=1, render_template_as_native_obj=True,
-        tags=["scalebench", "bisect"],
-        doc_md=__doc__,
+    with open_dag(DagSpec(
+        BISECT_DAG_ID, "Which image between a good and a bad one first made a benchmark's cell slower", None,
+        ("scalebench", "bisect"), doc=__doc__, native_templates=True,
         params={
             "benchmark": Param(sorted(good)[0] if good else "", type="string", enum=sorted(good) or [""],
                                title="Benchmark"),
@@ -132,7 +129,7 @@ def build_bisect_dag(configs: Configs | None = None) -> DAG:
                                  description="The alert group that started it (0: none): its events get the result when the "
                                              "report DAG started this run (a trigger right alone writes no group)."),
         },
-    ) as dag:
+    )) as dag:
         state = start()
         for k in range(1, MAX_STEPS + 1):
             conf = plan_step.override(task_id=f"plan_step_{k}")(state)

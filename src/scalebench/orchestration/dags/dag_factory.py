@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 from airflow.sdk import DAG, Param, TaskGroup, XComArg, task
 from airflow.sdk.exceptions import AirflowFailException
-from airflow.timetables.trigger import CronTriggerTimetable
 
 from scalebench.core import cells as cellmod
 from scalebench.core.dag_ids import PROBE_DAG_ID
@@ -33,16 +32,8 @@ from scalebench.orchestration.dags.benchmark_tasks import (CELLS, MORE, MORE_PAI
                                                            check_dataset, check_dataset_id, finish, plan_cells,
                                                            plan_more_pairs, record, record_more_pairs, record_reruns,
                                                            results_asset, select_cells)
-from scalebench.orchestration.dags.dag_specs import NIGHTLY, SPECS, BenchmarkDagSpec
+from scalebench.orchestration.dags.dag_specs import NIGHTLY, SPECS, BenchmarkDagSpec, DagSpec, nightly, open_dag
 from scalebench.orchestration.cell_operator import CellDockerOperator
-
-
-def nightly(cron: str | None) -> CronTriggerTimetable | None:
-    """The cron schedule, first run at the next cron time: unpausing a DAG must not start a run of
-    the time that just passed (on GPUs hours of cells ahead of any manual trigger). Hence no
-    start_date on our DAGs, and a zero window: run_immediately=False still runs the past time
-    when unpaused within max(10 % of the period, 5 min) after it (2.4 h for a nightly cron)."""
-    return CronTriggerTimetable(cron, timezone="UTC", run_immediately=dt.timedelta(0)) if cron else None
 
 
 def params_for(spec: BenchmarkDagSpec, bench: Benchmark, fleet: Fleet) -> dict[str, Param]:
@@ -89,16 +80,8 @@ def build_benchmark_dag(bench: Benchmark, fleet: Fleet, kind: str = NIGHTLY) -> 
 
 def build_from_spec(spec: BenchmarkDagSpec, bench: Benchmark, fleet: Fleet) -> DAG:
     """One factory for every benchmark DAG kind: the spec says everything that differs."""
-    with DAG(
-        dag_id=spec.dag_id,
-        description=spec.description,
-        schedule=nightly(spec.cron),
-        catchup=False,
-        max_active_runs=1,
-        params=params_for(spec, bench, fleet),
-        tags=list(spec.tags),
-        doc_md=spec.doc,
-    ) as dag:
+    with open_dag(DagSpec(spec.dag_id, spec.description, nightly(spec.cron), spec.tags,
+                          params_for(spec, bench, fleet), spec.doc)) as dag:
         groups = spec.groups
         plan = plan_cells(bench.id, [cellmod.group_id(h.name, n) for h, n in groups], spec.kind)
         checked = {h.name: check_dataset.override(task_id=check_dataset_id(h.name), queue=h.queue)(
@@ -156,15 +139,12 @@ def build_config_error_dag(stem: str, error: ConfigError) -> DAG:
     """Stands in for a benchmark whose config does not load: visible in the UI with the error
     (file, field, value), never scheduled; its one task fails with the same message."""
     message = str(error)
-    with DAG(
-        dag_id=f"scalebench_{safe(stem)}",
-        description=f"CONFIG ERROR: {message.splitlines()[0][:200]}",
-        schedule=None,
-        catchup=False,
-        tags=["scalebench", "config-error"],
-        doc_md=f"**The config of benchmark `{stem}` does not load**, so its DAG cannot be built. Fix the file "
-               f"and the DAG comes back at the next parse; the other benchmarks are not affected.\n\n```\n{message}\n```",
-    ) as dag:
+    with open_dag(DagSpec(
+            f"scalebench_{safe(stem)}", f"CONFIG ERROR: {message.splitlines()[0][:200]}", None,
+            ("scalebench", "config-error"),
+            doc=f"**The config of benchmark `{stem}` does not load**, so its DAG cannot be built. Fix the file "
+                f"and the DAG comes back at the next parse; the other benchmarks are not affected.\n\n```\n{message}\n```",
+    )) as dag:
 
         @task
         def config_error() -> None:

@@ -1,18 +1,52 @@
-"""What makes one benchmark DAG kind differ from another, as data: a frozen `BenchmarkDagSpec` per
-kind (the nightly DAG, the weekly accuracy DAG, the host probe), made from the benchmark and the
-fleet. `dag_factory.build_benchmark_dag` reads only the spec, so a new kind is one function here
-and one entry in SPECS, never a branch in the factory.
+"""Every DAG scalebench makes, as data. `DagSpec` is a DAG's identity (id, description, schedule,
+tags, trigger form, doc) and `open_dag` the one place a DAG is opened from one, with the settings
+every scalebench DAG shares (no catch-up, one run at a time). The benchmark DAG kinds (the nightly
+DAG, the weekly accuracy DAG, the host probe) differ only in data too: a frozen
+`BenchmarkDagSpec` per kind, made from the benchmark and the fleet; `dag_factory.build_from_spec`
+reads only the spec, so a new kind is one function here and one entry in SPECS, never a branch.
 """
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow.sdk import DAG
+from airflow.timetables.trigger import CronTriggerTimetable
 
 from scalebench.core import cells as cellmod
 from scalebench.core.config import Benchmark, Fleet, Host
 from scalebench.core.dag_ids import PROBE_DAG_ID
 
 NIGHTLY = "nightly"  # the benchmark's own DAG (scheduled nightly, triggered by hand)
+
+
+def nightly(cron: str | None) -> CronTriggerTimetable | None:
+    """The cron schedule, first run at the next cron time: unpausing a DAG must not start a run of
+    the time that just passed (on GPUs hours of cells ahead of any manual trigger). Hence no
+    start_date on our DAGs, and a zero window: run_immediately=False still runs the past time
+    when unpaused within max(10 % of the period, 5 min) after it (2.4 h for a nightly cron)."""
+    return CronTriggerTimetable(cron, timezone="UTC", run_immediately=dt.timedelta(0)) if cron else None
+
+
+@dataclass(frozen=True)
+class DagSpec:
+    """A DAG's identity and schedule: what `open_dag` needs (tasks are the builder's)."""
+    dag_id: str
+    description: str
+    schedule: Any                      # a timetable, an asset condition, or None (triggered only)
+    tags: tuple[str, ...]
+    params: dict = field(default_factory=dict)
+    doc: str | None = None
+    native_templates: bool = False     # render templated arguments as Python objects (the bisect's conf)
+
+
+def open_dag(spec: DagSpec) -> DAG:
+    """The one way a scalebench DAG is opened: no catch-up and one run at a time, whatever its kind."""
+    return DAG(dag_id=spec.dag_id, description=spec.description, schedule=spec.schedule, catchup=False,
+               max_active_runs=1, tags=list(spec.tags), params=spec.params, doc_md=spec.doc,
+               render_template_as_native_obj=spec.native_templates)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, task
 
 from scalebench.core.dag_ids import MAINTENANCE_DAG_ID
-from scalebench.orchestration.dags.dag_factory import nightly
+from scalebench.orchestration.dags.dag_specs import DagSpec, nightly, open_dag
 
 MAINTENANCE_CRON = "0 5 * * 0"  # Sundays 05:00 UTC, after the night's cells and before the report
 
@@ -27,19 +27,15 @@ def prune(**context) -> dict:
 
 
 def build_maintenance_dag() -> DAG:
-    with DAG(
-        dag_id=MAINTENANCE_DAG_ID,
-        description="Remove bulky attempt files and task logs older than the fleet's retention_days",
-        schedule=nightly(MAINTENANCE_CRON),
-        catchup=False,
-        max_active_runs=1,
-        tags=["scalebench", "maintenance"],
+    with open_dag(DagSpec(
+        MAINTENANCE_DAG_ID, "Remove bulky attempt files and task logs older than the fleet's retention_days",
+        nightly(MAINTENANCE_CRON), ("scalebench", "maintenance"),
         params={
             "older_than_days": Param(None, type=["null", "number"], minimum=1, title="Older than (days)",
                                      description="Remove files older than this; empty: the fleet's retention_days. "
                                                  "At least 1: younger files may belong to a running cell."),
             "dry_run": Param(False, type="boolean", title="Dry run", description="List, remove nothing."),
         },
-    ) as dag:
+    )) as dag:
         prune()
     return dag

@@ -17,7 +17,7 @@ from scalebench.core import nights
 from scalebench.core.config import Configs
 from scalebench.core.dag_ids import REPORT_DAG_ID
 from scalebench.orchestration.dags.benchmark_tasks import results_asset
-from scalebench.orchestration.dags.dag_factory import nightly
+from scalebench.orchestration.dags.dag_specs import DagSpec, nightly, open_dag
 
 REPORT_CRON = "0 7 * * *"
 
@@ -90,17 +90,13 @@ def build_report_dag(configs: Configs | None = None) -> DAG:
     any_asset = assets[0]
     for a in assets[1:]:
         any_asset = any_asset | a
-    with DAG(
-        dag_id=REPORT_DAG_ID,
-        description="Aggregate stored cells into the night's scaling report, and alert on regressions",
-        schedule=AssetOrTimeSchedule(timetable=nightly(REPORT_CRON), assets=any_asset),
-        catchup=False,
-        max_active_runs=1,
-        tags=["scalebench", "report"],
+    with open_dag(DagSpec(
+        REPORT_DAG_ID, "Aggregate stored cells into the night's scaling report, and alert on regressions",
+        AssetOrTimeSchedule(timetable=nightly(REPORT_CRON), assets=any_asset), ("scalebench", "report"),
         params={"night": Param(None, type=["null", "string"], title="Night (YYYY-MM-DD)"),
                 "deadline": Param(False, type="boolean", title="Deadline",
                                   description="Judge the night now, as the cron run does: send what recorded and "
                                               "one alert for benchmarks not recorded or cells that failed.")},
-    ) as dag:
+    )) as dag:
         check_regressions(send_alerts(write_report()))
     return dag
