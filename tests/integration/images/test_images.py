@@ -1,3 +1,4 @@
+import functools
 import json
 import re
 import subprocess
@@ -10,13 +11,14 @@ from tests.support import ROOT
 from tests.unit.test_cuda_toolchain import tc
 
 
-def report(stack: str, variant: str) -> list[dict]:
+@functools.cache  # one resolution per variant for the whole module (a PyPI resolve is 10-15 s)
+def report(stack: str, variant: str) -> tuple[dict, ...]:
     """What containers/resolve.sh says the variant installs: pip's report, one entry per package."""
     pip = str(Path(sys.executable).parent / "pip")
     out = subprocess.run([str(ROOT / "containers/resolve.sh"), stack, variant], capture_output=True, text=True,
                          timeout=600, env={"PIP": pip, "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)["install"]
+    return tuple(json.loads(out.stdout)["install"])
 
 
 def resolved(stack: str, variant: str) -> dict[str, str]:
