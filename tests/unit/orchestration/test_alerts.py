@@ -214,28 +214,36 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     first = dt.date(2026, 10, 1)
     store = Store(f"sqlite:///{home / 'results.db'}")
     seed_month(store, first, 35, b_from=25, c_from=33, nightly=True)
-    said = {}
-    for i in (26, 27, 29, 30, 34):
-        night = (first + dt.timedelta(days=i)).isoformat()
+    steps, nights = [], (26, 27, 29, 30, 34)
+    for i in nights:
         if i == 30:  # before night 30's report a person takes the group
-            done = run([BIN / "scalebench", "alerts", "set", "1", "triaged", "--owner", "dana", "--note", "mmcv ops"],
-                       env, 60)
-            assert done[0] == 0, done[1]
-        before = len(receiver.received)
-        rc, log = run([BIN / "airflow", "dags", "test", "scalebench_nightly_report", "-c",
-                       json.dumps({"night": night})], env, 600)
-        (tmp_path / f"report-{i}.log").write_text(log)
-        assert "DagRun Finished" in log, log[-3000:]
-        got = receiver.received[before:]
-        said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in got if m["path"] == "/alerts"]
+            steps.append(["run", str(BIN / "scalebench"), "alerts", "set", "1", "triaged", "--owner", "dana",
+                          "--note", "mmcv ops"])
+        steps.append(["dags", "test", "scalebench_nightly_report", "-c",
+                      json.dumps({"night": (first + dt.timedelta(days=i)).isoformat()})])
+    # the five DAG runs in one process (tests/support/nights.py), each step announced at /step
+    rc, log = run([BIN / "python", "-m", "tests.support.nights", f"http://127.0.0.1:{receiver.port}/step",
+                   json.dumps(steps)], env, 900)
+    (tmp_path / "nights.log").write_text(log)
+    assert rc == 0 and log.count("DagRun Finished") == len(nights), log[-3000:]
+    said, night = {}, None
+    for m in receiver.received:  # each message under the report night whose step announced itself last
+        if m["path"] == "/step":
+            night = nights[len(said)] if m["body"]["argv"][0] == "dags" else None
+            said.update({night: []} if night else {})
+        else:
+            assert night is not None, m  # nothing is sent outside a report's run
+            said[night].append(m)
+    for i, got in said.items():
         assert [m["body"] for m in got if m["path"] == "/masks"] == [m["body"] for m in got if m["path"] == "/alerts"]
+        said[i] = [(m["body"]["group"]["id"], m["body"]["group"]["reason"]) for m in got if m["path"] == "/alerts"]
     assert said == {26: [(1, "new")], 27: [], 29: [(1, "reminder")], 30: [(1, "state")], 34: [(1, "fixed")]}
     new = next(m["body"] for m in receiver.received if m["path"] == "/alerts")
     assert {(a["benchmark"], a["gpus"]) for a in new["alerts"] if a["metric"] == "images_per_s"} == \
         {(b, g) for b in MMDET for g in (2, 3, 4)}
     assert new["group"]["benchmarks"] == sorted(MMDET) and "image scalebench/mmdet:nightly-1026" in new["text"]
     assert "regression ended with image scalebench/mmdet:nightly-1103" in receiver.received[-1]["body"]["text"]
-    assert len(receiver.received) == 8  # four messages, each to the main channel and the route
+    assert len(receiver.received) == 8 + len(steps)  # four messages, each to both channels; the steps' markers
     [group] = AlertGroups(store).groups()
     assert (group["state"], group["owner"]) == ("fixed", "dana")
     shown = run([BIN / "scalebench", "alerts", "show", "1", "-o", "json"], env, 60)
