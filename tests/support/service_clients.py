@@ -127,15 +127,51 @@ def browser(profile_dir, network_log: bool = False):
         driver.quit()
 
 
-def network_answers(driver) -> list[tuple[int, str]]:
-    """Every (status, url) the browser's requests were answered since the log was last read (a
-    browser from browser(..., network_log=True))."""
-    out = []
-    for entry in driver.get_log("performance"):
-        event = json.loads(entry["message"])["message"]
-        if event["method"] == "Network.responseReceived":
-            out.append((event["params"]["response"]["status"], event["params"]["response"]["url"]))
-    return out
+# the page and the data it asks for; a script chunk the bundler preloads, a blob: or a data: URL
+# may never report its end
+DATA_REQUESTS = ("Document", "XHR", "Fetch")
+
+
+class Network:
+    """The browser's requests as its performance log reports them (a browser(..., network_log=True)):
+    each (status, url) answered, and the page's data requests sent but not yet finished or failed."""
+
+    def __init__(self, driver):
+        self.driver, self.answers, self.in_flight = driver, [], {}
+
+    def read(self) -> list[tuple[int, str]]:
+        """Every answer since the last take(), after reading the log's new entries."""
+        for entry in self.driver.get_log("performance"):
+            event = json.loads(entry["message"])["message"]
+            method, params = event["method"], event.get("params", {})
+            if method == "Network.requestWillBeSent" and params.get("type") in DATA_REQUESTS:
+                self.in_flight[params["requestId"]] = params["request"]["url"]
+            elif method == "Network.responseReceived":
+                self.answers.append((params["response"]["status"], params["response"]["url"]))
+            elif method in ("Network.loadingFinished", "Network.loadingFailed"):
+                self.in_flight.pop(params["requestId"], None)
+        return self.answers
+
+    def settle(self, quiet_s: float = 0.4, most_s: float = 10.0) -> list[str]:
+        """Wait until no request has been in flight and none answered for `quiet_s`; the URLs of
+        those still loading after `most_s` (a page that never finishes loading is a finding)."""
+        deadline, calm_since = time.monotonic() + most_s, None
+        while time.monotonic() < deadline:
+            before = len(self.answers)
+            self.read()
+            if self.in_flight or len(self.answers) != before:
+                calm_since = None
+            elif calm_since is None:
+                calm_since = time.monotonic()
+            elif time.monotonic() - calm_since >= quiet_s:
+                return []
+            time.sleep(0.1)
+        return sorted(self.in_flight.values())
+
+    def take(self) -> list[tuple[int, str]]:
+        """The answers read so far, forgetting them (and any request a page left behind)."""
+        out, self.answers, self.in_flight = self.read(), [], {}
+        return out
 
 
 def console_errors(driver) -> list[str]:

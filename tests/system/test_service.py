@@ -15,7 +15,7 @@ from tests.support import ROOT
 from tests.support.engine import chromium, requires_docker
 from tests.support.drill_configs import BROKEN as BROKEN_ID
 from tests.support.drill_configs import write_drill_configs
-from tests.support.service_clients import (LOGIN, browser, console_errors, local_service, make, network_answers,
+from tests.support.service_clients import (LOGIN, browser, console_errors, local_service, make, Network,
                                           save_screenshot, task_log_text, trigger_form_text, ui_login)
 
 pytestmark = [requires_docker, pytest.mark.slow]
@@ -333,18 +333,18 @@ def test_every_view_of_every_dag_opens_and_the_grid_leads_to_the_failed_cells_lo
         ui_login(driver, api.base, api.user, api.password, "/")
         # a page that never asks for its data is a finding, not a minute's wait
         wait = WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,))
-        network_answers(driver), console_errors(driver)  # the login form's own 401 before signing in
+        network = Network(driver)
+        network.take(), console_errors(driver)  # the login form's own 401 before signing in
         for path, view, asked in pages:
             # the DAG page shows the view kept in the browser's storage, as its Grid/Graph toggle does
             driver.execute_script(f"localStorage.setItem('default_dag_view', JSON.stringify('{view}'))")
             driver.get(api.base + path)
-            seen: list[tuple[int, str]] = []
             try:
-                wait.until(lambda d: seen.extend(network_answers(d)) or any(asked in unquote(u) for _, u in seen))
+                wait.until(lambda d: any(asked in unquote(u) for _, u in network.read()))
+                loading = network.settle()  # the page's remaining requests, each to its answer
             except TimeoutException:
-                seen.append((0, f"never asked for {asked}"))
-            time.sleep(1.0)  # the page's remaining requests
-            seen += network_answers(driver)
+                loading = [f"never asked for {asked}"]
+            seen = network.take() + [(0, f"still loading: {u}") for u in loading]
             bad = [f"{status} {url}" for status, url in seen if status >= 400 or status == 0] + console_errors(driver)
             if bad:
                 problems[f"{path} ({view})"] = bad
