@@ -26,7 +26,8 @@ from typing import Iterable, Sequence
 
 MODEL_VERSION = 1
 PARTS = ("compute", "data_wait", "sync", "other")
-BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time"}
+BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time",
+         "overhead": "overhead that grows with N"}
 BOOTSTRAP = 100
 LEVEL = 0.90
 
@@ -63,17 +64,20 @@ class Network:
     gradient_bytes: float | None = None
     busbw_gbps: dict[int, float] = field(default_factory=dict)
     link_gbps: float | None = None
+    across_busbw_gbps: float | None = None  # an all-reduce measured across hosts (GB/s): the link's own figure
 
     def busbw(self, gpus: int, hosts: int) -> float | None:
         """GB/s a ring of `gpus` per host sees: the sweep at that count, else at the nearest
         measured count (bandwidth of a larger ring is taken from the largest measured); across
-        hosts the slower of that and the link."""
+        hosts the slower of that and the link (a measured bus bandwidth across hosts where there
+        is one, else the link's line rate)."""
         if not self.busbw_gbps:
             return None
         near = min(self.busbw_gbps, key=lambda n: (abs(n - gpus), -n))
         bw = self.busbw_gbps[near]
         if hosts > 1:
-            return min(bw, self.link_gbps / 8) if self.link_gbps else None
+            across = self.across_busbw_gbps or (self.link_gbps / 8 if self.link_gbps else None)
+            return min(bw, across) if across else None
         return bw
 
     def sync_s(self, gpus: int, hosts: int = 1) -> float | None:
@@ -116,8 +120,9 @@ class Fit:
         if self.kind == "aggregate":
             base = compute / (1 + self.straggler * math.log2(n))
             extra = self._across_hosts(gpus, hosts)
-            if above_one and extra is not None:  # growth with N (the slowest rank, the sync) as one overhead
-                return {"compute": base, "data_wait": 0.0, "sync": compute - base + extra, "other": 0.0}
+            if above_one and extra is not None:  # growth with N (the slowest rank, the sync, the input) as one
+                # overhead, never called sync: none was measured; across hosts, the ring's extra time is
+                return {"compute": base, "data_wait": 0.0, "sync": extra, "other": 0.0, "overhead": compute - base}
             # one count: the sweep's all-reduce, not overlapped; else nothing to go on
             return None if full is None else {"compute": compute, "data_wait": 0.0, "sync": full, "other": 0.0}
         if full is None:
@@ -284,17 +289,22 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
         batch = _batch_at(points, gpus * hosts, model.batch1)
     parts = model.step(gpus, hosts, batch)
     if parts is None:
-        why = ("two hosts need the link speed between them (the fleet's link_gbps) and a measured all-reduce"
-               if hosts > 1 else "one GPU count measured and no all-reduce measured: nothing to scale the sync from")
+        needs = ("the gradient size (a params column), --busbw (one host's all-reduce bus bandwidth) and "
+                 "--link-gbps or a bus bandwidth measured across hosts (--busbw INSIDE,ACROSS)" if table else
+                 "the link speed between them (the fleet's link_gbps) and a measured all-reduce")
+        why = (f"two hosts need {needs}" if hosts > 1 else
+               "one GPU count measured and no all-reduce measured: nothing to scale the sync from")
         return Prediction(gpus, hosts, None, kind=model.kind, notes=model.notes, why_not=why)
     step = sum(parts.values())
     ips = gpus * hosts * batch / step
     shares = {k: v / step for k, v in parts.items()}
     part = max(shares, key=lambda k: shares[k])
     limit = f"{BOUND[part]} at {gpus * hosts}: {shares[part]:.0%} of the step"
-    if model.kind == "aggregate":
-        limit = f"{'sync-bound' if part == 'sync' else 'compute-bound'} at {gpus * hosts}: {shares[part]:.0%} " \
-                "of the step (aggregate fit: compute and overhead only)"
+    if model.kind == "aggregate" and "overhead" in parts:  # no breakdown: the 1-GPU step and what grows with N
+        limit = (f"overhead grows with N: {shares['overhead']:.0%} of the step at {gpus * hosts}"
+                 + (f", beside the 1-GPU step's {shares['compute']:.0%}" if part != "overhead" else "")
+                 + (f" and the ring across hosts' {shares['sync']:.0%}" if shares["sync"] else "")
+                 + " (no breakdown measured: the slowest rank, the sync and the input are one term)")
     low = high = None
     nights = sorted({p.night for p in points if p.night})
     if len(nights) > 1 and not table and interval:
@@ -303,9 +313,16 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
     eff = ips / (n * one) if one else None
     return Prediction(gpus, hosts, ips, one / ips if one else None, eff, low, high,
                       {k: round(v, 4) for k, v in shares.items()}, limit, "table" if table else model.kind,
-                      model.notes + ((f"{hosts} hosts: the link between them assumed at "
-                                      f"{network.link_gbps:g} Gbit/s, not measured",) if hosts > 1 else ()),
+                      model.notes + _across_note(network, hosts),
                       nights=len(nights))
+
+
+def _across_note(network: Network, hosts: int) -> tuple[str, ...]:
+    if hosts == 1:
+        return ()
+    if network.across_busbw_gbps:
+        return (f"{hosts} hosts: the all-reduce across them at the measured {network.across_busbw_gbps:g} GB/s",)
+    return (f"{hosts} hosts: the link between them assumed at {network.link_gbps:g} Gbit/s, not measured",)
 
 
 def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
@@ -330,17 +347,20 @@ def _images_per_s(model: Fit, gpus: int, hosts: int, batch: float | None) -> flo
 
 def _bootstrap(points: Sequence[Point], nights: list[str], gpus: int, hosts: int, network: Network,
                batch: float, seed: int) -> tuple[float | None, float | None]:
+    """The LEVEL interval of images/s over BOOTSTRAP resamples of the nights (with replacement).
+    A resample is its nights' counts, never copies of its points: each count's medians are
+    weighted medians of the points sorted once (`_Resample`), the same values the points'
+    medians would give."""
     import random
 
     rng = random.Random(seed)
-    by_night = {n: [p for p in points if p.night == n] for n in nights}
+    resample = _Resample(points, nights)
     got = []
     for _ in range(BOOTSTRAP):
-        sample = [replace(p, night=None) for n in (rng.choice(nights) for _ in nights) for p in by_night[n]]
-        counts = {p.total for p in sample}
-        if len(counts) < len({p.total for p in points}):
+        medians = resample.medians([rng.choice(nights) for _ in nights])
+        if medians is None:
             continue  # a resample that lost a count fits another model
-        ips = _images_per_s(fit(sample, network), gpus, hosts, batch)
+        ips = _images_per_s(fit(medians, network), gpus, hosts, batch)
         if ips:
             got.append(ips)
     if len(got) < BOOTSTRAP // 2:
@@ -348,6 +368,58 @@ def _bootstrap(points: Sequence[Point], nights: list[str], gpus: int, hosts: int
     got.sort()
     lo, hi = (1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2
     return got[int(lo * (len(got) - 1))], got[int(hi * (len(got) - 1))]
+
+
+class _Resample:
+    """Each (GPU count, hosts) group's values per field, sorted once with the night each came from,
+    so that the medians of a resample of nights are weighted medians (a night drawn k times
+    weighs k): no point copied, no list sorted again."""
+    FIELDS = ("images_per_s", "per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
+
+    def __init__(self, points: Sequence[Point], nights: list[str]):
+        import numpy as np
+
+        self.index = {n: i for i, n in enumerate(nights)}
+        self.totals = len({p.total for p in points})
+        by_group: dict[tuple[int, int], list[Point]] = {}
+        for p in points:
+            if p.night in self.index:
+                by_group.setdefault((p.gpus, p.hosts), []).append(p)
+        self.groups = []
+        for key, ps in sorted(by_group.items()):
+            columns = {}
+            for name in self.FIELDS:
+                kept = sorted((getattr(p, name), self.index[p.night]) for p in ps if getattr(p, name) is not None)
+                columns[name] = (np.array([v for v, _ in kept]), np.array([i for _, i in kept], dtype=int))
+            self.groups.append((key, columns))
+
+    def medians(self, drawn: list[str]) -> list[Point] | None:
+        """One point per group of the resample `drawn` (nights, with repeats); None when it lost a
+        GPU count the points have."""
+        import numpy as np
+
+        weights = np.bincount([self.index[n] for n in drawn], minlength=len(self.index))
+        out = []
+        for (gpus, hosts), columns in self.groups:
+            values = {name: _weighted_median(v, weights[at]) for name, (v, at) in columns.items()}
+            ips = values.pop("images_per_s")
+            if ips is not None:
+                out.append(Point(gpus, ips, hosts, **values))  # type: ignore[arg-type]
+        return out if len({p.total for p in out}) == self.totals else None
+
+
+def _weighted_median(ordered, weights) -> float | None:
+    """statistics.median of `ordered` (ascending) with each value repeated by its weight."""
+    import numpy as np
+
+    n = int(weights.sum())
+    if not n:
+        return None
+    cumulative = np.cumsum(weights)
+
+    def at(q: int) -> float:  # the value at 0-based position q of the repeated list
+        return float(ordered[int(np.searchsorted(cumulative, q, side="right"))])
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def naive_rules(points: Sequence[Point], n: int) -> dict[str, float]:

@@ -123,7 +123,12 @@ def test_a_framework_without_a_breakdown_gets_the_aggregate_fit_and_says_so():
     model = fit(points)
     assert model.kind == "aggregate" and any("aggregate fit" in n for n in model.notes)
     # one term for every growth misses the parts' shapes (the breakdown is within 1 % on this host)
-    assert predict(points, 8).images_per_s == pytest.approx(truth(8), rel=0.10)
+    got = predict(points, 8)
+    assert got.images_per_s == pytest.approx(truth(8), rel=0.10)
+    # no sync was measured: the growth is named as what it is, never as a sync
+    assert got.limit.startswith("overhead grows with N: ") and "sync-bound" not in got.limit, got.limit
+    assert "no breakdown measured" in got.limit and set(got.shares) == {"compute", "data_wait", "sync", "other",
+                                                                        "overhead"} and got.shares["sync"] == 0
 
 
 @pytest.mark.parametrize("text, says", [

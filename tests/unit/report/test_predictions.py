@@ -110,6 +110,33 @@ def test_scalebench_predict_prints_what_the_report_predicts(store, capsys, tmp_p
     assert "no row at 1 GPU" in capsys.readouterr().err
 
 
+def test_two_hosts_from_a_table_take_the_bus_bandwidths_and_a_refusal_exits_non_zero(tmp_path, capsys):
+    import json
+
+    from scalebench.cli import main
+
+    table = tmp_path / "points.csv"
+    table.write_text("gpus,per_gpu_batch,images_per_s,params\n1,16,100,25000000\n2,16,196,\n4,16,368,\n")
+    two = ["predict", "--from-table", str(table), "--gpus", "4", "--hosts", "2", "-o", "json"]
+    assert main(two) == 1  # nothing to price the ring across hosts with: refused, and said why
+    assert "two hosts need the gradient size" in json.loads(capsys.readouterr().out)["why_not"]
+    assert main(two + ["--busbw", "80", "--link-gbps", "100"]) == 0
+    assumed = json.loads(capsys.readouterr().out)
+    assert main(two + ["--busbw", "80,3"]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["images_per_s"] < assumed["images_per_s"]  # 3 GB/s measured across, 12.5 assumed
+    assert "assumed at 100 Gbit/s, not measured" in " ".join(assumed["notes"])
+    assert "at the measured 3 GB/s" in " ".join(measured["notes"])
+    # the ring's extra time across hosts is named as such; the growth without a breakdown never as a sync
+    assert measured["limit"].startswith("overhead grows with N") and "the ring across hosts'" in measured["limit"]
+    with pytest.raises(SystemExit) as refused:  # argparse's own refusal of a bad option value
+        main(["predict", "--from-table", str(table), "--gpus", "8", "--busbw", "80,x"])
+    assert refused.value.code == 2
+    assert "--busbw: 'x' is not a number" in capsys.readouterr().err
+    assert main(["predict", BENCH, "--gpus", "8", "--busbw", "80"]) == 2  # nights carry their own sweeps
+    assert "--busbw and --link-gbps go with --from-table" in capsys.readouterr().err
+
+
 def test_the_history_page_embeds_the_frozen_predictions_beside_the_measured_nights(store):
     import json
     import re

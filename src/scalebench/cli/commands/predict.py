@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalebench.cli.arguments import Command, arg, whole
+from scalebench.cli.arguments import Command, arg, number, whole
 from scalebench.cli.listing import Listing
 from scalebench_kit.names import PRECISIONS
 
@@ -15,6 +15,9 @@ COLUMNS = ["series", "target", "images_per_s", "interval", "relative_time", "eff
 def cmd_predict(args, configs: Configs) -> Listing:
     if args.from_table:
         return _from_table(args)
+    if args.busbw or args.link_gbps:  # a benchmark's nights have the fleet's links and the stored sweeps
+        raise ConfigError("predict: --busbw and --link-gbps go with --from-table; a benchmark's nights use the "
+                          "all-reduce sweeps in the store and each host's link_gbps in the fleet file")
     if not args.benchmark:
         raise ConfigError("predict: name a BENCHMARK (its stored nights) or give --from-table FILE.csv")
     import datetime as dt
@@ -37,7 +40,8 @@ def cmd_predict(args, configs: Configs) -> Listing:
              for (b, h, p), pts, pred in found]
     return Listing(COLUMNS, rows, [{"benchmark": b, "host": h, "precision": p, **pred.to_json()}
                                    for (b, h, p), _, pred in found], notes,
-                   empty=f"no valid measured cell of {args.benchmark} in the last {LOOKBACK_NIGHTS} nights")
+                   empty=f"no valid measured cell of {args.benchmark} in the last {LOOKBACK_NIGHTS} nights",
+                   exit_code=_refused(pred for _, _, pred in found))
 
 
 def _from_table(args) -> Listing:
@@ -56,9 +60,26 @@ def _from_table(args) -> Listing:
     points = tables[name]
     if not any(p.total == 1 for p in points):
         raise ConfigError(f"{path}: table {name}: no row at 1 GPU; the prediction is relative to it")
-    net = Network(params[name] * 4 if name in params else None, {}, args.link_gbps)
+    inside, across = args.busbw or (None, None)
+    net = Network(params[name] * 4 if name in params else None, {1: inside} if inside else {}, args.link_gbps, across)
     got = predict(points, args.gpus, args.hosts, net, table=True)
-    return Listing(COLUMNS, [_row(name, got)], got.to_json(), list(got.notes))
+    return Listing(COLUMNS, [_row(name, got)], got.to_json(), list(got.notes), exit_code=_refused([got]))
+
+
+def _refused(predictions) -> int:
+    """1 when a prediction asked for could not be made (its row says why), else 0."""
+    return 1 if any(p.images_per_s is None for p in predictions) else 0
+
+
+def bus_bandwidths(text: str) -> tuple[float, float | None]:
+    """--busbw INSIDE[,ACROSS]: GB/s of an all-reduce on one host, and across hosts where measured."""
+    import argparse
+
+    parse = number(0, 100_000, open_low=True)
+    parts = text.split(",")
+    if len(parts) > 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected INSIDE or INSIDE,ACROSS (GB/s)")
+    return parse(parts[0]), parse(parts[1]) if len(parts) == 2 else None
 
 
 def _row(series: str, p) -> dict:
@@ -81,4 +102,7 @@ PREDICT = Command("predict", "what more GPUs would give: images/s, time relative
                                                  "compute_s, data_wait_s, sync_s, params (table, source)"),
     arg("--table", help="with --from-table: which table of the file (its `table` column)"),
     arg("--link-gbps", type=whole(1, 100_000), help="with --from-table: the link between hosts, Gbit/s (assumed)"),
+    arg("--busbw", type=bus_bandwidths, metavar="INSIDE[,ACROSS]",
+        help="with --from-table: all-reduce bus bandwidth in GB/s (as nccl-tests reports it) on one host, and "
+             "across hosts where measured (else --link-gbps is assumed)"),
 ), listing=True)
