@@ -389,7 +389,8 @@ class _Resample:
         for key, ps in sorted(by_group.items()):
             columns = {}
             for name in self.FIELDS:
-                kept = sorted((getattr(p, name), self.index[p.night]) for p in ps if getattr(p, name) is not None)
+                kept = sorted((getattr(p, name), self.index[p.night or ""]) for p in ps
+                              if getattr(p, name) is not None)
                 columns[name] = (np.array([v for v, _ in kept]), np.array([i for _, i in kept], dtype=int))
             self.groups.append((key, columns))
 
