@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 from tests.support.engine import docker_ready
+from tests.support.nights import run_steps
 
 
 requires_torch_image = pytest.mark.skipif(not docker_ready("scalebench/torch:cpu") and os.environ.get("CI") != "true",
@@ -23,9 +24,13 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     env = airflow_env(tmp_path)
     prepare_homes(env)
     dag = "scalebench_unet_torch_voc2007"
-    rc, log = run([BIN / "airflow", "dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
-                  env, 600)
+    # the UNet DAG, then in the same home each count's all-reduce sweep in the torch image (gloo):
+    # both runs in one process (Airflow starts once); the prediction below reads the sweep
+    (rc, log), (sweep_rc, sweep_log) = run_steps(env, [
+        ["dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
+        ["dags", "test", "scalebench_allreduce"]], timeout=1200)
     (tmp_path / "dags-test.log").write_text(log)
+    (tmp_path / "allreduce.log").write_text(sweep_log)
     assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
     contracts = sorted((tmp_path / "results" / dag).glob("*/g*/attempt-1/metrics.json"))
     assert [p.parent.parent.name for p in contracts] == ["g1-fp32-e12-r1", "g2-fp32-e12-r1"]
@@ -51,12 +56,9 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     assert "| unet_torch_voc2007 | fp32 | train time |" in text
     assert "- unet_torch_voc2007 (fp32): sync is " in text, text  # the generated sentence on what grows with devices
     assert "| unet_torch_voc2007 | fp32 | 2 |" in text.split("## Where a steady step goes")[1]
-    # the same home: each count's all-reduce sweep in the torch image (gloo), then the prediction
-    # the report shows and `scalebench predict` prints, its sync from the sweep
-    rc, log = run([BIN / "airflow", "dags", "test", "scalebench_allreduce"], env, 600)
-    (tmp_path / "allreduce.log").write_text(log)
-    assert rc == 0 and "DagRun Finished" in log and "state=success" in log, log[-5000:]
-    assert "local at 2 devices (gloo): " in log and "local at 4 devices (gloo): " in log, log[-3000:]
+    # the sweep, then the prediction the report shows and `scalebench predict` prints, its sync from the sweep
+    assert sweep_rc == 0 and "DagRun Finished" in sweep_log and "state=success" in sweep_log, sweep_log[-5000:]
+    assert "local at 2 devices (gloo): " in sweep_log and "local at 4 devices (gloo): " in sweep_log, sweep_log[-3000:]
     rc, out = run([BIN / "scalebench", "predict", "unet_torch_voc2007", "--gpus", "8", "-o", "json"], env, 120)
     assert rc == 0, out
     [pred] = json.loads(out[out.index("["):])

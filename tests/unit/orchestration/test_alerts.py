@@ -199,6 +199,7 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
     from scalebench.store.alert_groups import AlertGroups
     from scalebench.store.results import Store
     from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+    from tests.support.nights import run_steps
 
     configs = tmp_path / "configs"
     new_config_tree(configs)
@@ -222,10 +223,12 @@ def test_a_month_through_the_report_dag_sends_one_message_per_thing_that_happene
         steps.append(["dags", "test", "scalebench_nightly_report", "-c",
                       json.dumps({"night": (first + dt.timedelta(days=i)).isoformat()})])
     # the five DAG runs in one process (tests/support/nights.py), each step announced at /step
-    rc, log = run([BIN / "python", "-m", "tests.support.nights", f"http://127.0.0.1:{receiver.port}/step",
-                   json.dumps(steps)], env, 900)
-    (tmp_path / "nights.log").write_text(log)
-    assert rc == 0 and log.count("DagRun Finished") == len(nights), log[-3000:]
+    done = run_steps(env, steps, f"http://127.0.0.1:{receiver.port}/step", 900)
+    for k, (_, log) in enumerate(done):
+        (tmp_path / f"step-{k}.log").write_text(log)
+    assert len(done) == len(steps) and all(rc == 0 for step, (rc, _) in zip(steps, done) if step[0] == "run"), done
+    reports = [log for step, (_, log) in zip(steps, done) if step[0] == "dags"]
+    assert all("DagRun Finished" in log for log in reports), [log[-3000:] for log in reports]
     said, night = {}, None
     for m in receiver.received:  # each message under the report night whose step announced itself last
         if m["path"] == "/step":
