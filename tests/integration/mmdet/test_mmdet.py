@@ -29,17 +29,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker_ready(IMAGE) and o
 def mmdet_runs(tmp_path_factory):
     """One Airflow home; each mmdetection DAG run once (smoke, GPU_COUNTS). Returns the home,
     its environment and each DAG run's exit code and log, so one failing DAG fails its own tests."""
-    from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
+    from tests.support.airflow_home import airflow_env, prepare_homes
+    from tests.support.nights import run_steps
 
     home = tmp_path_factory.mktemp("mmdet")
     env = airflow_env(home)
     prepare_homes(env)
-    runs = {}
-    for bench in BENCHMARKS:
-        conf = {"gpu_counts": GPU_COUNTS[bench], "profile": "smoke", "seed": 0}
-        runs[bench] = run([BIN / "airflow", "dags", "test", f"scalebench_{bench}", "-c", json.dumps(conf)], env,
-                          timeout=1200)
-        (home / f"dags-test-{bench}.log").write_text(runs[bench][1])
+    steps = [["dags", "test", f"scalebench_{bench}", "-c",
+              json.dumps({"gpu_counts": GPU_COUNTS[bench], "profile": "smoke", "seed": 0})] for bench in BENCHMARKS]
+    done = run_steps(env, steps, timeout=3000)  # the three runs in one process: Airflow starts once
+    done += [(1, "the sequence stopped before this run")] * (len(steps) - len(done))
+    runs = dict(zip(BENCHMARKS, done))
+    for bench, (_, log) in runs.items():
+        (home / f"dags-test-{bench}.log").write_text(log)
     return home, env, runs
 
 
