@@ -12,7 +12,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalebench.analysis.prediction import naive_rules, points_from_csv, predict
+from scalebench.analysis.prediction import naive_rules, predict
+from scalebench.analysis.scaling_table import points_from_csv
 
 TABLES = Path(__file__).with_name("public_scaling.csv")
 FIT_UP_TO = 4

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from scalebench.analysis.prediction import Network, Point, fit, points_from_csv, predict
+from scalebench.analysis.prediction import Network, Point, fit, predict
+from scalebench.analysis.scaling_table import points_from_csv
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "prediction.py"
 

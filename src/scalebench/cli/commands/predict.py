@@ -45,7 +45,8 @@ def cmd_predict(args, configs: Configs) -> Listing:
 
 
 def _from_table(args) -> Listing:
-    from scalebench.analysis.prediction import Network, points_from_csv, predict
+    from scalebench.analysis.prediction import Network, predict
+    from scalebench.analysis.scaling_table import points_from_csv
 
     path = Path(args.from_table)
     try:
