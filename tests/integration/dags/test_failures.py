@@ -12,7 +12,7 @@ DAG_ID = "scalebench_resnet50_keras_cifar10"
 
 @requires_docker
 def test_bad_trigger_input_is_refused_before_anything_runs(tmp_path):
-    env = airflow_env(tmp_path)
+    env = airflow_env(tmp_path, ("resnet50_keras_cifar10",))
     prepare_homes(env)
     rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps({"gpu_counts": [5]})], env, 300)
     assert rc != 0 and "Invalid input for param gpu_counts: 5 is not one of [1, 2, 3, 4]" in log, log[-3000:]

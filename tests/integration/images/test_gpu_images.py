@@ -143,7 +143,7 @@ def test_mmcvs_cuda_ops_load_without_a_driver_and_carry_every_arch_of_the_list()
 def test_every_trainer_runs_its_smoke_cell_in_its_gpu_image(tmp_path, stack, bench):
     image = needs(stack)
     cuda = framework_cuda(build_info(stack))
-    env = airflow_env(tmp_path)
+    env = airflow_env(tmp_path, (bench,))
     prepare_homes(env)
     rc, log = run([BIN / "scalebench", "data", bench, "--profile", "smoke"], env, 600)
     assert rc == 0, log[-3000:]

@@ -33,7 +33,7 @@ def mmdet_runs(tmp_path_factory):
     from tests.support.nights import run_steps
 
     home = tmp_path_factory.mktemp("mmdet")
-    env = airflow_env(home)
+    env = airflow_env(home, tuple(BENCHMARKS))
     prepare_homes(env)
     steps = [["dags", "test", f"scalebench_{bench}", "-c",
               json.dumps({"gpu_counts": GPU_COUNTS[bench], "profile": "smoke", "seed": 0})] for bench in BENCHMARKS]

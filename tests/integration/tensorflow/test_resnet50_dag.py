@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(900)  # the module's one `dags test` runs in th
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("e2e")
-    env = {**airflow_env(home), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
+    env = {**airflow_env(home, ("resnet50_keras_cifar10",)), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
     prepare_homes(env)
     # fp32 only: bf16 (test_resnet50_trainer) is several times slower on a CPU without AVX512-BF16
     conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}

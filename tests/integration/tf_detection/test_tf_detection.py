@@ -80,7 +80,7 @@ def frcnn_run(tmp_path_factory):
     from tests.support.airflow_home import BIN, airflow_env, prepare_homes, run
 
     home = tmp_path_factory.mktemp("frcnn")
-    env = airflow_env(home)
+    env = airflow_env(home, ("frcnn_tf_voc2007",))
     prepare_homes(env)
     rc, log = run([BIN / "airflow", "dags", "test", DAG, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
                   env, timeout=1500)

@@ -21,7 +21,7 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     CPU device slots, results validated by GX (the observed dtype among them), recorded and
     reported. bf16 runs in the Keras DAG test and in test_torch_ddp: on a CPU without
     AVX512-BF16 a bf16 UNet epoch is about 15x an fp32 one."""
-    env = airflow_env(tmp_path)
+    env = airflow_env(tmp_path, ("unet_torch_voc2007",))
     prepare_homes(env)
     dag = "scalebench_unet_torch_voc2007"
     # the UNet DAG, then in the same home each count's all-reduce sweep in the torch image (gloo):
