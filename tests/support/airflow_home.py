@@ -53,7 +53,7 @@ def _migrated_airflow_db(env) -> Path:
 
 def prepare_homes(env):
     """What `make airflow-db` does: Airflow's metadata DB, the results store, the fleet's pools. The
-    SQLite metadata DB is migrated once per session and copied: a migration takes half a minute."""
+    SQLite metadata DB is migrated once per session and copied (a migration is about 4 s of CPU here)."""
     home = Path(env["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in env or (home / "airflow.db").exists():

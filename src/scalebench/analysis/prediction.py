@@ -30,6 +30,8 @@ BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-b
          "overhead": "overhead that grows with N"}
 BOOTSTRAP = 100
 LEVEL = 0.90
+# what a Point may carry beside images/s: each count's median of them is what the fit reads
+MEASURED = ("per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
 
 
 @dataclass(frozen=True)
@@ -195,9 +197,8 @@ def median_points(points: Iterable[Point]) -> list[Point]:
 
     out = []
     for (gpus, hosts), ps in sorted(groups.items()):
-        fields_ = ("per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
         out.append(Point(gpus, statistics.median(p.images_per_s for p in ps), hosts,
-                         **{f: med(ps, f) for f in fields_}))  # type: ignore[arg-type]
+                         **{f: med(ps, f) for f in MEASURED}))  # type: ignore[arg-type]
     return out
 
 
@@ -374,7 +375,7 @@ class _Resample:
     """Each (GPU count, hosts) group's values per field, sorted once with the night each came from,
     so that the medians of a resample of nights are weighted medians (a night drawn k times
     weighs k): no point copied, no list sorted again."""
-    FIELDS = ("images_per_s", "per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
+    FIELDS = ("images_per_s", *MEASURED)
 
     def __init__(self, points: Sequence[Point], nights: list[str]):
         import numpy as np
