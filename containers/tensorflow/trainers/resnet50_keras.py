@@ -64,35 +64,41 @@ def time_each_fetch(tf, model, on_step, delay_s=None):
 PRECISE_BN_BATCHES = 10  # training batches averaged into the BatchNorm statistics before evaluation
 
 
-def precise_bn(tf, keras, model, batches) -> int:
+class PreciseBN:
     """Recompute every BatchNorm layer's moving mean and variance as the average of the batch
     statistics of a few training batches (precise BN, as in pycls and Detectron). With Keras'
     momentum of 0.99 the moving statistics after a short run are still mostly their initial
     values, so evaluation would normalise with the wrong statistics and predict one class.
-    Momentum 0 makes each forward pass leave exactly its batch's statistics, which are summed."""
-    import numpy as np
+    Momentum 0 makes each forward pass leave exactly its batch's statistics, which are summed.
+    The forward pass is traced once per cell (momentum 0 is baked into that trace), not once per
+    evaluation of a weekly run."""
 
-    layers = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
-    saved = [layer.momentum for layer in layers]
-    sums = [[np.zeros(layer.moving_mean.shape), np.zeros(layer.moving_variance.shape)] for layer in layers]
-    forward = tf.function(lambda x: model(x, training=True))  # traced once: eager ResNet50 is 10x slower
-    n = 0
-    try:
-        for layer in layers:
-            layer.momentum = 0.0
-        for x, _ in batches:
-            forward(x)
-            n += 1
-            for total, layer in zip(sums, layers):
-                total[0] += np.asarray(layer.moving_mean)
-                total[1] += np.asarray(layer.moving_variance)
-        for (mean, var), layer in zip(sums, layers):
-            layer.moving_mean.assign(mean / n)
-            layer.moving_variance.assign(var / n)
-    finally:
-        for layer, momentum in zip(layers, saved):
-            layer.momentum = momentum
-    return n
+    def __init__(self, tf, keras, model):
+        self.layers = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
+        self.forward = tf.function(lambda x: model(x, training=True))  # eager ResNet50 is 10x slower
+
+    def __call__(self, batches) -> int:
+        import numpy as np
+
+        saved = [layer.momentum for layer in self.layers]
+        sums = [[np.zeros(layer.moving_mean.shape), np.zeros(layer.moving_variance.shape)] for layer in self.layers]
+        n = 0
+        try:
+            for layer in self.layers:
+                layer.momentum = 0.0
+            for x, _ in batches:
+                self.forward(x)
+                n += 1
+                for total, layer in zip(sums, self.layers):
+                    total[0] += np.asarray(layer.moving_mean)
+                    total[1] += np.asarray(layer.moving_variance)
+            for (mean, var), layer in zip(sums, self.layers):
+                layer.moving_mean.assign(mean / n)
+                layer.moving_variance.assign(var / n)
+        finally:
+            for layer, momentum in zip(self.layers, saved):
+                layer.momentum = momentum
+        return n
 
 
 def epoch_dataset(tf, x, y, plan: dict, seed: int):
@@ -126,7 +132,8 @@ def main() -> None:
         model = build_model(keras, data.x_train.shape[1:], train["lr"])
     observed = keras_observed(keras, model, OBSERVED_LAYER, data.prep(data.x_train[:2]))
     run.model_ready(int(model.count_params()), replicas=fw.world, strategy=fw.strategy)
-    score = lambda: evaluate(tf, keras, run, model, data)  # noqa: E731
+    bn = PreciseBN(tf, keras, model)
+    score = lambda: evaluate(run, model, data, bn)  # noqa: E731
     with run.training(data.plan["steps_per_epoch"]):
         model.fit(data.ds, epochs=train["epochs"], steps_per_epoch=data.plan["steps_per_epoch"], verbose=2,
                   callbacks=epoch_callbacks(tf, keras, run, model, score))
@@ -166,12 +173,12 @@ def build_model(keras, input_shape, lr: float):
     return model
 
 
-def evaluate(tf, keras, run: TrainerRun, model, data: Cifar) -> dict:
+def evaluate(run: TrainerRun, model, data: Cifar, precise_bn: PreciseBN) -> dict:
     """Precise BN over a few training batches, then the whole test split once."""
     import numpy as np
 
     global_batch = run.train["global_batch"]
-    bn_batches = precise_bn(tf, keras, model, data.ds.take(min(PRECISE_BN_BATCHES, data.plan["steps_per_epoch"])))
+    bn_batches = precise_bn(data.ds.take(min(PRECISE_BN_BATCHES, data.plan["steps_per_epoch"])))
     run.events.log("precise_bn", bn_batches, images=bn_batches * global_batch)
     probs = model.predict(data.prep(data.x_test), batch_size=global_batch, verbose=0)
     return macro_precision_recall(data.y_test, np.argmax(probs, axis=1), num_classes=10)
