@@ -21,17 +21,24 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
+
+from scalebench.analysis.scaling_forms import PLATEAU_GAIN, Choice, Form, choose, plateau
 
 MODEL_VERSION = 1
 PARTS = ("compute", "data_wait", "sync", "other")
 BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time",
-         "overhead": "overhead that grows with N"}
+         "overhead": "overhead that grows with N", "across_hosts": "bound by what the hosts add"}
 BOOTSTRAP = 100
 LEVEL = 0.90
 # what a Point may carry beside images/s: each count's median of them is what the fit reads
 MEASURED = ("per_gpu_batch", "step_s", "compute_s", "data_wait_s", "sync_s", "other_s")
+HOP_LATENCY_S = 5e-6            # a ring step inside a host (NCCL's small-message latency over NVLink or PCIe)
+ACROSS_HOP_LATENCY_S = 20e-6    # a ring step across hosts (InfiniBand or RoCE)
+ASSUMED_LINK_EFFICIENCY = 0.5   # the fraction of line rate a ring across hosts reaches, where no row measures it
+BREAKDOWN_MARGIN = 0.01         # an aggregate form replaces the measured breakdown only when this much better held out
+MIN_WIDTH = 0.03                # the narrowest half-width of a table's interval (chosen on the tuning part)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,12 @@ class Network:
     busbw_gbps: dict[int, float] = field(default_factory=dict)
     link_gbps: float | None = None
     across_busbw_gbps: float | None = None  # an all-reduce measured across hosts (GB/s): the link's own figure
+    link_efficiency: float | None = None    # the fraction of line rate a ring reaches across hosts (None: assumed)
+    hop_latency_s: float = HOP_LATENCY_S    # one ring step's latency inside a host (NVLink, PCIe)
+
+    @property
+    def efficiency(self) -> float:
+        return self.link_efficiency if self.link_efficiency is not None else ASSUMED_LINK_EFFICIENCY
 
     def busbw(self, gpus: int, hosts: int) -> float | None:
         """GB/s a ring of `gpus` per host sees: the sweep at that count, else at the nearest
@@ -78,19 +91,22 @@ class Network:
         near = min(self.busbw_gbps, key=lambda n: (abs(n - gpus), -n))
         bw = self.busbw_gbps[near]
         if hosts > 1:
-            across = self.across_busbw_gbps or (self.link_gbps / 8 if self.link_gbps else None)
+            across = self.across_busbw_gbps or (self.link_gbps / 8 * self.efficiency if self.link_gbps else None)
             return min(bw, across) if across else None
         return bw
 
     def sync_s(self, gpus: int, hosts: int = 1) -> float | None:
-        """Seconds of one all-reduce of the gradients over gpus x hosts ranks (0 on one rank)."""
+        """Seconds of one ring all-reduce of the gradients over gpus x hosts ranks (0 on one rank):
+        2 (n - 1) / n x bytes / bus bandwidth, plus 2 (n - 1) steps of latency (across hosts
+        each step waits on the link)."""
         n = gpus * hosts
         if n == 1:
             return 0.0
         bw = self.busbw(gpus, hosts)
         if not self.gradient_bytes or not bw:
             return None
-        return 2 * (n - 1) / n * self.gradient_bytes / (bw * 1e9)
+        latency = self.hop_latency_s if hosts == 1 else ACROSS_HOP_LATENCY_S
+        return 2 * (n - 1) / n * self.gradient_bytes / (bw * 1e9) + 2 * (n - 1) * latency
 
 
 def ring(n: int) -> float:
@@ -113,6 +129,12 @@ class Fit:
     network: Network
     counts: tuple[int, ...]
     notes: tuple[str, ...] = ()
+    form: Form | None = None          # the aggregate's growth with N, chosen by held-out error
+    across: Form | None = None        # growth with the hosts, fitted on a table's multi-host rows
+    choice: Choice | None = None      # the forms scored (also for a breakdown fit: its interval's spread)
+    held_out_error: float | None = None  # the model's own error at the largest count from the counts below
+    plateau: bool = False             # the largest count gained (almost) nothing: carried forward
+    per_image1: float = 0.0           # seconds per image per GPU at the smallest count (the forms' unit)
 
     def step(self, gpus: int, hosts: int = 1, batch: float | None = None) -> dict[str, float] | None:
         n, b = gpus * hosts, self.batch1 if batch is None else batch
@@ -120,7 +142,12 @@ class Fit:
         full = self.network.sync_s(gpus, hosts)
         above_one = max(self.counts) > 1
         if self.kind == "aggregate":
-            base = compute / (1 + self.straggler * math.log2(n))
+            base = self.alpha + self.beta * b
+            if self.across is not None and hosts > 1 and self.form is not None:
+                single = base * self.form.growth(gpus)  # one host's step, then what the hosts add (fitted)
+                return {"compute": base, "data_wait": 0.0, "sync": 0.0, "other": 0.0, "overhead": single - base,
+                        "across_hosts": single * (self.across.growth(hosts) - 1)}
+            compute = base * (self.form.growth(n) if self.form else 1.0)
             extra = self._across_hosts(gpus, hosts)
             if above_one and extra is not None:  # growth with N (the slowest rank, the sync, the input) as one
                 # overhead, never called sync: none was measured; across hosts, the ring's extra time is
@@ -202,27 +229,78 @@ def median_points(points: Iterable[Point]) -> list[Point]:
     return out
 
 
-def fit(points: Sequence[Point], network: Network = Network()) -> Fit:
-    """The step model from measured points (one per count: `median_points`): the breakdown model
-    where every point has one, else the aggregate fit from throughput."""
+def fit(points: Sequence[Point], network: Network = Network(), target: tuple[int, int] | None = None,
+        use: str | None = None) -> Fit:
+    """The step model from measured points (one per count: `median_points`) for a prediction at
+    `target` (GPUs per host, hosts): the breakdown model where every point has one, unless an
+    aggregate form predicted the largest count from the counts below it clearly better; else the
+    aggregate form with the smallest such held-out error (scaling_forms). `use` ("breakdown" or a
+    form) refits the model already chosen: a bootstrap resample does not choose again."""
     pts = sorted(median_points(points), key=lambda p: p.total)
     if not pts:
         raise ValueError("no measured point to fit")
-    batch1 = pts[0].per_gpu_batch or 1.0
-    steps = [(p.step_s if p.step_s else p.total * (p.per_gpu_batch or 1.0) / p.images_per_s) for p in pts]
-    batches = [p.per_gpu_batch or 1.0 for p in pts]
+    single = [p for p in pts if p.hosts == 1] or pts
+    gpus, hosts = target or (2 * single[-1].total, 1)
+    batch1 = single[0].per_gpu_batch or 1.0
     counts = tuple(p.total for p in pts)
-    if all(p.broken_down for p in pts):
-        return _fit_breakdown(pts, batches, network, counts)
-    c = steps[0] / batches[0]
-    # s >= 0: the step's growth beyond compute at 1 GPU, in log2 N, least squares over counts > 1
-    xs = [(math.log2(p.total), st / (c * b) - 1) for p, st, b in zip(pts, steps, batches) if p.total > 1]
-    grow = max(0.0, sum(x * y for x, y in xs) / sum(x * x for x, _ in xs)) if xs else 0.0
-    notes = ["aggregate fit from throughput: what grows with N (the slowest rank, the sync, the input) is "
-             "one term in log2 N"]
-    if not xs:
+    per_image = {p.total: _per_image(p) for p in single}
+    c = per_image[single[0].total]
+    growth = [(n, v / c) for n, v in per_image.items()]
+    choice = choose(growth, gpus, None if use in (None, "breakdown") else use)
+    notes = [f"form {choice.form.describe()}: {choice.reason}"]
+    flat = plateau(growth)
+    if all(p.broken_down for p in pts) and use in (None, "breakdown"):
+        model = _fit_breakdown(pts, [p.per_gpu_batch or 1.0 for p in pts], network, counts)
+        err = None if use else _held_out_breakdown(single, network)
+        best = choice.scores.get("mix")
+        if use or err is None or best is None or best >= err - _margin(points, single[-1].total):
+            said = f"; it predicted the measured {single[-1].total} from the counts below within {err:.1%}" \
+                if err is not None else ""
+            return replace(model, notes=model.notes + (f"breakdown model{said}",), choice=choice,
+                           held_out_error=err, plateau=flat, per_image1=c)
+        notes.append(f"the measured breakdown predicted {single[-1].total} within {err:.1%} only: the form is used")
+    notes.insert(0, "aggregate fit from throughput: what grows with N (the slowest rank, the sync, the input) is "
+                    "one term")
+    if len(single) == 1:
         notes.append("one GPU count measured: the sync is the measured all-reduce, not overlapped")
-    return Fit("aggregate", batch1, 0.0, c, grow, 0.0, 0.0, 1.0, 0.0, 0.0, network, counts, tuple(notes))
+    across = None
+    multi = [p for p in pts if p.hosts > 1]
+    if multi:
+        # relative to the form at the row's GPUs per host, as `step` computes it: the row is given back
+        rows = [(p.hosts, _per_image(p) / c / choice.form.growth(p.gpus)) for p in multi]
+        across_choice = choose([(1, 1.0), *rows], hosts)
+        across = across_choice.form
+        notes.append(f"across hosts, fitted on the {', '.join(str(h) for h, _ in rows)}-host row(s): form "
+                     f"{across.describe()}; {across_choice.reason}")
+    err = choice.scores.get(choice.form.name) if choice.scores else None
+    return Fit("aggregate", batch1, 0.0, c, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, network, counts, tuple(notes),
+               choice.form, across, choice, err, flat, c)
+
+
+def _margin(points: Sequence[Point], top: int) -> float:
+    """How much better held out an aggregate form must be to replace a measured breakdown: at
+    least BREAKDOWN_MARGIN, and twice the nights' spread (coefficient of variation) at the largest
+    count, so one noisy night never decides."""
+    values = [p.images_per_s for p in points if p.total == top and p.hosts == 1]
+    cv = statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+    return max(BREAKDOWN_MARGIN, 2 * cv)
+
+
+def _per_image(p: Point) -> float:
+    """Seconds per image per GPU: the step over the per-GPU batch."""
+    b = p.per_gpu_batch or 1.0
+    return (p.step_s if p.step_s else p.total * b / p.images_per_s) / b
+
+
+def _held_out_breakdown(single: list[Point], network: Network) -> float | None:
+    """The breakdown model's error at the largest count, fitted on the counts below (three or more)."""
+    if len(single) < 3:
+        return None
+    top = single[-1]
+    below = _fit_breakdown(single[:-1], [p.per_gpu_batch or 1.0 for p in single[:-1]], network,
+                           tuple(p.total for p in single[:-1]))
+    got = images_per_s(below, top.gpus, top.hosts, top.per_gpu_batch)
+    return abs(got / top.images_per_s - 1) if got else None
 
 
 def _fit_breakdown(pts: list[Point], batches: list[float], network: Network, counts: tuple[int, ...]) -> Fit:
@@ -278,13 +356,14 @@ def _fit_compute(counts: list[int], batches: list[float], compute: list[float]) 
 
 def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network = Network(), *,
             batch: float | None = None, table: bool = False, interval: bool = True, seed: int = 0) -> Prediction:
-    """images/s at gpus x hosts from the measured points; the interval from bootstrapping the
-    points' nights (BOOTSTRAP resamples), none with one night, from a table or without `interval`."""
+    """images/s at gpus x hosts from the measured points, bounded (`_bounded`); the interval from
+    bootstrapping the points' nights (BOOTSTRAP resamples; none with one night or without
+    `interval`), from a table the chosen form's held-out error and the other forms' spread."""
     try:
-        model = fit(points, network)
+        model = fit(points, network, (gpus, hosts))
     except ValueError as exc:
         return Prediction(gpus, hosts, None, why_not=str(exc))
-    one = _images_per_s(model, 1, 1, None) if 1 not in model.counts else \
+    one = images_per_s(model, 1, 1, None) if 1 not in model.counts else \
         median_points([p for p in points if p.total == 1])[0].images_per_s
     if batch is None:
         batch = _batch_at(points, gpus * hosts, model.batch1)
@@ -296,34 +375,83 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
         why = (f"two hosts need {needs}" if hosts > 1 else
                "one GPU count measured and no all-reduce measured: nothing to scale the sync from")
         return Prediction(gpus, hosts, None, kind=model.kind, notes=model.notes, why_not=why)
+    n = gpus * hosts
+    parts, bounds = _bounded(model, points, parts, gpus, hosts, batch)
     step = sum(parts.values())
-    ips = gpus * hosts * batch / step
+    ips = n * batch / step
     shares = {k: v / step for k, v in parts.items()}
     part = max(shares, key=lambda k: shares[k])
-    limit = f"{BOUND[part]} at {gpus * hosts}: {shares[part]:.0%} of the step"
+    limit = f"{BOUND[part]} at {n}: {shares[part]:.0%} of the step"
     if model.kind == "aggregate" and "overhead" in parts:  # no breakdown: the 1-GPU step and what grows with N
-        limit = (f"overhead grows with N: {shares['overhead']:.0%} of the step at {gpus * hosts}"
+        limit = (f"overhead grows with N: {shares['overhead']:.0%} of the step at {n}"
                  + (f", beside the 1-GPU step's {shares['compute']:.0%}" if part != "overhead" else "")
                  + (f" and the ring across hosts' {shares['sync']:.0%}" if shares["sync"] else "")
+                 + (f" and what the hosts add {shares['across_hosts']:.0%}" if shares.get("across_hosts") else "")
                  + " (no breakdown measured: the slowest rank, the sync and the input are one term)")
+    top = max(p.total for p in points)
+    widen = max(1.0, math.log2(n / top)) * (2.0 if n > 2 * top else 1.0)
+    if n > 2 * top:
+        bounds.append(f"an extrapolation: {n} GPUs is more than twice the largest measured count ({top}); "
+                      f"the interval is {widen:.3g}x as wide")
     low = high = None
     nights = sorted({p.night for p in points if p.night})
-    if len(nights) > 1 and not table and interval:
-        low, high = _bootstrap(points, nights, gpus, hosts, network, batch, seed)
-    n = gpus * hosts
+    if table:
+        low, high = _form_interval(model, ips, gpus, hosts, batch, widen)
+    elif len(nights) > 1 and interval:
+        from scalebench.analysis.prediction_bootstrap import bootstrap
+
+        low, high = bootstrap(points, nights, gpus, hosts, network, batch, seed,
+                              "breakdown" if model.kind == "breakdown" else model.form.name if model.form else None)
+        if low is not None and high is not None:
+            low, high = ips - (ips - low) * widen, ips + (high - ips) * widen
     eff = ips / (n * one) if one else None
     return Prediction(gpus, hosts, ips, one / ips if one else None, eff, low, high,
                       {k: round(v, 4) for k, v in shares.items()}, limit, "table" if table else model.kind,
-                      model.notes + _across_note(network, hosts),
-                      nights=len(nights))
+                      model.notes + _across_note(model, hosts) + tuple(bounds), nights=len(nights))
 
 
-def _across_note(network: Network, hosts: int) -> tuple[str, ...]:
-    if hosts == 1:
+def _bounded(model: Fit, points: Sequence[Point], parts: dict[str, float], gpus: int, hosts: int,
+             batch: float) -> tuple[dict[str, float], list[str]]:
+    """No step shorter than the ring all-reduce alone where the sync is known (the forms never
+    go below the 1-GPU compute: growth >= 1), and a plateau or drop at the largest measured count
+    carried forward: no more images/s beyond it than it gave. What binds is said."""
+    parts, said = dict(parts), []
+    n, step = gpus * hosts, sum(parts.values())
+    full = model.network.sync_s(gpus, hosts)
+    if full and step < full:
+        parts["overhead" if "overhead" in parts else "sync"] += full - step
+        said.append(f"bounded by the ring all-reduce alone at {n}: {full * 1e3:.3g} ms a step")
+    top = max(median_points(points), key=lambda p: (p.hosts == 1, p.total))
+    step = sum(parts.values())
+    if model.plateau and n > top.total and n * batch / step > top.images_per_s:
+        key = "overhead" if "overhead" in parts else "other"
+        parts[key] += n * batch / top.images_per_s - step
+        said.append(f"a plateau at {top.total} GPUs (it added under {PLATEAU_GAIN:.0%} of a GPU's rate per GPU): "
+                    f"carried forward, no more than its {top.images_per_s:.4g} images/s")
+    return parts, said
+
+
+def _form_interval(model: Fit, ips: float, gpus: int, hosts: int, batch: float,
+                   widen: float) -> tuple[float, float]:
+    """A table's interval: the prediction +- its model's held-out error (at least MIN_WIDTH),
+    widened with the distance beyond the measured counts, and every other candidate form's
+    prediction inside it."""
+    w = max(model.held_out_error or 0.0, MIN_WIDTH) * widen
+    n = gpus * hosts
+    others = [n / (model.per_image1 * f.growth(n)) for f in model.choice.candidates.values()] \
+        if model.choice and model.across is None and hosts == 1 else []
+    return min([ips * (1 - w), *others]), max([ips * (1 + w), *others])
+
+
+def _across_note(model: Fit, hosts: int) -> tuple[str, ...]:
+    if hosts == 1 or model.across is not None:
         return ()
+    network = model.network
     if network.across_busbw_gbps:
         return (f"{hosts} hosts: the all-reduce across them at the measured {network.across_busbw_gbps:g} GB/s",)
-    return (f"{hosts} hosts: the link between them assumed at {network.link_gbps:g} Gbit/s, not measured",)
+    said = ("given" if network.link_efficiency is not None else "assumed, no multi-host row measures it")
+    return (f"{hosts} hosts: the link between them assumed at {network.link_gbps:g} Gbit/s, not measured; a ring "
+            f"across them reaches {network.efficiency:.0%} of its line rate ({said})",)
 
 
 def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
@@ -340,139 +468,7 @@ def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
     return (known[-1].per_gpu_batch or batch1) if known else batch1
 
 
-def _images_per_s(model: Fit, gpus: int, hosts: int, batch: float | None) -> float | None:
+def images_per_s(model: Fit, gpus: int, hosts: int, batch: float | None) -> float | None:
     parts = model.step(gpus, hosts, batch)
     b = model.batch1 if batch is None else batch
     return gpus * hosts * b / sum(parts.values()) if parts else None
-
-
-def _bootstrap(points: Sequence[Point], nights: list[str], gpus: int, hosts: int, network: Network,
-               batch: float, seed: int) -> tuple[float | None, float | None]:
-    """The LEVEL interval of images/s over BOOTSTRAP resamples of the nights (with replacement).
-    A resample is its nights' counts, never copies of its points: each count's medians are
-    weighted medians of the points sorted once (`_Resample`), the same values the points'
-    medians would give."""
-    import random
-
-    rng = random.Random(seed)
-    resample = _Resample(points, nights)
-    got = []
-    for _ in range(BOOTSTRAP):
-        medians = resample.medians([rng.choice(nights) for _ in nights])
-        if medians is None:
-            continue  # a resample that lost a count fits another model
-        ips = _images_per_s(fit(medians, network), gpus, hosts, batch)
-        if ips:
-            got.append(ips)
-    if len(got) < BOOTSTRAP // 2:
-        return None, None
-    got.sort()
-    lo, hi = (1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2
-    return got[int(lo * (len(got) - 1))], got[int(hi * (len(got) - 1))]
-
-
-class _Resample:
-    """Each (GPU count, hosts) group's values per field, sorted once with the night each came from,
-    so that the medians of a resample of nights are weighted medians (a night drawn k times
-    weighs k): no point copied, no list sorted again."""
-    FIELDS = ("images_per_s", *MEASURED)
-
-    def __init__(self, points: Sequence[Point], nights: list[str]):
-        import numpy as np
-
-        self.index = {n: i for i, n in enumerate(nights)}
-        self.totals = len({p.total for p in points})
-        by_group: dict[tuple[int, int], list[Point]] = {}
-        for p in points:
-            if p.night in self.index:
-                by_group.setdefault((p.gpus, p.hosts), []).append(p)
-        self.groups = []
-        for key, ps in sorted(by_group.items()):
-            columns = {}
-            for name in self.FIELDS:
-                kept = sorted((getattr(p, name), self.index[p.night or ""]) for p in ps
-                              if getattr(p, name) is not None)
-                columns[name] = (np.array([v for v, _ in kept]), np.array([i for _, i in kept], dtype=int))
-            self.groups.append((key, columns))
-
-    def medians(self, drawn: list[str]) -> list[Point] | None:
-        """One point per group of the resample `drawn` (nights, with repeats); None when it lost a
-        GPU count the points have."""
-        import numpy as np
-
-        weights = np.bincount([self.index[n] for n in drawn], minlength=len(self.index))
-        out = []
-        for (gpus, hosts), columns in self.groups:
-            values = {name: _weighted_median(v, weights[at]) for name, (v, at) in columns.items()}
-            ips = values.pop("images_per_s")
-            if ips is not None:
-                out.append(Point(gpus, ips, hosts, **values))  # type: ignore[arg-type]
-        return out if len({p.total for p in out}) == self.totals else None
-
-
-def _weighted_median(ordered, weights) -> float | None:
-    """statistics.median of `ordered` (ascending) with each value repeated by its weight."""
-    import numpy as np
-
-    n = int(weights.sum())
-    if not n:
-        return None
-    cumulative = np.cumsum(weights)
-
-    def at(q: int) -> float:  # the value at 0-based position q of the repeated list
-        return float(ordered[int(np.searchsorted(cumulative, q, side="right"))])
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
-
-
-def naive_rules(points: Sequence[Point], n: int) -> dict[str, float]:
-    """The two rules a prediction must beat, as images/s at n: per-GPU throughput stays at the
-    largest measured count's; the efficiency trend continues linearly (least squares in N)."""
-    pts = median_points(points)
-    top = max(pts, key=lambda p: p.total)
-    one = next(p.images_per_s for p in pts if p.total == 1)
-    xs = [(p.total, p.images_per_s / (p.total * one)) for p in pts]
-    mx, my = statistics.fmean(x for x, _ in xs), statistics.fmean(y for _, y in xs)
-    sxx = sum((x - mx) ** 2 for x, _ in xs)
-    slope = sum((x - mx) * (y - my) for x, y in xs) / sxx if sxx else 0.0
-    eff = my + slope * (n - mx)
-    return {"per-GPU throughput held": top.images_per_s / top.total * n, "efficiency trend": eff * n * one}
-
-
-SeriesId = tuple[str, str, str]  # benchmark, host, precision: one series of predictions
-
-
-def series_points(rows: Sequence, before: str | None = None, up_to: str | None = None) -> dict[SeriesId, list[Point]]:
-    """Per benchmark, host and precision, one point per valid measured cell (the step breakdown
-    per step where the trainer measured it), on the nights (before `before`, or up to `up_to`) of
-    the newest night's image: a new image starts the fit again. Scheduled runs of the nightly
-    profile where a series has them (the nights the regression judge keeps: not a weekly full
-    run, not a manual trial of a candidate image), else its newest night's runs (a demo's)."""
-    from scalebench.analysis.noise import JUDGED_PROFILE
-
-    groups: dict[SeriesId, list] = {}
-    for r in rows:
-        if r.get("role", "measure") != "measure" or r.get("status") != "valid" or not r.get("figure") or \
-                not r.get("night") or before and r["night"] >= before or up_to and r["night"] > up_to:
-            continue
-        groups.setdefault((r["benchmark"], r["host"], r["precision"]), []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        nightly = [r for r in rs if r.get("run_type") == "scheduled" and r["profile"] == JUDGED_PROFILE]
-        rs = nightly or rs
-        newest = max(rs, key=lambda r: (r["night"], r["run_id"]))
-        same = [r for r in rs if r["figure"].get("image_digest") == newest["figure"].get("image_digest")
-                and r["profile"] == newest["profile"]]
-        out[key] = [_point(r) for r in same]
-    return out
-
-
-def _point(row) -> Point:
-    figure = row["figure"]
-    b = ((figure.get("timing") or {}).get("breakdown") or {})
-    steps = b.get("timed_steps") or 0
-
-    def per_step(part: str) -> float | None:
-        v = b.get(part)
-        return v / steps if v is not None and steps else None
-    return Point(row["gpus"], figure["images_per_s"], 1, row.get("per_device_batch"), per_step("step_s"),
-                 per_step("compute_s"), per_step("data_wait_s"), per_step("sync_s"), per_step("other_s"), row["night"])

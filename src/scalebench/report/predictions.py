@@ -9,8 +9,8 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from scalebench.analysis.prediction import (MODEL_VERSION, Network, Point, Prediction, SeriesId, median_points,
-                                            predict, series_points)
+from scalebench.analysis.prediction import MODEL_VERSION, Network, Point, Prediction, median_points, predict
+from scalebench.analysis.prediction_series import SeriesId, series_points
 
 TARGET_GPUS = 8
 HOSTS = 2
