@@ -167,7 +167,7 @@ def goals(found: list[Row], far: list[tuple[str, int, float, float]]) -> list[tu
         out.append((f"{cls} against the naive rules: mean error {ours:.1%} <= the better one's {best:.1%}",
                     ours <= best))
     if ratios:
-        out.append((f"on average {1 - statistics.fmean(ratios):.0%} lower than the better naive rule (goal >= 25 %)",
+        out.append((f"on average {1 - statistics.fmean(ratios):.1%} lower than the better naive rule (goal >= 25 %)",
                     statistics.fmean(ratios) <= 0.75))
     poor = [r for r in found if r.cls == "poor"]
     if poor:

@@ -13,9 +13,10 @@ hosts of n). docs/prediction.md is the model's page; in short:
 Each part is fitted on the measured counts (alpha and beta need two per-GPU batches, s, h and g a
 count above 1; without one they are 0, 0 and 1: no growth, no overlap, said in the fit's notes).
 Where a framework gives no breakdown (TensorFlow's MirroredStrategy) or only throughput is known
-(a published table), the aggregate fit: step(N) = c x per-GPU batch x (1 + s log2 N), all that
-grows with N (the slowest rank, the sync, the input) in one term, s >= 0 by least squares; two
-hosts add the all-reduce's extra time over the slower link. The interval comes from
+(a published table), the aggregate fit: step(N) = c x per-GPU batch x growth(N), all that grows
+with N in one term, its form earned on the series by held-out error (scaling_forms); a table's
+multi-host rows fit what the hosts add. Bounded: no step below the ring all-reduce where the sync
+is known, a plateau carried forward, an extrapolation said and widened. The interval comes from
 bootstrapping the nights; one night gives none."""
 from __future__ import annotations
 
@@ -271,10 +272,24 @@ def fit(points: Sequence[Point], network: Network = Network(), target: tuple[int
         across_choice = choose([(1, 1.0), *rows], hosts)
         across = across_choice.form
         notes.append(f"across hosts, fitted on the {', '.join(str(h) for h, _ in rows)}-host row(s): form "
-                     f"{across.describe()}; {across_choice.reason}")
+                     f"{across.describe()}; {across_choice.reason}" + _link_efficiency(network, multi[0], c, choice.form))
     err = choice.scores.get(choice.form.name) if choice.scores else None
     return Fit("aggregate", batch1, 0.0, c, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, network, counts, tuple(notes),
                choice.form, across, choice, err, flat, c)
+
+
+def _link_efficiency(network: Network, row: Point, c: float, form: Form) -> str:
+    """Where the gradient size and the link are known: the fraction of the link's line rate the
+    ring across hosts reached at a multi-host row (its extra seconds a step against a ring at line
+    rate)."""
+    b = row.per_gpu_batch or 1.0
+    extra = (_per_image(row) - c * form.growth(row.gpus)) * b
+    if not network.gradient_bytes or not network.link_gbps or extra <= 0:
+        return ""
+    n = row.total
+    ideal = 2 * (n - 1) / n * network.gradient_bytes / (network.link_gbps / 8 * 1e9)
+    return (f"; the ring across them reached {min(1.0, ideal / extra):.0%} of the link's "
+            f"{network.link_gbps:g} Gbit/s line rate at {row.hosts} hosts (fitted)")
 
 
 def _margin(points: Sequence[Point], top: int) -> float:

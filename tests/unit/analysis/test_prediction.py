@@ -98,13 +98,19 @@ def test_the_ring_all_reduce_bounds_the_step_where_the_sync_is_known():
 def test_hosts_from_a_table_with_a_multi_host_row_are_fitted_on_it_and_said():
     rows = table([1, 2, 4, 8], lambda n: 1 / (1 + 0.02 * math.log2(n)))
     eff8 = rows[-1].images_per_s
-    rows += [Point(8, eff8 * 2 * 0.9, hosts=2)]  # two hosts lose 10 %
+    rows += [Point(8, eff8 * 2 * 0.9, hosts=2, per_gpu_batch=32)]  # two hosts lose 10 %
     got = predict(rows, 8, 2, table=True)
     assert got.images_per_s == pytest.approx(eff8 * 2 * 0.9, rel=1e-6)
     four = predict(rows, 8, 4, table=True)
     assert four.images_per_s < 4 * eff8 * 0.9 and "what the hosts add" in four.limit
     assert any(n.startswith("across hosts, fitted on the 2-host row(s)") for n in four.notes)
     assert not any("assumed" in n for n in four.notes)
+    # 25 M parameters on a 100 Gbit/s link: a ring at line rate would add 2 x 15/16 x 100 MB / 12.5 GB/s = 15 ms
+    step8 = 8 * 32 / rows[3].images_per_s
+    linked = predict(rows, 8, 4, Network(100e6, link_gbps=100.0), table=True)
+    extra = step8 / 0.9 - step8
+    assert any(f"reached {min(1.0, 2 * 15 / 16 * 0.1 / 12.5 / extra):.0%} of the link's 100 Gbit/s line rate at 2 "
+               "hosts (fitted)" in n for n in linked.notes), linked.notes
 
 
 def synthetic(counts, nights=1, *, batch=32, c=0.004, s=0.02, d1=0.01, h=0.004, other=0.005, g=2.0,

@@ -126,6 +126,17 @@ def test_two_hosts_from_a_table_take_the_bus_bandwidths_and_a_refusal_exits_non_
     measured = json.loads(capsys.readouterr().out)
     assert measured["images_per_s"] < assumed["images_per_s"]  # 3 GB/s measured across, 12.5 assumed
     assert "assumed at 100 Gbit/s, not measured" in " ".join(assumed["notes"])
+    assert main(two + ["--busbw", "80", "--link-gbps", "100", "--link-efficiency", "0.9"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert given["images_per_s"] > assumed["images_per_s"] and "reaches 90% of its line rate (given)" in \
+        " ".join(given["notes"]) and "reaches 50% of its line rate (assumed" in " ".join(assumed["notes"])
+    # a table's multi-host row is fitted on: no bandwidth asked for, nothing assumed
+    hosts = tmp_path / "hosts.csv"
+    hosts.write_text("gpus,hosts,per_gpu_batch,images_per_s\n1,1,16,100\n2,1,16,196\n4,1,16,368\n4,2,16,662\n")
+    assert main(["predict", "--from-table", str(hosts), "--gpus", "4", "--hosts", "4", "-o", "json"]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert 0 < fitted["images_per_s"] < 2 * 662 and "fitted on the 2-host row(s)" in " ".join(fitted["notes"])
+    assert "assumed" not in " ".join(fitted["notes"])
     assert "at the measured 3 GB/s" in " ".join(measured["notes"])
     # the ring's extra time across hosts is named as such; the growth without a breakdown never as a sync
     assert measured["limit"].startswith("overhead grows with N") and "the ring across hosts'" in measured["limit"]
@@ -134,7 +145,7 @@ def test_two_hosts_from_a_table_take_the_bus_bandwidths_and_a_refusal_exits_non_
     assert refused.value.code == 2
     assert "--busbw: 'x' is not a number" in capsys.readouterr().err
     assert main(["predict", BENCH, "--gpus", "8", "--busbw", "80"]) == 2  # nights carry their own sweeps
-    assert "--busbw and --link-gbps go with --from-table" in capsys.readouterr().err
+    assert "--busbw, --link-gbps and --link-efficiency go with --from-table" in capsys.readouterr().err
 
 
 def test_the_history_page_embeds_the_frozen_predictions_beside_the_measured_nights(store):

@@ -15,8 +15,9 @@ COLUMNS = ["series", "target", "images_per_s", "interval", "relative_time", "eff
 def cmd_predict(args, configs: Configs) -> Listing:
     if args.from_table:
         return _from_table(args)
-    if args.busbw or args.link_gbps:  # a benchmark's nights have the fleet's links and the stored sweeps
-        raise ConfigError("predict: --busbw and --link-gbps go with --from-table; a benchmark's nights use the "
+    if args.busbw or args.link_gbps or args.link_efficiency:  # nights have the fleet's links and stored sweeps
+        raise ConfigError("predict: --busbw, --link-gbps and --link-efficiency go with --from-table; a benchmark's "
+                          "nights use the "
                           "all-reduce sweeps in the store and each host's link_gbps in the fleet file")
     if not args.benchmark:
         raise ConfigError("predict: name a BENCHMARK (its stored nights) or give --from-table FILE.csv")
@@ -62,7 +63,8 @@ def _from_table(args) -> Listing:
     if not any(p.total == 1 for p in points):
         raise ConfigError(f"{path}: table {name}: no row at 1 GPU; the prediction is relative to it")
     inside, across = args.busbw or (None, None)
-    net = Network(params[name] * 4 if name in params else None, {1: inside} if inside else {}, args.link_gbps, across)
+    net = Network(params[name] * 4 if name in params else None, {1: inside} if inside else {}, args.link_gbps, across,
+                  args.link_efficiency)
     got = predict(points, args.gpus, args.hosts, net, table=True)
     return Listing(COLUMNS, [_row(name, got)], got.to_json(), list(got.notes), exit_code=_refused([got]))
 
@@ -103,6 +105,9 @@ PREDICT = Command("predict", "what more GPUs would give: images/s, time relative
                                                  "compute_s, data_wait_s, sync_s, params (table, source)"),
     arg("--table", help="with --from-table: which table of the file (its `table` column)"),
     arg("--link-gbps", type=whole(1, 100_000), help="with --from-table: the link between hosts, Gbit/s (assumed)"),
+    arg("--link-efficiency", type=number(0, 1, open_low=True), metavar="FRACTION",
+        help="with --from-table and --link-gbps: the fraction of line rate a ring across hosts reaches "
+             "(default: assumed 0.5 and said; a table's multi-host row is fitted instead)"),
     arg("--busbw", type=bus_bandwidths, metavar="INSIDE[,ACROSS]",
         help="with --from-table: all-reduce bus bandwidth in GB/s (as nccl-tests reports it) on one host, and "
              "across hosts where measured (else --link-gbps is assumed)"),
