@@ -30,7 +30,8 @@ from scalebench.analysis.scaling_forms import PLATEAU_GAIN, Choice, Form, choose
 MODEL_VERSION = 1
 PARTS = ("compute", "data_wait", "sync", "other")
 BOUND = {"compute": "compute-bound", "data_wait": "input-bound", "sync": "sync-bound", "other": "bound by other time",
-         "overhead": "overhead that grows with N", "across_hosts": "bound by what the hosts add"}
+         "overhead": "overhead that grows with N", "across_hosts": "bound by what the hosts add",
+         "plateau": "held at the measured plateau"}
 BOOTSTRAP = 100
 LEVEL = 0.90
 # what a Point may carry beside images/s: each count's median of them is what the fit reads
@@ -397,7 +398,7 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
     shares = {k: v / step for k, v in parts.items()}
     part = max(shares, key=lambda k: shares[k])
     limit = f"{BOUND[part]} at {n}: {shares[part]:.0%} of the step"
-    if model.kind == "aggregate" and "overhead" in parts:  # no breakdown: the 1-GPU step and what grows with N
+    if model.kind == "aggregate" and "overhead" in parts and part != "plateau":  # the 1-GPU step and the growth
         limit = (f"overhead grows with N: {shares['overhead']:.0%} of the step at {n}"
                  + (f", beside the 1-GPU step's {shares['compute']:.0%}" if part != "overhead" else "")
                  + (f" and the ring across hosts' {shares['sync']:.0%}" if shares["sync"] else "")
@@ -439,8 +440,7 @@ def _bounded(model: Fit, points: Sequence[Point], parts: dict[str, float], gpus:
     top = max(median_points(points), key=lambda p: (p.hosts == 1, p.total))
     step = sum(parts.values())
     if model.plateau and n > top.total and n * batch / step > top.images_per_s:
-        key = "overhead" if "overhead" in parts else "other"
-        parts[key] += n * batch / top.images_per_s - step
+        parts["plateau"] = n * batch / top.images_per_s - step  # the limit names it, never a part measured
         said.append(f"a plateau at {top.total} GPUs (it added under {PLATEAU_GAIN:.0%} of a GPU's rate per GPU): "
                     f"carried forward, no more than its {top.images_per_s:.4g} images/s")
     return parts, said

@@ -79,6 +79,7 @@ def test_a_drop_at_the_largest_count_is_carried_forward_and_nothing_passes_the_c
         got = predict(points, n, table=True)
         assert got.images_per_s <= 250.0 * (1 + 1e-9) and got.images_per_s <= 100.0 * n
         assert any(note.startswith("a plateau at 4 GPUs") for note in got.notes), got.notes
+        assert got.limit.startswith(f"held at the measured plateau at {n}: "), got.limit  # never a part measured
     far = predict(table([1, 2, 4], lambda n: 0.9 ** math.log2(n)), 512, table=True)
     assert far.images_per_s <= 100.0 * 512 and any("an extrapolation: 512 GPUs" in n for n in far.notes)
     near = predict(table([1, 2, 4], lambda n: 0.9 ** math.log2(n)), 8, table=True)
