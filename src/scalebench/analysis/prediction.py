@@ -396,7 +396,8 @@ def predict(points: Sequence[Point], gpus: int, hosts: int = 1, network: Network
     step = sum(parts.values())
     ips = n * batch / step
     shares = {k: v / step for k, v in parts.items()}
-    part = max(shares, key=lambda k: shares[k])
+    # a plateau that binds is what limits the prediction, whatever else the step holds
+    part = "plateau" if "plateau" in parts else max(shares, key=lambda k: shares[k])
     limit = f"{BOUND[part]} at {n}: {shares[part]:.0%} of the step"
     if model.kind == "aggregate" and "overhead" in parts and part != "plateau":  # the 1-GPU step and the growth
         limit = (f"overhead grows with N: {shares['overhead']:.0%} of the step at {n}"
