@@ -18,6 +18,7 @@ PLACEMENT_FILE = "placement.json"     # devices, timing policy, co-tenants
 PREFLIGHT_FILE = "preflight.json"     # NVML report of a failed pre-flight
 TASK_FILE = "task.json"               # the Airflow task instance of the attempt (task id, map index, try)
 CONTAINER_FILE = "container.json"     # how its container was started (image digest, command, env, mounts, devices)
+PROFILE_DIR = "profile"               # the profiling window's traces, profile/rank<r>/ (scalebench_kit.profiling)
 ATTEMPT_FILES = (CELL_SPEC_FILE, RESULT_FILE, EVENTS_FILE, MLLOG_FILE, FAILURE_FILE, VALIDATION_FILE, PLACEMENT_FILE,
                  PREFLIGHT_FILE, TASK_FILE, CONTAINER_FILE)
 
@@ -99,7 +100,7 @@ PROGRESS_EVERY_S = 30.0
 EVENT_KEYS = frozenset({
     "run_start", "init_start", "init_stop", "data_ready", "model_ready", "warmup_stop",
     "epoch_start", "epoch_stop", "train_stop", "eval_start", "precise_bn", "eval_stop", "run_stop",
-    "step_breakdown",
+    "step_breakdown", "profile_start", "profile_stop",
     "metric", "error",
 })
 

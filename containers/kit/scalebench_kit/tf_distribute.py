@@ -37,6 +37,12 @@ class TFDistribute:
     def gather(self, mine: list) -> list:
         return list(mine)  # one process: its timer saw every replica's step
 
+    def profiler(self):
+        """TensorFlow's profiler for the profiling window (scalebench_kit.profiling)."""
+        from .profiling import TFProfiler
+
+        return TFProfiler(self.tf)
+
     def device_names(self) -> list[str]:
         return list(self.names)
 

@@ -86,6 +86,12 @@ class TorchDDP:
         self.torch.distributed.all_gather_object(parts, mine)
         return [x for part in parts for x in part]
 
+    def profiler(self):
+        """torch.profiler for the profiling window (scalebench_kit.profiling)."""
+        from .profiling import TorchProfiler
+
+        return TorchProfiler(self.torch, self.cuda)
+
     def device_names(self) -> list[str]:
         torch = self.torch
         return ([torch.cuda.get_device_name(i) for i in range(self.world)] if self.cuda

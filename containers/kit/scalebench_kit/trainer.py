@@ -10,6 +10,7 @@ around them is here, the same for every stack.
             ...each step...  run.step_done(data_wait_s=..., compute_s=..., sync_s=...)
             run.epoch_done(epoch, loss, score)       # epoch_stop, then an evaluation when due
     metrics = run.final(score)                       # train_stop, eval_start/eval_stop
+    run.profile(one_step)                            # when asked: the profiling window, after every figure
     run.finish(metrics=metrics, model={...}, precision={...}, extra={...})
 
 `finish` gathers every rank's step breakdown, writes the result contract (rank 0) and shuts the
@@ -37,6 +38,7 @@ class Framework(Protocol):
     def device_names(self) -> list[str]: ...
     def system(self) -> dict: ...
     def shut_down(self, cell: Cell) -> None: ...
+    def profiler(self): ...
 
 
 class TrainerRun:
@@ -50,6 +52,7 @@ class TrainerRun:
         self.loss_curve: list[float] = []
         self.epoch_started = 0.0  # perf_counter at the current epoch's start
         self.steps_per_epoch = 0
+        self.profiled: dict | None = None  # this rank's profile summary, when the cell asked for one
 
     @property
     def events(self):
@@ -125,6 +128,20 @@ class TrainerRun:
         if score is not None:
             self.evals.after_epoch(epoch + 1, sum(self.epoch_s), score)
 
+    def profile(self, step: Callable[[], None]) -> None:
+        """When the cell asks (training.profile_steps): that many more calls of `step` (one
+        training step, untimed) through the framework's profiler, on every rank, after the timed
+        steps and the evaluation (no figure moves); each rank's summary kept for `finish`
+        (profiling.window)."""
+        steps = self.train.get("profile_steps")
+        if not steps:
+            return
+        from .profiling import window
+
+        self.events.log("profile_start", steps)
+        self.profiled = window(self.framework.profiler(), steps, step, self.cell.results_dir, self.framework.rank)
+        self.events.log("profile_stop", self.profiled.get("step_s"), why_not=self.profiled.get("why_not"))
+
     def final(self, score: Callable[[], dict]) -> dict:
         """Training is over (train_stop); the cell's metrics."""
         self.events.log("train_stop", self.timer.train_s)
@@ -138,7 +155,13 @@ class TrainerRun:
         fw, cell = self.framework, self.cell
         mine = self.timer.summary(fw.rank)
         self.events.log("step_breakdown", mine["step_s"], **mine)  # every rank's own figures in the log
-        breakdown = combine_ranks(fw.gather([mine]), self.breakdown_method)
+        gathered = fw.gather([{**mine, "profile": self.profiled}] if self.profiled is not None else [mine])
+        breakdown = combine_ranks([{k: v for k, v in r.items() if k != "profile"} for r in gathered],
+                                  self.breakdown_method)
+        if self.profiled is not None:
+            from .profiling import slowest
+
+            extra = {**(extra or {}), "profile": slowest([r["profile"] for r in gathered])}
         if self.gpus.summary():
             breakdown["gpu"] = self.gpus.summary()
         fingerprint = system_fingerprint(**fw.system(), **(system or {}), topology=cell.devices.get("topology"),

@@ -117,3 +117,92 @@ def test_an_evaluation_after_each_epoch_stays_out_of_the_epochs_time(run, tmp_pa
     _train(run, TwoRanks(), steps=2, scored=slow_score)
     assert max(run.epoch_s) < 0.3 and run.evals.seconds >= 0.3
     assert [r["epoch"] for r in run.evals.rows] == [1, 2]
+
+
+class Profiled(TwoRanks):
+    """TwoRanks whose profiler runs the window's steps and reports two operations; its other rank's
+    window was 10 % slower (or, with `fail`, the backend raised)."""
+
+    def __init__(self, fail=None):
+        super().__init__()
+        self.fail, self.steps = fail, 0
+
+    def gather(self, mine):
+        other = {**mine[0], "rank": 1, "step_s": mine[0]["step_s"] * 1.1}
+        if "profile" in mine[0]:
+            other["profile"] = {**mine[0]["profile"], "rank": 1}
+            if "step_s" in mine[0]["profile"]:
+                other["profile"]["step_s"] = mine[0]["profile"]["step_s"] * 1.1
+        return [*mine, other]
+
+    def profiler(self):
+        fw = self
+
+        class Backend:
+            def run(self, steps, step, trace_dir):
+                if fw.fail:
+                    raise fw.fail
+                step()
+                fw.steps += 1
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                    fw.steps += 1
+                active = time.perf_counter() - t0
+                trace = trace_dir / "trace.json"
+                trace.write_text('{"traceEvents": []}')
+                return ([{"name": "aten::mm", "calls": 2 * steps, "self_s": 0.004 * steps, "device_self_s": 0.0},
+                         {"name": "aten::add", "calls": steps, "self_s": 0.001 * steps, "device_self_s": 0.0}],
+                        [trace], active)
+        return Backend()
+
+
+def _profiled_run(tmp_path, fw, steps=3):
+    import json
+
+    spec = tmp_path / "cell.json"
+    doc = json.loads(spec.read_text())
+    doc["training"]["profile_steps"] = steps
+    write_json_atomic(spec, doc)
+    run = TrainerRun(METHOD)
+    metrics = _train(run, fw)
+    run.profile(lambda: time.sleep(0.005))
+    run.finish(metrics=metrics, model={"architecture": "toy"}, precision=record("fp32", "float32", "toy", {}))
+    return load_result(tmp_path / "metrics.json")
+
+
+def test_the_profiling_window_runs_after_every_figure_and_keeps_the_slowest_ranks_summary(run, tmp_path):
+    fw = Profiled()
+    doc = _profiled_run(tmp_path, fw)
+    assert fw.steps == 4 and doc["timing"]["steps"] == 6  # one warm-up and three profiled steps, none timed
+    p = doc["profile"]
+    assert p["rank"] == 1 and set(p["ranks"]) == {"0", "1"} and p["ranks"]["1"] > p["ranks"]["0"] and not p["missing"]
+    assert [o["name"] for o in p["ops"]] == ["aten::mm", "aten::add"] and p["kernels"] == []
+    mm = p["ops"][0]
+    assert mm["calls"] == 2 and mm["self_s"] == pytest.approx(0.004)
+    assert mm["share"] == pytest.approx(0.004 / p["ranks"]["0"], rel=1e-3)
+    assert p["traces"] == ["profile/rank0/trace.json.gz"] and (tmp_path / p["traces"][0]).exists()
+    kinds = [e["key"] for e in read_events(tmp_path / "events.jsonl")]
+    assert kinds.index("eval_stop") < kinds.index("profile_start") < kinds.index("profile_stop") < kinds.index("run_stop")
+
+
+def test_a_window_that_fails_leaves_the_cell_valid_and_says_why(run, tmp_path):
+    doc = _profiled_run(tmp_path, Profiled(fail=RuntimeError("CUPTI is busy")))
+    assert doc["profile"] == {"why_not": "rank 0: RuntimeError: CUPTI is busy; rank 1: RuntimeError: CUPTI is busy"}
+    assert doc["metrics"] == {"accuracy": 0.5} and doc["timing"]["steps"] == 6
+
+
+def test_a_trace_over_the_cap_is_dropped_and_its_summary_kept(tmp_path, monkeypatch):
+    from scalebench_kit import profiling
+
+    monkeypatch.setattr(profiling, "TRACE_CAP_BYTES", 10)
+
+    class Big:
+        def run(self, steps, step, trace_dir):
+            (trace_dir / "trace.json").write_text("x" * 100_000 + "".join(map(str, range(20_000))))
+            return [{"name": "op", "calls": steps, "self_s": 0.01 * steps, "device_self_s": 0.002 * steps}], \
+                [trace_dir / "trace.json"], 0.05 * steps
+    got = profiling.window(Big(), 2, lambda: None, tmp_path, 0)
+    assert got["traces"] == [] and "over the 0 MiB cap: dropped" in got["notes"][0]
+    assert got["ops"][0]["name"] == "op" and got["kernels"][0]["self_s"] == pytest.approx(0.002)
+    assert not list((tmp_path / "profile").rglob("trace.json*"))

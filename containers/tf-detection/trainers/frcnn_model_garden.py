@@ -127,6 +127,7 @@ def main() -> None:
         for epoch in run.epochs():
             run.epoch_done(epoch, float(np.mean(step.epoch(run))), score)
     metrics = run.final(lambda: score(save=True))
+    run.profile(lambda: float(step.train_step(next(step.batches))))  # after every figure, untimed
     run.finish(metrics=metrics, system={"model_garden": "2.20.0"}, precision=observed,
                model={"parameters": step.params, "architecture": "FasterRCNN-ResNet50-FPN",
                       "resolved_config_file": CONFIG_FILE, "sync_batchnorm": False},

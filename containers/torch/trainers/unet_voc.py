@@ -26,6 +26,7 @@ cell's val split (the check that a DDP evaluation counts every image once).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -148,6 +149,8 @@ def main() -> None:
         metrics = run.final(score)
     if run.cell.test_hooks.get("save_weights") and ddp.rank == 0:
         torch.save(step.unwrapped.state_dict(), run.cell.results_dir / WEIGHTS_FILE)
+    step.model.train()
+    run.profile(step.untimed(data.stream(train["epochs"])))  # after the figures and the weights: nothing moves
     run.finish(metrics=metrics, model={"parameters": int(step.params), "architecture": "UNet",
                                        "strategy": "DistributedDataParallel"},
                extra={"epoch": data.plan}, precision=prec.record(step.observed))
@@ -173,6 +176,10 @@ class VocData:
         self.sampler.set_epoch(epoch)
         return iter(self.loader if delay_s is None else delayed(self.loader, delay_s))
 
+    def stream(self, first_epoch: int):
+        """Batches epoch after epoch from `first_epoch` on, for as long as they are asked for."""
+        return itertools.chain.from_iterable(self.batches(e, None) for e in itertools.count(first_epoch))
+
 
 class UNetStep:
     """The model under DDP (with the sync probe on more than one rank), its optimiser and loss,
@@ -196,6 +203,21 @@ class UNetStep:
         self.optimiser = torch.optim.Adam(model.parameters(), lr=spec["training"]["lr"])
         self.loss_fn = nn.CrossEntropyLoss(ignore_index=voc_seg.IGNORE)
         self.settle = torch.cuda.synchronize if ddp.cuda else (lambda: None)
+        self.planted = planted_matmul(torch, (spec.get("test_hooks") or {}).get("planted_matmul"), ddp.device)
+
+    def untimed(self, batches):
+        """One training step from `batches`, timed by no one: the profiling window's step."""
+        device, prec = self.ddp.device, self.prec
+
+        def one() -> None:
+            x, y = next(batches)
+            x = x.to(device, non_blocking=True, memory_format=prec.memory_format)
+            self.optimiser.zero_grad(set_to_none=True)
+            with prec.autocast():
+                loss = self.loss_fn(self.model(x), y.to(device, non_blocking=True))
+            self.planted()
+            prec.backward_step(loss, self.optimiser)
+        return one
 
     def epoch(self, run: TrainerRun, batches) -> list[float]:
         """One epoch's steps, each timed: data wait, compute, exposed sync (see the module doc)."""
@@ -215,6 +237,7 @@ class UNetStep:
             self.optimiser.zero_grad(set_to_none=True)
             with prec.autocast():
                 loss = self.loss_fn(self.model(x), y)
+            self.planted()
             # under DDP, backward returns once every gradient bucket is all-reduced: mark it
             backward_end: list = []
             prec.backward_step(loss, self.optimiser, between=(lambda marks=backward_end: marks.append(probe.mark()))
@@ -225,6 +248,15 @@ class UNetStep:
             losses.append(loss.item())
             run.step_done(data_wait_s=t_data - t_fetch, compute_s=t_done - t_data - sync_s, sync_s=sync_s)
         return losses
+
+
+def planted_matmul(torch, size: int | None, device):
+    """A test's planted slowdown in one named operation (cell.json test_hooks.planted_matmul): an
+    extra size x size matrix product each step (aten::mm), else nothing."""
+    if not size:
+        return lambda: None
+    a = torch.rand(size, size, device=device)
+    return lambda: torch.mm(a, a)
 
 
 def evaluate_saved(weights: str) -> dict:

@@ -88,13 +88,14 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
          epochs: list[int] | None = None, repeats: int = 1, seed: int = 0, run_type: str = "manual",
          night: str | None = None, image_tag: str | None = None, host: Host | None = None,
          precisions: list[str] | None = None, dag_id: str | None = None,
-         ab_images: list[str] | None = None) -> list[PlannedCell]:
+         ab_images: list[str] | None = None, profile_ops: bool = False) -> list[PlannedCell]:
     """Every cell of one run, in a stable order (GPU count, precision, epochs, repeat). `image_tag`:
     run a candidate image, another tag of the configured image's repository. `host`: the
     benchmark's assigned host (else the first that fits). `precisions`: the trigger's presets
     (default: the profile's), each one the stack runs on the host's kind. `ab_images`: a bisect
     step, tags of the repository compared in one run: every repeat runs each of them (role
-    "bisect"), odd repeats in the given order and even ones reversed (balanced)."""
+    "bisect"), odd repeats in the given order and even ones reversed (balanced). `profile_ops`:
+    each cell profiled after its timed steps (the profile's profile_steps)."""
     res = bench.resolved(profile)
     gpu_counts = sorted(gpu_counts or bench.gpu_counts)
     epochs = sorted(epochs or res.epochs)
@@ -141,6 +142,8 @@ def plan(bench: Benchmark, fleet: Fleet, *, profile: str, run_id: str, gpu_count
                             cell["image"] = arm
                         if arms:
                             cell["role"] = BISECT
+                        if profile_ops:
+                            cell["profile_steps"] = res.profile_steps
                         cells.append(cell)
     return cells
 

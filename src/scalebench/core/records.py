@@ -44,6 +44,7 @@ class PlannedCell(StoredCellFields):
     role: NotRequired[str]           # measure (default) | rerun | ab_previous (an A/B on the previous image) | probe
     rerun_of: NotRequired[str]       # a rerun: the key of the cell it confirms or clears
     avoid_devices: NotRequired[list[str] | None]  # a rerun: the flagged cell's devices, taken only if no other set is free
+    profile_steps: NotRequired[int]  # a profiled cell: its profiling window's steps, after the timed ones
 
 
 class Figure(TypedDict):

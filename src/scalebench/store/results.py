@@ -19,6 +19,7 @@ from scalebench.core import paths
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
 from scalebench.core.columns import WIDTH
 from scalebench.store.db import Base, check_schema, make_engine
+from scalebench.store.profiles import record_profile
 from scalebench.core.provenance import system_of
 from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, Mark, NightSummary,
                                      PlannedCell, Status, StoredCell)
@@ -221,7 +222,11 @@ class Store:
             row = self._cell_row(s, cell, now)
             att = s.scalar(select(AttemptRow).where(AttemptRow.cell_id == row.id, AttemptRow.attempt == attempt))
             if att is None:
-                s.add(AttemptRow(cell_id=row.id, attempt=attempt, **values))
+                att = AttemptRow(cell_id=row.id, attempt=attempt, **values)
+                s.add(att)
+                if contract and contract.get("profile"):  # the profiling window's summary, as rows
+                    s.flush()
+                    record_profile(s, att.id, contract["profile"])
                 return "inserted"
             first = (att.status, att.reason, att.contract)
         if first == (status, reason, contract):

@@ -21,6 +21,7 @@ IMAGE = "scalebench/mmdet:cpu"
 BENCHMARKS = {"frcnn_mmdet_voc2007": "FasterRCNN", "maskrcnn_mmdet_voc2012": "MaskRCNN",
               "msrcnn_mmdet_voc2012": "MaskScoringRCNN"}
 GPU_COUNTS = {"frcnn_mmdet_voc2007": [1, 2], "maskrcnn_mmdet_voc2012": [2], "msrcnn_mmdet_voc2012": [2]}
+PROFILED = "maskrcnn_mmdet_voc2012"  # its run is triggered with profile_ops: the window after its figures
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not docker_ready(IMAGE) and os.environ.get("CI") != "true",
                                                    reason=f"needs a Docker engine and {IMAGE} (make images)")]
 
@@ -36,7 +37,8 @@ def mmdet_runs(tmp_path_factory):
     env = airflow_env(home, tuple(BENCHMARKS))
     prepare_homes(env)
     steps = [["dags", "test", f"scalebench_{bench}", "-c",
-              json.dumps({"gpu_counts": GPU_COUNTS[bench], "profile": "smoke", "seed": 0})] for bench in BENCHMARKS]
+              json.dumps({"gpu_counts": GPU_COUNTS[bench], "profile": "smoke", "seed": 0,
+                          "profile_ops": bench == PROFILED})] for bench in BENCHMARKS]
     done = run_steps(env, steps, timeout=3000)  # the three runs in one process: Airflow starts once
     done += [(1, "the sequence stopped before this run")] * (len(steps) - len(done))
     runs = dict(zip(BENCHMARKS, done))
@@ -155,6 +157,23 @@ def test_the_weekly_runs_evaluation_after_each_epoch_stays_out_of_the_timed_step
 
 
 @pytest.mark.timeout(3600)
+def test_a_profiled_cell_runs_mmengines_train_step_through_torch_profiler_on_every_rank(mmdet_runs):
+    home, env, runs = mmdet_runs
+    assert runs[PROFILED][0] == 0, runs[PROFILED][1][-3000:]
+    [path] = (home / "results" / f"scalebench_{PROFILED}").glob("*/g2*/attempt-1/metrics.json")
+    doc = json.loads(path.read_text())
+    prof = doc["profile"]
+    assert "why_not" not in prof and prof["steps"] == 2 and set(prof["ranks"]) == {"0", "1"}, prof
+    names = [o["name"] for o in prof["ops"]]
+    assert any(n.startswith("aten::") and "conv" in n for n in names), names
+    assert all((path.parent / "profile" / f"rank{r}" / "trace.json.gz").stat().st_size > 0 for r in (0, 1))
+    events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
+    assert events.index("eval_stop") < events.index("profile_start") < events.index("run_stop")
+    others = [json.loads(p.read_text()) for b in BENCHMARKS if b != PROFILED
+              for p in (home / "results" / f"scalebench_{b}").glob("*/g*/attempt-1/metrics.json")]
+    assert others and all("profile" not in d for d in others)  # no profile_ops, no window
+
+
 def test_the_report_has_the_mmdetection_rows(mmdet_runs):
     from tests.support.airflow_home import BIN, run
 

@@ -19,7 +19,8 @@ def smoke_run(tmp_path_factory):
     env = {**airflow_env(home, ("resnet50_keras_cifar10",)), "SCALEBENCH_PROGRESS_EVERY_S": "1"}  # smoke cells train for seconds, not minutes
     prepare_homes(env)
     # fp32 only: bf16 (test_resnet50_trainer) is several times slower on a CPU without AVX512-BF16
-    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0}
+    # profiled after the timed steps (profile_ops): the same run proves the figures and the window
+    conf = {"gpu_counts": [1, 2], "repeats": 1, "profile": "smoke", "seed": 0, "profile_ops": True}
     rc, log = run([BIN / "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)], env, 600)
     (home / "dags-test.log").write_text(log)
     assert rc == 0 and "state=success" in log and "all 2 cells valid" in log, log[-5000:]
@@ -106,3 +107,35 @@ def test_the_trainers_progress_lines_are_in_the_task_log_outside_the_folded_outp
     for k, line in enumerate(lines):  # each one right after the fold closed, and the fold reopened after it
         if "scalebench progress: step" in line and "::group::" not in line:
             assert "::endgroup::" in lines[k - 1] and "::group::Container output, continued" in lines[k + 1], lines[k - 1:k + 2]
+
+
+@requires_docker
+@pytest.mark.slow
+def test_each_cell_is_profiled_after_its_figures_through_tensorflows_profiler(smoke_run):
+    """TensorFlow's profiler over the smoke profile's 2 window steps: its XPlane trace kept
+    compressed beside the result, the ops read by TensorFlow's own converter, the summary stored
+    and shown by `scalebench profile show`; two cells at different GPU counts are not diffed."""
+    home, env, _ = smoke_run
+    keys = []
+    for path in sorted((home / "results" / DAG_ID).glob("*/g*/attempt-1/metrics.json")):
+        doc = json.loads(path.read_text())
+        keys.append(doc["cell"]["key"])
+        events = [json.loads(line)["key"] for line in (path.parent / "events.jsonl").read_text().splitlines()]
+        assert events.index("eval_stop") < events.index("profile_start") < events.index("profile_stop") < \
+            events.index("run_stop")
+        prof = doc["profile"]
+        assert "why_not" not in prof, prof
+        assert prof["steps"] == 2 and prof["step_s"] > 0 and prof["rank"] == 0 and prof["ops"], prof
+        assert any("Conv2D" in o["name"] for o in prof["ops"]), [o["name"] for o in prof["ops"]]
+        assert all(o["self_s"] > 0 and o["calls"] > 0 and 0 < o["share"] < 1.5 for o in prof["ops"]), prof["ops"]
+        assert prof["traces"] and all((path.parent / t).stat().st_size > 0 and t.endswith(".xplane.pb.gz")
+                                      for t in prof["traces"])
+        assert doc["timing"]["steps"] == 3 * doc["epoch"]["steps_per_epoch"]  # no window step counted or timed
+    rc, out = run([BIN / "scalebench", "profile", "show", keys[1], "-o", "json"], env, 120)
+    assert rc == 0, out
+    shown = json.loads(out[out.index("{"):])
+    assert shown["cell"]["gpus"] == 2 and shown["profile"]["ops"][0]["name"] == \
+        json.loads(sorted((home / "results" / DAG_ID).glob("*/g2*/attempt-1/metrics.json"))[0].read_text())[
+            "profile"]["ops"][0]["name"]
+    rc, out = run([BIN / "scalebench", "profile", "diff", keys[0], keys[1]], env, 120)
+    assert rc == 2 and "a diff compares one benchmark at one GPU count" in out and "Traceback" not in out

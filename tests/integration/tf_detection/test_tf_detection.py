@@ -82,8 +82,8 @@ def frcnn_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("frcnn")
     env = airflow_env(home, ("frcnn_tf_voc2007",))
     prepare_homes(env)
-    rc, log = run([BIN / "airflow", "dags", "test", DAG, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
-                  env, timeout=1500)
+    conf = {"gpu_counts": [1, 2], "profile": "smoke", "profile_ops": True}  # the window after the figures too
+    rc, log = run([BIN / "airflow", "dags", "test", DAG, "-c", json.dumps(conf)], env, timeout=1500)
     (home / "dags-test.log").write_text(log)
     assert rc == 0 and "all 2 cells valid" in log, log[-5000:]
     return home, env
@@ -115,6 +115,9 @@ def test_faster_rcnn_trains_under_mirrored_strategy_on_1_and_2_devices(frcnn_run
         config = json.loads((path.parent / doc["model"]["resolved_config_file"]).read_text())
         assert config["task"]["model"]["num_classes"] == 21 and config["runtime"]["mixed_precision_dtype"] == "float32"
         assert config["task"]["init_checkpoint"] is None  # nothing downloaded
+        prof = doc["profile"]  # the Model Garden task's train_step through TensorFlow's profiler
+        assert "why_not" not in prof and prof["steps"] == 2 and prof["ops"], prof
+        assert any("Conv2D" in o["name"] for o in prof["ops"]) and prof["traces"][0].endswith(".xplane.pb.gz")
         print(f"\n{n} device(s): train {doc['timing']['train_s']:.1f} s, warm-up {doc['timing']['warmup_s']:.1f} s, "
               f"total {doc['timing']['total_s']:.1f} s, loss {losses[0]:.2f} -> {losses[-1]:.2f}, {doc['metrics']}")
 

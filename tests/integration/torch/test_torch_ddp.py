@@ -27,14 +27,15 @@ def voc(tmp_path_factory):
 
 
 def run_cell(voc, out, n: int, epochs: int = 2, command: list[str] | None = None, each_epoch: bool = False,
-             **hooks) -> str:
+             profile_steps: int | None = None, **hooks) -> str:
     cell = sample_cell(gpus=n, epochs=epochs, benchmark="unet_torch_voc2007", dag_id="scalebench_unet_torch_voc2007",
                        per_device_batch=4, global_batch=4 * n)
     write_json_atomic(out / "cell.json", sample_spec(
         cell,
         training={"per_device_batch": 4, "global_batch": 4 * n, "scaling_mode": "weak",
                   "lr_policy": {"rule": "linear", "base_lr": 0.002, "reference_batch": 4}, "lr": 0.002,
-                  "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None, "eval_each_epoch": each_epoch},
+                  "warmup_steps": 2, "epochs": epochs, "max_steps_per_epoch": None, "eval_each_epoch": each_epoch,
+                  "profile_steps": profile_steps},
         data={"name": "voc2007", "format": "vocdevkit-2007-seg", "path": "/data", "fingerprint": "sha256:test",
               "train_limit": None, "test_limit": None, "image_size": 48},
         model={"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
@@ -118,3 +119,47 @@ def test_the_gpu_check_runs_its_cpu_twin_with_the_kit_and_trainer_that_travel(tm
     assert sweep["backend"] == "gloo" and sweep["world_size"] == 2 and len(sweep["rows"]) == 2
     for row in sweep["rows"]:
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"], abs=1e-3) and row["algbw_gbps"] > 0
+
+
+@pytest.mark.timeout(900)
+def test_a_planted_slowdown_in_one_operation_is_named_first_by_the_profile_diff(voc, tmp_path, capsys):
+    """Two profiled runs of the UNet trainer, the plain one and one whose step carries an extra
+    1024 x 1024 matrix product (a test hook, about a third of the step): `scalebench profile diff`
+    names aten::mm first, as new, with the product's own cost per step (timed alone in the same
+    image, within 25 %), and most of the step's change (half to 150 %: two container runs on a
+    shared 2-core machine differ by more than the 10 points the issue's goal allows; that goal
+    is measured over repeated runs, not asserted here)."""
+    from scalebench.analysis.profile_diff import diff
+    from scalebench.cli import main
+
+    runs = {}
+    for name, hooks in (("plain", {}), ("planted", {"planted_matmul": 1024})):
+        out = tmp_path / name
+        out.mkdir()
+        run_cell(voc, out, 1, epochs=1, profile_steps=8, **hooks)
+        runs[name] = load_result(out / "metrics.json")["profile"]
+    alone = subprocess.run(["docker", "run", "--rm", "-e", "OMP_NUM_THREADS=1", IMAGE, "python", "-c", MATMUL_ALONE],
+                           capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    cost = float(alone.stdout.split()[-1])
+    d = diff(runs["plain"], runs["planted"])
+    first = d.top(1)[0]
+    assert first.name == "aten::mm" and first.status == "new", [c.line() for c in d.changes[:5]]
+    assert first.delta_s == pytest.approx(cost, rel=0.25), (first.line(), cost)
+    assert 0.5 <= first.share <= 1.5, [c.line() for c in d.changes[:5]]
+    assert main(["profile", "diff", str(tmp_path / "plain"), str(tmp_path / "planted")]) == 0
+    assert "top: aten::mm +" in capsys.readouterr().out
+    print(f"\nplanted: {first.line()} (alone {cost * 1e3:.1f} ms); the step {d.step_before_s * 1e3:.1f} -> "
+          f"{d.step_after_s * 1e3:.1f} ms")
+
+
+MATMUL_ALONE = """
+import time, torch
+a = torch.rand(1024, 1024)
+for _ in range(3):
+    torch.mm(a, a)
+t = time.perf_counter()
+for _ in range(20):
+    torch.mm(a, a)
+print((time.perf_counter() - t) / 20)
+"""

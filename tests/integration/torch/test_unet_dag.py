@@ -27,7 +27,7 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     # the UNet DAG, then in the same home each count's all-reduce sweep in the torch image (gloo):
     # both runs in one process (Airflow starts once); the prediction below reads the sweep
     (rc, log), (sweep_rc, sweep_log) = run_steps(env, [
-        ["dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})],
+        ["dags", "test", dag, "-c", json.dumps({"gpu_counts": [1, 2], "profile": "smoke", "profile_ops": True})],
         ["dags", "test", "scalebench_allreduce"]], timeout=1200)
     (tmp_path / "dags-test.log").write_text(log)
     (tmp_path / "allreduce.log").write_text(sweep_log)
@@ -48,6 +48,15 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
         assert p["requested"] == doc["training"]["precision"] == doc["cell"]["label"].split(" · ")[1]
         assert p["observed_dtype"] == "float32" and p["switches"]["autocast"] is None, p
         assert doc["provenance"]["resolved_config"]["precision"] == p["requested"]
+        # profiled after its figures (profile_ops) through torch.profiler on every rank: the slowest kept
+        prof = doc["profile"]
+        assert "why_not" not in prof and prof["steps"] == 2 and set(prof["ranks"]) == {str(r) for r in range(n)}, prof
+        assert prof["ranks"][str(prof["rank"])] == max(prof["ranks"].values()) and not prof["missing"]
+        names = [o["name"] for o in prof["ops"]]
+        assert "aten::convolution_backward" in names or "aten::mkldnn_convolution" in names, names
+        assert prof["kernels"] == []  # no device on a CPU slot
+        for r in range(n):  # every rank's trace, compressed beside the result
+            assert (path.parent / "profile" / f"rank{r}" / "trace.json.gz").stat().st_size > 0
         print(f"\n{n} device(s) {p['requested']}: mIoU {doc['metrics']['iou']:.3f}, train "
               f"{doc['timing']['train_s']:.1f} s, {doc['timing']['images_per_s']:.1f} images/s")
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report")], env, 120)
@@ -64,7 +73,14 @@ def test_unet_trains_under_torchrun_ddp_on_1_and_2_devices_and_is_reported(tmp_p
     [pred] = json.loads(out[out.index("["):])
     assert pred["kind"] == "breakdown" and pred["images_per_s"] > 0 and 0 < pred["efficiency"] < 1.5, pred
     assert not any("no all-reduce measured" in n for n in pred["notes"]), pred["notes"]  # the sweep's bandwidth
-    assert pred["limit"].split("-bound at 8: ")[0] in ("compute", "input", "sync"), pred["limit"]
+    # a part of the step, or (two CPU slots sharing two cores: 2 devices may train slower than 1) the
+    # measured plateau carried forward, named as such
+    ips = {json.loads(p.read_text())["cell"]["gpus"]: json.loads(p.read_text())["timing"]["images_per_s"]
+           for p in contracts}
+    if ips[2] < ips[1] * 1.25:
+        assert pred["limit"].startswith("held at the measured plateau at 8") and pred["images_per_s"] <= ips[2] * 1.0001
+    else:
+        assert pred["limit"].split("-bound at 8: ")[0] in ("compute", "input", "sync"), pred["limit"]
     rc, out = run([BIN / "scalebench", "report", "--out", str(tmp_path / "report2")], env, 120)
     section = (tmp_path / "report2" / "report.md").read_text().split("## What more GPUs would give")[1]
     assert "**unet_torch_voc2007** on local (fp32; 1 night(s) at 1, 2 GPU(s)): 8 GPUs: " in section, section[:2000]

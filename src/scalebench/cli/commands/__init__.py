@@ -1,6 +1,6 @@
 """Every `scalebench` command, in the order `scalebench --help` lists them. A new command is a
 `Command` in its group's module (or a module of its own) and one line here."""
-from scalebench.cli.commands import changes, configs, plan, predict, report, results, store
+from scalebench.cli.commands import changes, configs, plan, predict, profile, report, results, store
 
 COMMANDS = [
     configs.CONFIGS,
@@ -14,6 +14,7 @@ COMMANDS = [
     predict.PREDICT,
     changes.DIFF,
     changes.BISECT,
+    profile.PROFILE,
     report.REPORT,
     store.DATA,
     configs.POOLS,

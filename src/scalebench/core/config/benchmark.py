@@ -14,9 +14,9 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 from scalebench_kit.epochs import epoch_plan, timed_steps
 from scalebench_kit.names import AccuracyMetricName
 
-from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, PROFILES, STACKS_FILE, ConfigError, Profile,
-                                           PosFloat, PosInt, PrecisionList, Strict, _check_bounds, _load_model,
-                                           _plain_images, _precision_list)
+from scalebench.core.config.common import (DEFAULT_PRECISION, MIN_TIMED_STEPS, PROFILE_STEPS, PROFILES, STACKS_FILE,
+                                           ConfigError, Profile, PosFloat, PosInt, PrecisionList, Strict,
+                                           _check_bounds, _load_model, _plain_images, _precision_list)
 from scalebench.core.config.fleet import Fleet
 from scalebench.core.config.stacks import SplitSizes, Stack, Stacks
 from scalebench.core.dag_ids import accuracy_dag_id, benchmark_dag_id
@@ -77,6 +77,7 @@ class Sizes(Strict):
     # caps an epoch at this many steps; a profile caps at every GPU count or at none (one timing basis per row)
     max_steps_per_epoch: PosInt | None = None
     min_timed_steps: Annotated[int, Field(ge=0)] | None = None  # default MIN_TIMED_STEPS of the profile
+    profile_steps: PosInt | None = None  # a profiled cell's profiling window (default PROFILE_STEPS of the profile)
     synthetic_data: bool | None = None
     eval_each_epoch: bool | None = None  # evaluate after every epoch (outside the timed region): time to accuracy
     cell_timeout_minutes: PosFloat | None = None
@@ -195,6 +196,7 @@ class Benchmark(Strict):
         base["synthetic_data"] = False
         base["eval_each_epoch"] = False
         base["min_timed_steps"] = MIN_TIMED_STEPS[profile]
+        base["profile_steps"] = PROFILE_STEPS[profile]
         over = self.profiles.get(cast(Profile, profile))
         if over is not None:
             base.update(over.model_dump(exclude_none=True))
@@ -264,6 +266,7 @@ class Resolved(Sizes):
     epochs: Annotated[list[PosInt], Field(min_length=1)]
     warmup_steps: Annotated[int, Field(ge=0)]
     min_timed_steps: Annotated[int, Field(ge=0)]
+    profile_steps: PosInt
     synthetic_data: bool
     eval_each_epoch: bool
     cell_timeout_minutes: PosFloat

@@ -61,7 +61,7 @@ def plan_cells(bench_id: str, group_ids: list[str], kind: str = "nightly", **con
                                host=_assigned_host(configs, b, p.profile), gpu_counts=p.gpu_counts, epochs=p.epochs,
                                repeats=cellmod.repeats_for(b, run_type, p.repeats), seed=p.seed, run_type=run_type,
                                night=nights.night_of(run), image_tag=p.image_tag, precisions=p.precisions,
-                               ab_images=p.ab_images)
+                               ab_images=p.ab_images, profile_ops=p.profile_ops)
     except ConfigError as exc:
         fail_with_note(context["ti"], str(exc))
     unknown = set(cellmod.group_by_task(planned)) - set(group_ids)

@@ -59,6 +59,10 @@ def params_for(spec: BenchmarkDagSpec, bench: Benchmark, fleet: Fleet) -> dict[s
                                         "bf16 and fp16: mixed precision). Empty: the profile's "
                                         f"({', '.join(f'{p}: {bench.resolved(p).precision}' for p in PROFILES)})."),
         "seed": Param(0, type="integer", minimum=0, maximum=2**31 - 1, title="Seed"),
+        "profile_ops": Param(False, type="boolean", title="Profile operations",
+                             description="After each cell's timed steps (nothing it measures moves), a few steps "
+                                         "more through the framework's profiler: the operations by time per step, "
+                                         "kept with the cell (`scalebench profile show`), the traces beside it."),
         "image_tag": Param(None, type=["null", "string"], pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
                            title="Candidate image tag",
                            description=f"Run another tag of {bench.images.get('gpu') or bench.images.get('cpu')}'s "

@@ -16,6 +16,7 @@ class RunParams:
     seed: int
     image_tag: str | None             # a candidate tag of the configured image's repository
     ab_images: list[str] | None       # tags run side by side (a bisect step)
+    profile_ops: bool                 # each cell profiled after its timed steps (scalebench_kit.profiling)
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> RunParams:
@@ -24,7 +25,8 @@ class RunParams:
         return cls(gpu_counts=list(params["gpu_counts"]), epochs=list(params.get("epochs") or []) or None,
                    repeats=int(params["repeats"]), profile=str(params["profile"]),
                    precisions=list(params.get("precisions") or []) or None, seed=int(params["seed"]),
-                   image_tag=params.get("image_tag") or None, ab_images=list(params.get("ab_images") or []) or None)
+                   image_tag=params.get("image_tag") or None, ab_images=list(params.get("ab_images") or []) or None,
+                   profile_ops=bool(params.get("profile_ops")))
 
 
 PARAM_NAMES = tuple(f.name for f in fields(RunParams))  # the trigger form's fields (a test keeps them equal)

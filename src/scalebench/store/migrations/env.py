@@ -5,6 +5,7 @@ from sqlalchemy import engine_from_config, pool
 import scalebench.store.alert_tables  # noqa: F401  (their tables join Base.metadata)
 import scalebench.store.lease_tables  # noqa: F401
 import scalebench.store.prediction_tables  # noqa: F401
+import scalebench.store.profiles  # noqa: F401
 import scalebench.store.results  # noqa: F401
 from scalebench.store.db import Base
 
