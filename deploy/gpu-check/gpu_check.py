@@ -40,6 +40,7 @@ sys.path[:0] = [str(SRC)] if IN_IMAGE else [str(KIT), str(SRC)]
 # nightly profile (10 epochs of at most 7 steps, 30 per GPU) at VOC's 256 px; the CPU twin: small.
 SIZES = {"gpu": (10, 7, 30, 256, 3), "cpu": (2, 3, 4, 48, 1)}
 PRECISIONS = ("fp32", "bf16")  # fp32 with TF32 off, and the nightly default on GPU hosts
+PROFILE_STEPS = 5  # the nightly profile's window after the timed steps (scalebench_kit.profiling)
 
 
 def fail(out: Path, step: str, reason: str) -> None:
@@ -76,7 +77,7 @@ def cell_spec(devices: int, cpu: bool, data: Path, train_images: int, precision:
         "training": {"per_device_batch": batch, "global_batch": batch * devices, "scaling_mode": "weak",
                      "lr_policy": {"rule": "linear", "base_lr": 0.001, "reference_batch": batch},
                      "lr": 0.001 * devices, "warmup_steps": warmup, "epochs": epochs, "max_steps_per_epoch": steps,
-                     "precision": precision},
+                     "precision": precision, "profile_steps": PROFILE_STEPS},  # the window: CUPTI on a GPU
         "data": {"name": "voc2007", "format": "vocdevkit-2007-seg", "path": str(data), "fingerprint": "synthetic",
                  "train_limit": train_images, "test_limit": None, "image_size": size},
         "model": {"name": "unet_torch_voc2007", "architecture": "UNet", "num_classes": 21},
@@ -136,7 +137,13 @@ def main(argv: list[str]) -> None:
             fail(out, "nvml sampling", "no NVML utilisation samples in the contract")
         if doc["precision"]["observed_dtype"] != doc["precision"]["expected_dtype"]:
             fail(out, f"precision ({precision})", f"observed {doc['precision']}")
+        prof = doc.get("profile") or {}
+        if prof.get("why_not") or not prof.get("ops") or (not cpu and not prof.get("kernels")):
+            fail(out, f"profiling window ({precision})",
+                 prof.get("why_not") or f"{'no kernel' if prof.get('ops') else 'no operation'} in the profile")
         runs[precision] = {"images_per_s": doc["timing"]["images_per_s"], "train_s": doc["timing"]["train_s"],
+                           "profile": {"step_s": prof["step_s"], "ops": [o["name"] for o in prof["ops"][:5]],
+                                       "kernels": [k["name"] for k in prof["kernels"][:5]], "traces": prof["traces"]},
                            "step_s": {k: b[k] for k in ("step_s", "data_wait_s", "compute_s", "sync_s", "other_s")},
                            "shares": b["shares"], "observed_dtype": doc["precision"]["observed_dtype"],
                            "switches": doc["precision"]["switches"], "metrics": doc["metrics"], "gpu": b.get("gpu")}
