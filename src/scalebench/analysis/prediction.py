@@ -245,17 +245,19 @@ def fit(points: Sequence[Point], network: Network = Network(), target: tuple[int
     gpus, hosts = target or (2 * single[-1].total, 1)
     batch1 = single[0].per_gpu_batch or 1.0
     counts = tuple(p.total for p in pts)
+    if use == "breakdown":  # a bootstrap resample of a breakdown fit: nothing to choose or score again
+        return _fit_breakdown(pts, [p.per_gpu_batch or 1.0 for p in pts], network, counts)
     per_image = {p.total: _per_image(p) for p in single}
     c = per_image[single[0].total]
     growth = [(n, v / c) for n, v in per_image.items()]
-    choice = choose(growth, gpus, None if use in (None, "breakdown") else use)
+    choice = choose(growth, gpus, use)
     notes = [f"form {choice.form.describe()}: {choice.reason}"]
     flat = plateau(growth)
-    if all(p.broken_down for p in pts) and use in (None, "breakdown"):
+    if all(p.broken_down for p in pts) and use is None:
         model = _fit_breakdown(pts, [p.per_gpu_batch or 1.0 for p in pts], network, counts)
-        err = None if use else _held_out_breakdown(single, network)
+        err = _held_out_breakdown(single, network)
         best = choice.scores.get("mix")
-        if use or err is None or best is None or best >= err - _margin(points, single[-1].total):
+        if err is None or best is None or best >= err - _margin(points, single[-1].total):
             said = f"; it predicted the measured {single[-1].total} from the counts below within {err:.1%}" \
                 if err is not None else ""
             return replace(model, notes=model.notes + (f"breakdown model{said}",), choice=choice,

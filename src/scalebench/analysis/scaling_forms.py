@@ -110,10 +110,11 @@ def choose(growth: Sequence[tuple[float, float]], target: float, only: str | Non
     conservative of UNSCORED (the larger growth at `target`); `only` refits one form (a
     bootstrap resample of a series that chose it)."""
     pts = sorted(growth)
+    if only and only != "mix":
+        form = fit_form(only, pts)
+        return Choice(form, {}, None, "refitted", {only: form})
     names = [f for f in FORMS if f != "usl" or plateau(pts)]
     refit = {name: fit_form(name, pts) for name in names}
-    if only and only != "mix":
-        return Choice(refit.get(only) or fit_form(only, pts), {}, None, "refitted", refit)
     if len(pts) < 3:
         pick = max(UNSCORED, key=lambda f: refit[f].growth(target))
         return Choice(refit[pick], {}, None, f"{len(pts)} counts measured, too few to score a form on its "

@@ -2,7 +2,6 @@
 the time went between two (docs/profiling.md)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +51,12 @@ def _profile(target: str) -> tuple[dict[str, Any], dict[str, Any]]:
     line naming what is missing otherwise."""
     folder = Path(target)
     if folder.is_dir():
-        result = folder / RESULT_FILE
+        from scalebench_kit.contract import load_result
+
         try:
-            doc = json.loads(result.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{result}: no readable result ({exc.__class__.__name__})") from None
+            doc = load_result(folder / RESULT_FILE)  # the contract's own reader and checks
+        except (OSError, ValueError) as exc:  # ContractError is a ValueError naming the file and field
+            raise ConfigError(f"{folder / RESULT_FILE}: no valid result ({exc})".splitlines()[0]) from None
         cell = doc.get("cell") or {}
         about = {"folder": str(folder), **{k: cell.get(k) for k in ("key", "benchmark", "gpus", "precision", "label")}}
         prof = doc.get("profile")

@@ -21,7 +21,7 @@ Profile = Literal["smoke", "nightly", "full"]
 PROFILES: tuple[str, ...] = get_args(Profile)
 # Fewest timed steps (after warm-up) a profile accepts at any GPU count: fewer make no steady figure.
 MIN_TIMED_STEPS = {"smoke": 1, "nightly": 50, "full": 50}
-# Steps of a profiled cell's profiling window, after its timed steps (a trigger's profile_ops, an alert's A/B)
+# Steps of a profiled cell's profiling window, after its timed steps (a trigger's profile_ops)
 PROFILE_STEPS = {"smoke": 2, "nightly": 5, "full": 5}
 # a docker image reference, no templates
 IMAGE_REF = re.compile(r"[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?")
