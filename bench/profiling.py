@@ -6,10 +6,13 @@ slot, synthetic VOC data; `make images` first). Prints what docs/measurements.md
 2. what the window adds to a cell's wall time (its profile_start to profile_stop over the run)
    at about a nightly cell's step count (108 timed steps, the nightly profile's 5 window steps);
 3. a planted 1024 x 1024 matrix product (the trainer's test hook) against the plain step: how
-   often `profile diff` names aten::mm first, and the share of the slowdown it gives it;
+   often `profile diff` names aten::mm first, and the share of the slowdown it gives it; then per
+   framework family (scalebench/torch:cpu, scalebench/tensorflow:cpu) the hold trainer's planted
+   matrix multiply (all of a 1.25x slowdown: tests/support/planted.py): named first within 10
+   points of its planted 100 %;
 4. `scalebench profile diff A B` on two real attempt folders, end to end (a new process).
 
-    .venv/bin/python bench/profiling.py [--pairs 10]
+    .venv/bin/python bench/profiling.py [--pairs 10] [--planted-only]   (--planted-only: the families' planted pairs alone)
 """
 from __future__ import annotations
 
@@ -69,6 +72,8 @@ def main() -> None:
     voc_seg.write_synthetic(data, train_images=72, test_images=31, size=48, seed=1)
     print(f"work folder {work}; {pairs} pairs each")
 
+    if "--planted-only" in sys.argv:
+        return planted_families(work, pairs)
     plain, profiled, window = [], [], []
     for i in range(pairs):  # alternating, so a drift of the machine falls on both sides
         plain.append(run_cell(data, work / f"eq-plain-{i}", 6)["timing"]["images_per_s"])
@@ -93,6 +98,7 @@ def main() -> None:
         named += first.name == "aten::mm"
         lines.append(f"{first.name} {first.delta_s * 1e3:+.1f} ms, {first.share:.0%}")
     print(f"3. the planted aten::mm named first in {named} of {pairs} pairs: " + "; ".join(lines))
+    planted_families(work, pairs)
 
     cli = Path(sys.executable).with_name("scalebench")
     took = []
@@ -104,6 +110,22 @@ def main() -> None:
         assert done.returncode == 0, done.stderr
     print(f"4. scalebench profile diff on two attempt folders: {statistics.median(took):.2f} s (median of 3: "
           + ", ".join(f"{x:.2f}" for x in took) + ")")
+
+
+def planted_families(work: Path, pairs: int) -> None:
+    from scalebench.analysis.profile_diff import diff
+    from tests.support.planted import PLANTED, hold_profile
+
+    for family, image, want in (("torch", IMAGE, "aten::mm"), ("TensorFlow", "scalebench/tensorflow:cpu", "MatMul")):
+        named, lines = 0, []
+        for i in range(pairs):  # the hold trainer's planted matrix multiply: all of the slowdown (100 %)
+            a = hold_profile(image, work / f"hold-{family}-plain-{i}", 1.0)
+            b = hold_profile(image, work / f"hold-{family}-planted-{i}", PLANTED)
+            first = diff(a, b).top(1)[0]
+            named += want in first.name and abs((first.share or 0) - 1.0) <= 0.10
+            lines.append(f"{first.share:.0%}")
+        print(f"3. {family}: the hold trainer's planted {want} (100 % of the slowdown) named first, within 10 points, "
+              f"in {named} of {pairs} pairs; its shares: " + ", ".join(lines))
 
 
 if __name__ == "__main__":

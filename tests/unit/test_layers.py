@@ -105,7 +105,8 @@ def test_orchestrations_rooms_import_only_lower_rooms(path):
 PARTS = {
     "cli/commands": {"assembler": "__init__", "shared": ("scalebench.cli.arguments", "scalebench.cli.listing")},
     "orchestration/ui": {"assembler": "webapp", "shared": ("scalebench.orchestration.ui.shared",
-                                                           "scalebench.orchestration.ui.pages")},
+                                                           "scalebench.orchestration.ui.pages",
+                                                           "scalebench.orchestration.ui.profile_sections")},
 }
 
 

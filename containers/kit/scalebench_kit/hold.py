@@ -18,7 +18,11 @@ level; a weekly accuracy run's cell (run type accuracy) holds the --planned-full
 final METRIC is the level plus seeded noise (--accuracy-sd), reached along level x (1 - exp(-3
 e / E)) with an evaluation after every epoch e of E, and its step time varies by --time-sd. An image
 built with SCALEBENCH_TEST_IMAGE_SLOWDOWN=F in its environment is F times slower: the image
-did it (the image-change tests and the bisect drill build such tags).
+did it (the image-change tests and the bisect drill build such tags), and the extra time is spent
+in one named framework operation (a matrix multiply: `aten::mm` in a torch image, `MatMul` in a
+TensorFlow one), so a profiled A/B of the two images can name it. A cell that asks for a
+profiling window (training.profile_steps) gets one after its steps, through the framework's own
+profiler (scalebench_kit.profiling), each step running one small named operation besides.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Callable
 
 from .epochs import epoch_plan
 from .precision import not_observed, requested
@@ -68,6 +73,59 @@ IMAGE_SLOWDOWN_ENV = "SCALEBENCH_TEST_IMAGE_SLOWDOWN"
 def image_slowdown() -> float:
     """The factor an image was built with (test only: a slower image); 1.0 in every real image."""
     return float(os.environ.get(IMAGE_SLOWDOWN_ENV) or 1.0)
+
+
+class HoldOps:
+    """The framework operations a hold step runs: `touch()`, one small reduction every step (a
+    profile always has an operation), and `busy(seconds)`, matrix multiplies until that much wall
+    time has passed (an image's planted slowdown). torch where the image has it, else TensorFlow;
+    neither: the time is slept and no profiler can run."""
+
+    def __init__(self):
+        self.backend, self.touch, self._mm = None, lambda: None, None
+        try:
+            import torch
+
+            from .profiling import TorchProfiler
+
+            a = torch.ones(1024, 1024)
+            self.backend, self.touch, self._mm = TorchProfiler(torch, False), lambda: a.sum(), lambda: torch.mm(a, a)
+        except ImportError:
+            try:
+                import tensorflow as tf
+
+                from .profiling import TFProfiler
+
+                b = tf.ones((1024, 1024))  # as tf.functions: TensorFlow's profiler leaves small eager ops out
+                self.backend, self.touch = TFProfiler(tf), tf.function(lambda: tf.reduce_sum(b))
+                self._mm = tf.function(lambda: tf.linalg.matmul(b, b))
+            except ImportError:
+                pass
+
+    def busy(self, seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        if self._mm is None:
+            time.sleep(max(seconds, 0.0))
+            return
+        while time.perf_counter() < end:
+            self._mm()
+
+
+def profile_window(cell: Cell, ops: HoldOps, step: Callable[[], None]) -> dict | None:
+    """The cell's profiling window after its timed steps when it asks for one (the contract's
+    `profile`), else None."""
+    steps = cell.training.get("profile_steps")
+    if not steps:
+        return None
+    from .profiling import slowest, window
+
+    cell.events.log("profile_start", steps)
+    if ops.backend is None:
+        got = {"rank": 0, "why_not": "no framework profiler in this image (neither torch nor TensorFlow)"}
+    else:
+        got = window(ops.backend, steps, step, cell.results_dir, 0)
+    cell.events.log("profile_stop", got.get("step_s"), why_not=got.get("why_not"))
+    return slowest([got])
 
 
 def planted_slowdown(benchmark: str, gpus: int) -> float:
@@ -164,22 +222,35 @@ def main() -> None:
     steps = max(int(round(total / args.step_seconds)), 3)
     if _slowed(n, cell.spec["cell"].get("role") == "rerun", args):
         total *= args.test_slowdown
-    total *= image_slowdown()
+    extra = total * (image_slowdown() - 1)  # the image's planted slowdown: spent in a named operation
+    ops = HoldOps() if extra > 0 or train.get("profile_steps") else None
     timer = StepTimer(2)
-    cell.events.log("model_ready", steps=steps, hold_s=round(total, 3))
+    cell.events.log("model_ready", steps=steps, hold_s=round(total + extra, 3))
     timer.start()
-    t_end = time.perf_counter() + total
+    t_end = time.perf_counter() + total + extra
     for k in range(steps):
         began = time.perf_counter()
-        left = t_end - began
+        if ops is not None:
+            ops.touch()
+            ops.busy(extra / steps)
+        left = t_end - time.perf_counter()
         time.sleep(max(left if k == steps - 1 else min(total / steps, left), 0.0))
         timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - began, sync_s=0.0)
     cell.events.log("train_stop", timer.train_s)
+
+    def one_step() -> None:  # as a timed step: the small operation, the planted one, the hold
+        assert ops is not None
+        ops.touch()
+        ops.busy(extra / steps)
+        time.sleep(total / steps)
+
+    profile = profile_window(cell, ops, one_step) if ops is not None else None
     ranks = [timer.summary(r) for r in range(n)]  # one process stands for every rank of the cell
     cell.finish(system=system_fingerprint("none", "0"), world_size=n, device_names=[f"slot {d}" for d in
-                cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=[round(total / train["epochs"], 4)] *
+                cell.devices["ids"]], setup_s=0.0, timer=timer, epoch_s=[round((total + extra) / train["epochs"], 4)] *
                 train["epochs"], eval_s=0.0, loss_curve=[1.0] * train["epochs"], metrics={"precision": 0.5, "recall": 0.5},
-                breakdown=combine_ranks(ranks, METHOD), precision=not_observed(requested(cell.spec), NO_MODEL))
+                breakdown=combine_ranks(ranks, METHOD), precision=not_observed(requested(cell.spec), NO_MODEL),
+                extra={"profile": profile} if profile is not None else None)
 
 
 if __name__ == "__main__":

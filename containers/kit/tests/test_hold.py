@@ -1,5 +1,6 @@
 """The hold trainer (scalebench_kit.hold): holds a cell's devices for the time it is told and
 writes a contract that passes the same validation as a real trainer's."""
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +45,25 @@ def test_the_test_only_slowdown_lowers_throughput_not_the_step_count(tmp_path, r
     timing = read_json(tmp_path / "metrics.json")["timing"]
     assert timing["steps"] == 4
     assert timing["images_per_s"] == pytest.approx(16 / (0.3 * (1.5 if slowed else 1.0)), rel=0.08)
+
+
+def test_a_profiled_hold_cell_says_why_it_has_no_profile_where_no_framework_is_and_the_image_slowdown_holds(tmp_path):
+    """Outside an image (neither torch nor TensorFlow here) the planted operation is slept and the
+    window says why there is no profile; the cell stays valid and its figures are the timed ones.
+    In an image the window profiles the planted matrix multiply (tests/integration/dags/test_image_change.py)."""
+    cell = sample_cell(gpus=1, epochs=1)
+    spec = sample_spec(cell)
+    spec["training"]["profile_steps"] = 2
+    write_json_atomic(tmp_path / "cell.json", spec)
+    env = {**os.environ, "SCALEBENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "containers" / "kit"),
+           "SCALEBENCH_TEST_IMAGE_SLOWDOWN": "1.25"}
+    subprocess.run([sys.executable, "-m", "scalebench_kit.hold", "--epoch-seconds", "1.2", "--step-seconds", "0.3"],
+                   env=env, check=True, timeout=60)
+    doc = read_json(tmp_path / "metrics.json")
+    assert doc["profile"] == {"why_not": "rank 0: no framework profiler in this image (neither torch nor TensorFlow)"}
+    assert doc["timing"]["images_per_s"] == pytest.approx(16 / (0.3 * 1.25), rel=0.08)
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    keys = [e["key"] for e in events]
+    assert keys.index("train_stop") < keys.index("profile_start") < keys.index("profile_stop")  # after the timed steps
+    verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0, 1), "recall": (0, 1)})
+    assert verdict.success, verdict.failures

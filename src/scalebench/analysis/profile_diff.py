@@ -6,7 +6,7 @@ operations, per step, so cells of different step counts compare."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 KINDS = {"op": "ops", "kernel": "kernels"}
 
@@ -74,3 +74,44 @@ def diff(before: dict[str, Any], after: dict[str, Any], kind: str = "op") -> Pro
     sign = 1 if moved >= 0 else -1
     changes.sort(key=lambda c: (-c.delta_s * sign, c.name))
     return ProfileDiff(kind, step_a, step_b, changes)
+
+
+def ab_diff(cells: Sequence[Mapping[str, Any]], profiles: dict[str, dict[str, Any]], top: int = 3) -> dict[str, Any] | None:
+    """Where the step's time went in a same-night A/B (its cells: roles ab_previous and rerun of
+    one source, analysis.reruns), from its profiled pair (the last pair with a profile on both
+    sides): {night, a, b, diff, top, traces}; {night, why_not} when that pair has no usable
+    profile; None when no cell of the A/B was profiled (an A/B from before profiling)."""
+    from scalebench.analysis.reruns import rerun_key
+    from scalebench.core.cells import AB_PREVIOUS, RERUN
+
+    mine = {c["key"]: c for c in cells}
+    pairs = []
+    for source in sorted({c["rerun_of"] for c in cells if c.get("role") == AB_PREVIOUS and c.get("rerun_of")}):
+        i = 1
+        while (a := rerun_key(source, i, AB_PREVIOUS)) in mine:
+            b = rerun_key(source, i, RERUN)
+            if a in profiles or b in profiles:
+                pairs.append((i, a, b))
+            i += 1
+    if not pairs:
+        return None
+    _, a, b = max(pairs)
+    night = mine[a].get("night")
+    missing = [f"{side}: {(profiles.get(k) or {}).get('why_not') or 'not profiled'}"
+               for side, k in (("A", a), ("B", b)) if not profiles.get(k) or profiles[k].get("why_not")]
+    if missing:
+        return {"night": night, "why_not": "; ".join(missing)}
+    d = diff(profiles[a], profiles[b])
+    return {"night": night, "a": {"key": a, "attempt": profiles[a].get("attempt"), "traces": profiles[a]["traces"]},
+            "b": {"key": b, "attempt": profiles[b].get("attempt"), "traces": profiles[b]["traces"]},
+            "diff": d.to_json(), "top": [c.line() for c in d.top(top)]}
+
+
+def ab_words(found: dict[str, Any] | None) -> str:
+    """The alert's words for an A/B's profile diff ("" without one)."""
+    if not found:
+        return ""
+    if found.get("why_not"):
+        return f"; no profile: {found['why_not']}"
+    return ("; where the step's time went (the A/B's profiled pair): " + ", ".join(found["top"])
+            if found["top"] else "; the A/B's profiles show no operation slower per step")

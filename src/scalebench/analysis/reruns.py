@@ -9,7 +9,9 @@ A flagged figure that came with a new image (regress.wants_ab) is rerun as a sam
 instead, as Chromium's Pinpoint confirms a bisect step: `ab_pairs` pairs of the cell on the
 previous image (role "ab_previous", the reference its baseline's image was kept under) and on
 tonight's (role "rerun"), on one host, in balanced order (AB BA AB ...). Where the previous image
-is gone, plain reruns run instead and the line says so.
+is gone, plain reruns run instead and the line says so. The A/B's last pair is profiled (one cell
+per image, a profiling window after its timed steps: no figure moves), so the alert can say which
+operations the step's time went to (analysis.profile_diff).
 """
 from __future__ import annotations
 
@@ -80,25 +82,30 @@ def rerun_cell(source: PlannedCell, i: int, role: str = RERUN, image: str | None
     return cell
 
 
-def ab_cells(source: PlannedCell, previous: str, start: int, pairs: int, devices: list[str] | None) -> list[PlannedCell]:
-    """Pairs start .. start + pairs - 1 of an A/B, in balanced order: odd pairs A then B, even B then A."""
+def ab_cells(source: PlannedCell, previous: str, start: int, pairs: int, devices: list[str] | None,
+             profile_steps: int | None = None) -> list[PlannedCell]:
+    """Pairs start .. start + pairs - 1 of an A/B, in balanced order: odd pairs A then B, even B then A.
+    `profile_steps`: the last pair's two cells each run a profiling window of that many steps."""
     out = []
     for i in range(start, start + pairs):
         a, b = rerun_cell(source, i, AB_PREVIOUS, previous, devices), rerun_cell(source, i, RERUN, None, devices)
+        if profile_steps and i == start + pairs - 1:
+            a["profile_steps"] = b["profile_steps"] = profile_steps
         out += [a, b] if i % 2 else [b, a]
     return out
 
 
 def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Gates(), ab_pairs: int = 5,
                 image_available: Callable[[str], bool] = lambda ref: True,
-                short_ab: Callable[[], tuple[float, dict[int, float]] | None] = lambda: None
-                ) -> tuple[list[PlannedCell], list[str]]:
+                short_ab: Callable[[], tuple[float, dict[int, float]] | None] = lambda: None,
+               profile_steps: int | None = None) -> tuple[list[PlannedCell], list[str]]:
     """(rerun cells, what was flagged): `count` reruns of one valid cell of each flagged GPU count,
     or, where the flag came with a new image, an A/B of `ab_pairs` pairs with the previous image
     (`image_available(ref)`: whether the host's engine still has it); an A/B too for each GPU
     count whose new image cannot be judged from its history (a short baseline), within
     `short_ab` (the minutes the night's budget leaves this benchmark for them, and each GPU
-    count's A/B minutes: core.plan; asked only when needed), largest GPU count first. A weekly accuracy run reruns
+    count's A/B minutes: core.plan; asked only when needed), largest GPU count first; an A/B's
+    last pair profiled with `profile_steps` (the profile's window). A weekly accuracy run reruns
     nothing: its throughput has no nightly baseline."""
     if not planned or count < 1 or planned[0]["run_type"] == ACCURACY:
         return [], []
@@ -137,8 +144,9 @@ def plan_reruns(store, planned: list[PlannedCell], count: int, gates: Gates = Ga
         elif previous and image_available(previous):
             flagged.append(f"{j.line()}; A/B with the previous image {suspect.name('previous') if suspect else previous} "
                            f"(run as {previous}): "
-                           f"{ab_pairs} + {ab_pairs} cells")
-            out += ab_cells(source, previous, 1, ab_pairs, devices)
+                           f"{ab_pairs} + {ab_pairs} cells" + (f", the last pair profiled ({profile_steps} steps each)"
+                                                                if profile_steps else ""))
+            out += ab_cells(source, previous, 1, ab_pairs, devices, profile_steps)
             continue
         if not wants_rerun(j, gates):  # a short baseline: only an A/B judges it, reruns would not
             if previous:

@@ -107,3 +107,19 @@ def contract_mismatch(cell: Mapping[str, Any], attempt: int, contract: dict) -> 
                                        ("run", "run_id", cell["run_id"]), ("attempt", "attempt", attempt))
              if says.get(field) != want]
     return f"the contract names {', '.join(wrong)}: it is not this attempt's result" if wrong else None
+
+
+def find_attempt(dag_id: str, run_id: str, key: str, attempt: int) -> Path | None:
+    """A stored cell's attempt folder found by its cell.json's key under the run's folder (a cell
+    folder's name is not stored: a rerun's or bisect's carries its role), None where none is."""
+    try:
+        base = run_dir(dag_id, run_id)
+    except UnsafeName:
+        return None
+    for folder in sorted(base.glob(f"*/attempt-{int(attempt)}")):
+        try:
+            if json.loads((folder / CELL_SPEC_FILE).read_text())["cell"]["key"] == key:
+                return folder
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None

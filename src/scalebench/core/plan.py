@@ -23,6 +23,17 @@ from scalebench.core.config import Benchmark, ConfigError, Fleet, Resolved
 from scalebench.core.records import FigureRow
 
 RECENT_NIGHTS = 7  # stored figures from this many most recent nights set a cost
+# An A/B's profiled pair: each of its two cells runs a profiling window after its timed steps,
+# one warm-up step and profile_steps steps under the profiler, then its trace written. Estimated
+# as twice the steps' own time (the profiler's overhead per operation) plus a fixed start and
+# export; bench/profiling.py measures the real window.
+PROFILER_SLOWDOWN = 2.0
+PROFILER_FIXED_S = 5.0
+
+
+def profile_window_s(steps: int, step_s: float) -> float:
+    """One cell's profiling window, estimated (seconds)."""
+    return PROFILER_FIXED_S + (steps + 1) * step_s * PROFILER_SLOWDOWN
 COST_LOOKBACK_DAYS = 60  # stored costs older than this do not set a night's plan
 
 
@@ -73,6 +84,8 @@ class HostNight:
     # improvement): an A/B at every GPU count; per benchmark, minutes per GPU count
     ab_counts: dict[str, dict[int, float]] = field(default_factory=dict)
     ab_cells: int = 0
+    # of those minutes (and of the rerun reserve), the A/Bs' profiled pairs: per benchmark, minutes per GPU count
+    ab_profile: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def ab_minutes(self) -> float:
@@ -179,6 +192,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
         basis = res.timing_basis(counts) or "unknown"
         longest = 0.0
         per_count: dict[int, float] = {}
+        step_of: dict[int, float] = {}
         for n, p in ((n, p) for n in counts for p in res.precision):
             for e in epochs:
                 row = plan_row(bid, res, host.name, n, p, e, repeats or planned_repeats, basis, stored)
@@ -190,6 +204,7 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                 night.cell_minutes += row.seconds / 60
                 longest = max(longest, cell_s)
                 per_count[n] = max(per_count.get(n, 0.0), cell_s)
+                step_of[n] = max(step_of.get(n, 0.0), row.step_s)
                 if cell_s > row.timeout_s:
                     problems.append(f"{bid} at {n} GPU(s), {e} epoch(s): estimated {cell_s / 60:.1f} min, above its "
                                     f"cell_timeout_minutes {res.cell_timeout_minutes:g}")
@@ -197,9 +212,14 @@ def night_plan(benchmarks: dict[str, Benchmark], fleet: Fleet, profile: str, *, 
                     problems.append(f"{bid} at {n} GPU(s): {row.timed_steps} timed steps, below min_timed_steps "
                                     f"{res.min_timed_steps}")
         # accuracy runs rerun nothing; a figure flagged on a new image runs an A/B of ab_pairs pairs
-        night.rerun_minutes += 0.0 if weekly else max(bench.confirm_reruns, 2 * bench.ab_pairs) * longest / 60
+        # pairs, its last pair profiled (two profiling windows)
+        profiled = {n: 2 * profile_window_s(res.profile_steps, step) / 60 for n, step in step_of.items()}
+        longest_n = max(per_count, key=lambda n: per_count[n], default=0)
+        ab_longest = 2 * bench.ab_pairs * longest / 60 + profiled.get(longest_n, 0.0)
+        night.rerun_minutes += 0.0 if weekly else max(bench.confirm_reruns * longest / 60, ab_longest)
         if not weekly:
-            night.ab_counts[bid] = {n: 2 * bench.ab_pairs * s / 60 for n, s in per_count.items()}
+            night.ab_counts[bid] = {n: 2 * bench.ab_pairs * s / 60 + profiled[n] for n, s in per_count.items()}
+            night.ab_profile[bid] = profiled
             night.ab_cells += 2 * bench.ab_pairs * len(per_count)
     if probe is not None and fleet.probe is not None and profile == "nightly":
         for host in fleet.hosts_of("gpu"):

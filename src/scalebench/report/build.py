@@ -17,6 +17,7 @@ from scalebench.analysis import history
 from scalebench.analysis.basis import TRAIN_TIME
 from scalebench.analysis.regress import judge
 from scalebench.core import nights, paths
+from scalebench.core.cells import AB_PREVIOUS, RERUN
 from scalebench.core.dag_ids import PROBE_DAG_ID
 from scalebench.core.nights import choose_runs
 from scalebench.core.records import FigureRow
@@ -24,6 +25,7 @@ from scalebench.core.verdicts import ENDED, FIXED, IMPROVEMENT, NO_BETTER, PARTL
 from scalebench.report import predictions
 from scalebench.report.checks import plausibility, table_checks
 from scalebench.analysis.changes import diff_line, package_diff
+from scalebench.analysis.profile_diff import ab_diff
 from scalebench.analysis.regress import Change
 from scalebench.report.figures import (alert_detail, alert_line, average_row, back_detail, bench_row, changes_tonight,
                                        improved_detail, latest_accuracy_runs, manual_runs, moved_detail,
@@ -32,14 +34,18 @@ from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
 from scalebench.report.render import render, write_index
 
+AB_ROLES = (AB_PREVIOUS, RERUN)  # an A/B's cells: the previous image's and tonight's
+
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None,
-          packages: Callable[[str], dict | None] = lambda digest: None, moves: Sequence[dict] = ()) -> Report:
+          packages: Callable[[str], dict | None] = lambda digest: None, moves: Sequence[dict] = (),
+          profiles: Callable[[list[str]], dict[str, dict]] = lambda keys: {}) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count;
     `packages(digest)` an image's kept package list (what changed between two images); `moves` the
-    recorded host assignment changes (those of this night are marked on the history pages)."""
+    recorded host assignment changes (those of this night are marked on the history pages);
+    `profiles(keys)` the stored op profiles of those cells (an alert's A/B names its operations)."""
     # reruns confirm flags and the host probe makes night factors: neither fills the table
     measured = [c for c in cells if c.get("role", "measure") == "measure"]
     chosen, source = choose_runs(measured, night)
@@ -80,6 +86,15 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         if key not in diff_of:
             diff_of[key] = diff_line(package_diff(*(packages(d) if d else None for d in key[:2])), key[2])
         return diff_of[key]
+    def ab_profile(j) -> dict | None:
+        """Where the alert's A/B's step time went (its profiled pair), None without an A/B profile."""
+        if j.ab is None:
+            return None
+        mine = [c for c in cells if c["night"] == night and c["benchmark"] == j.key.benchmark
+                and c["gpus"] == j.key.gpus and c["precision"] == j.key.precision and c.get("role") in AB_ROLES]
+        return ab_diff(mine, profiles([c["key"] for c in mine])) if mine else None
+
+    profiled = {id(j): ab_profile(j) for j in tonight if j.alert}
     rep = Report(
         night=night, generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         complete=not missing, expected=expected, missing=missing, source=source,
@@ -90,7 +105,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         accuracy_metrics=[m for m in ACCURACY_METRICS if any(m in r.metrics for r in accuracy_rows)],
         conclusions=conclusions(rows, avg, opts, accuracy_rows, study_rows, study_avg),
         study_rows=study_rows, study_average=study_avg,
-        alerts=[alert_line(j, what_changed(j.blamed)) for j in tonight if j.alert],
+        alerts=[alert_line(j, what_changed(j.blamed), profiled[id(j)]) for j in tonight if j.alert],
         flagged=[j.line() for j in tonight if j.flagged and not j.alert],
         cleared=[j.line() for j in tonight if j.confirmed_by_reruns is False],
         fixed=[{"verdict": j.verdict, "line": j.line()} for j in tonight  # each said once: the night it is decided
@@ -100,7 +115,7 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         moved_details=[moved_detail(j) for j in tonight if j.flagged and j.image  # alerted into another group too
                        and not (j.alert and j.blamed is not None and j.blamed.new_image == j.image)],
         changes=[j.line() for j in tonight if j.changed_with], diagnoses=history.diagnose(tonight),
-        alert_details=[alert_detail(j, what_changed(j.blamed)) for j in tonight if j.alert],
+        alert_details=[alert_detail(j, what_changed(j.blamed), profiled[id(j)]) for j in tonight if j.alert],
         changes_tonight=changes_tonight(tonight, what_changed),
         judged=judged, series=len(series), table_checks=[],
         moves=[m for m in moves if nights.night_at(dt.datetime.fromisoformat(m["at"])) == night],
@@ -154,7 +169,12 @@ def build_report(store, night: str | None = None, opts: Options | None = None,
         kept = store.image_packages(digest)
         return kept["packages"] if kept else None
 
-    rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves())
+    def profiles(keys: list[str]) -> dict[str, dict]:
+        from scalebench.store.profiles import cells_profiles
+
+        return cells_profiles(store.engine, keys)
+
+    rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves(), profiles)
     rep.predictions = predictions.section(store, night, cells, opts.links)
     rep.undelivered = undelivered_lines(store)
     return rep

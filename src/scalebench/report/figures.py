@@ -7,6 +7,7 @@ from typing import Callable
 
 from scalebench_kit.names import ACCURACY_METRICS, PRECISIONS
 
+from scalebench.analysis.profile_diff import ab_words
 from scalebench.analysis.regress import Change, Judgement
 from scalebench.core.alert_rules import group_key
 from scalebench.core.cells import ACCURACY
@@ -175,14 +176,17 @@ def average_row(relative_times: list[dict[int, float]]) -> dict[int, float]:
     return {n: statistics.fmean([rt[n] for rt in relative_times if n in rt]) for n in counts}
 
 
-def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
-    """An alert as data. `what_changed`: the package and config diff of its suspect change."""
+def alert_detail(j: Judgement, what_changed: str | None = None, profile_diff: dict | None = None) -> dict:
+    """An alert as data. `what_changed`: the package and config diff of its suspect change;
+    `profile_diff`: where its A/B's step time went (analysis.profile_diff.ab_diff)."""
     confirmed_by = "A/B" if j.ab is not None else "reruns" if j.confirmed_by_reruns else "next night"
     doc = {"benchmark": j.key.benchmark, "gpus": j.key.gpus, "precision": j.key.precision, "metric": j.key.metric,
            "host": j.key.host_class,
            "night": j.night.isoformat(), "value": j.value, "baseline": j.baseline, "change": j.worse_by, "z": j.z,
            "reruns": list(j.reruns), "rerun_p": j.rerun_p, "confirmed_by": confirmed_by,
-           "line": alert_line(j, what_changed)}
+           "line": alert_line(j, what_changed, profile_diff)}
+    if profile_diff:
+        doc["profile_diff"] = profile_diff
     if j.blamed is not None:  # the regression's change, which names its alert group
         doc["suspect"] = {"kind": j.blamed.kind, "text": j.blamed.text, "previous_image": j.blamed.previous_image,
                           "new_image": j.blamed.new_image, "what_changed": what_changed}
@@ -192,8 +196,9 @@ def alert_detail(j: Judgement, what_changed: str | None = None) -> dict:
     return doc
 
 
-def alert_line(j: Judgement, what_changed: str | None = None) -> str:
-    return j.line() + (f"; what changed: {what_changed}" if what_changed and j.blamed is not None else "")
+def alert_line(j: Judgement, what_changed: str | None = None, profile_diff: dict | None = None) -> str:
+    return (j.line() + (f"; what changed: {what_changed}" if what_changed and j.blamed is not None else "")
+            + ab_words(profile_diff))
 
 
 def blamed_doc(j: Judgement) -> dict | None:

@@ -251,12 +251,13 @@ class AlertGroups:
         if f is None:
             s.add(AlertFigureRow(group_id=g.id, benchmark=d["benchmark"], gpus=d["gpus"], precision=precision,
                                  metric=d["metric"], first_night=night, last_night=night, worst_change=change,
-                                 line=d["line"]))
+                                 line=d["line"], profile_diff=d.get("profile_diff")))
             if g.first_night != night:  # a figure that joined later
                 self._event(s, g.id, REPORT, "figures", None, None, f"joined on {night}: {d['line']}")
             return
         if night >= f.last_night:
             f.last_night, f.line = night, d["line"]
+            f.profile_diff = d.get("profile_diff") or f.profile_diff  # a night without an A/B keeps the last one
             if f.back_night is not None and f.back_night <= night:  # back, then regressed again
                 f.back_night = None
         f.first_night = min(f.first_night, night)
@@ -278,7 +279,7 @@ class AlertGroups:
         rows = self._figures(s, g.id)
         figures = [{"benchmark": f.benchmark, "gpus": f.gpus, "precision": f.precision, "metric": f.metric,
                     "first_night": f.first_night, "last_night": f.last_night, "worst_change": f.worst_change,
-                    "line": f.line, "back_night": f.back_night} for f in rows]
+                    "line": f.line, "back_night": f.back_night, "profile_diff": f.profile_diff} for f in rows]
         doc: dict = {"id": g.id, "key": g.key, "state": g.state, "owner": g.owner, "suspect_kind": g.suspect_kind,
                "suspect": g.suspect, "previous_image": g.previous_image, "new_image": g.new_image,
                "what_changed": g.what_changed, "first_night": g.first_night, "last_night": g.last_night,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from scalebench.core.columns import WIDTH
@@ -46,6 +46,8 @@ class AlertFigureRow(Base):
     worst_change: Mapped[float] = mapped_column(Float)   # relative, in the bad direction (0.1: 10 % worse)
     line: Mapped[str] = mapped_column(Text)               # the latest night's alert line
     back_night: Mapped[str | None] = mapped_column(String(10), nullable=True)  # judged back (fixed or ended) on
+    # where its A/B's step time went, the latest night's (analysis.profile_diff.ab_diff); None: no A/B profile
+    profile_diff: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class AlertEventRow(Base):

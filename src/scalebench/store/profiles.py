@@ -85,3 +85,34 @@ def cell_profile(engine, key: str) -> tuple[dict[str, Any], dict[str, Any] | Non
             if found is not None:
                 return about, found
         return about, None
+
+
+def cells_profiles(engine, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """{cell key: its newest profiled valid attempt's profile, with `attempt`} for those of `keys`
+    that have one (one query for the windows, one for their operations)."""
+    from scalebench.store.results import AttemptRow, CellRow
+
+    if not keys:
+        return {}
+    with Session(engine) as s:
+        q = (select(CellRow.key, AttemptRow.attempt, AttemptProfileRow.id)
+             .join(AttemptRow, AttemptRow.cell_id == CellRow.id)
+             .join(AttemptProfileRow, AttemptProfileRow.attempt_id == AttemptRow.id)
+             .where(CellRow.key.in_(sorted(set(keys))), AttemptRow.status == "valid").order_by(AttemptRow.attempt))
+        newest = {key: (attempt, pid) for key, attempt, pid in s.execute(q)}  # ordered: the newest attempt wins
+        rows = {r.id: r for r in s.scalars(select(AttemptProfileRow).where(
+            AttemptProfileRow.id.in_([pid for _, pid in newest.values()])))}
+        out: dict[str, dict[str, Any]] = {}
+        by_id: dict[int, dict[str, Any]] = {}
+        for key, (attempt, pid) in newest.items():
+            row = rows[pid]
+            doc: dict[str, Any] = {"attempt": attempt, "rank": row.rank, "steps": row.steps, "step_s": row.step_s,
+                                   "traces": row.traces, "ops": [], "kernels": []}
+            if row.why_not:
+                doc["why_not"] = row.why_not
+            out[key] = by_id[pid] = doc
+        for op in s.scalars(select(ProfileOpRow).where(ProfileOpRow.profile_id.in_(list(by_id)))
+                            .order_by(ProfileOpRow.profile_id, ProfileOpRow.kind, ProfileOpRow.position)):
+            by_id[op.profile_id]["ops" if op.kind == "op" else "kernels"].append(
+                {"name": op.name, "self_s": op.self_s, "calls": op.calls, "share": op.share})
+        return out

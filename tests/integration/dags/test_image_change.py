@@ -6,7 +6,9 @@ reads) and with one extra package installed from a local wheel.
 - The benchmark's config moves from sbtest-2 to sbtest-3 (a new tag of the same repository): one
   `airflow dags test` against 20 seeded nights on sbtest-2. Its figure is flagged against the old
   baseline, the rerun step runs an A/B of both images on the host, *Changes tonight* says
-  "regression (confirmed)" with the A/B's numbers and the package diff, and the alert goes out.
+  "regression (confirmed)" with the A/B's numbers and the package diff, and the alert goes out
+  naming the operation the slower image planted (its hold steps spend the extra time in a matrix
+  multiply): the A/B's last pair is profiled.
 - `scalebench bisect` over the five tags names sbtest-3 in at most three steps.
 """
 import datetime as dt
@@ -103,6 +105,10 @@ def test_the_rerun_step_runs_an_ab_of_the_previous_and_the_new_image(night_on_ne
     assert {c["figure"]["image_digest"] for c in previous} == {images["sbtest-2"]}
     assert {c["figure"]["image_digest"] for c in new} == {images["sbtest-3"]}
     assert max(c["figure"]["images_per_s"] for c in new) < 0.9 * min(c["figure"]["images_per_s"] for c in previous)
+    # the last pair ran a profiling window after its timed steps, one cell per image
+    profiled = store.contract  # (the newest valid attempt's contract of a cell)
+    windows = {c["role"]: profiled(c["key"]).get("profile") for c in previous + new if profiled(c["key"]).get("profile")}
+    assert set(windows) == {"ab_previous", "rerun"} and all(w.get("ops") for w in windows.values()), windows
     # both images' package lists were read once inside them and kept by digest
     extra = store.image_packages(images["sbtest-3"])["packages"]["python"]
     assert extra.get("scalebench-test-extra") == "1.0"
@@ -145,6 +151,12 @@ def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff
     [detail] = [d for d in rep.alert_details if d["metric"] == "images_per_s"]
     assert detail["confirmed_by"] == "A/B" and detail["ab"]["verdict"] == "worse" and detail["ab"]["p"] <= 0.01
     assert detail["line"].startswith(f"{BENCH} 1 GPU fp32 images_per_s: regressed with image scalebench/torch:sbtest-3")
+    # the planted cause: the slower image spends its whole slowdown in one matrix multiply per step (the
+    # hold trainer's aten::mm); the A/B's profiled pair names it first, within 10 points of its planted 100 %
+    first = detail["profile_diff"]["diff"]["changes"][0]
+    assert first["name"] == "aten::mm" and abs(first["share"] - 1.0) <= 0.10, detail["profile_diff"]
+    assert "where the step's time went (the A/B's profiled pair): aten::mm +" in detail["line"]
+    print(f"\ntorch planted aten::mm through the DAG's A/B: {detail['profile_diff']['top'][0]}")
     receiver = Receiver()
     try:
         monkeypatch.setenv("AIRFLOW_CONN_SCALEBENCH_ALERTS", f"http://127.0.0.1:{receiver.port}")
@@ -158,6 +170,7 @@ def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff
     assert sent and len(receiver.received) == 1
     body = receiver.received[0]["body"]
     assert "regressed with image scalebench/torch:sbtest-3" in body["text"] and "scalebench-test-extra" in body["text"]
+    assert "aten::mm +" in body["text"]  # the message names the operation
     # linked to the bisect DAG, between the previous image (as kept by digest) and the new one
     hint = next(a["bisect"] for a in body["alerts"] if a["metric"] == "images_per_s")
     # (each by the tag it is kept under: its digest, which a later build under the same tag cannot move)

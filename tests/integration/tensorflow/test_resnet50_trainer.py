@@ -49,3 +49,21 @@ def test_a_bf16_cell_computes_in_bfloat16_under_mirrored_strategy_on_2_devices(t
     assert p["switches"]["dtype_policy"] == "mixed_bfloat16", p
     assert all(math.isfinite(x) for x in doc["loss_curve"]), doc["loss_curve"]  # fp32 master weights, no overflow
     print(f"\nbf16 on {n} devices: {doc['timing']['steps']} steps, train {doc['timing']['train_s']:.1f} s")
+
+
+@pytest.mark.timeout(300)
+def test_a_planted_slowdown_in_one_tensorflow_operation_is_named_first_by_the_profile_diff(tmp_path):
+    """The TensorFlow family's planted cause: the kit's hold trainer in this image, profiled through
+    TensorFlow's profiler and its own op table, once plain and once as an image built 1.25x slower
+    would run it (its extra time spent in a matrix multiply each step): the diff names that
+    operation first, within 10 points of its planted share (all of the slowdown). The torch
+    family's is the image-change DAG's A/B (tests/integration/dags/test_image_change.py)."""
+    from scalebench.analysis.profile_diff import diff
+    from tests.support.planted import PLANTED, hold_profile
+
+    a, b = hold_profile(IMAGE, tmp_path / "a", 1.0), hold_profile(IMAGE, tmp_path / "b", PLANTED)
+    assert a.get("ops") and a["traces"] and b.get("ops") and b["traces"], (a, b)
+    d = diff(a, b)
+    first = d.changes[0]
+    assert "MatMul" in first.name and abs(first.share - 1.0) <= 0.10, [c.line() for c in d.changes[:5]]
+    print(f"\nTensorFlow planted MatMul: {first.line()}; step {d.step_before_s * 1e3:.1f} -> {d.step_after_s * 1e3:.1f} ms")

@@ -167,13 +167,20 @@ def test_capped_cells_say_their_steps_in_the_label(gpu):
 
 def test_a_short_baseline_nights_abs_are_counted_and_shared_out_of_what_the_cells_leave(gpu, capsys, monkeypatch):
     """A new image on a short baseline runs an A/B (ab_pairs pairs) at every GPU count: the plan
-    counts its cells and minutes per host, and each benchmark may spend its share of what the
-    night's cells leave of the budget (the DAG then runs the largest GPU counts first)."""
+    counts its cells and minutes per host, its last pair's two profiling windows included, and
+    each benchmark may spend its share of what the night's cells leave of the budget (the DAG
+    then runs the largest GPU counts first)."""
+    from scalebench.core.plan import profile_window_s
+
     plan = night_plan(gpu.benchmarks, gpu.fleet, "nightly")
     [host] = plan.hosts
     for b, bench in gpu.benchmarks.items():
         longest = {n: max(r.cell_s for r in plan.rows if r.benchmark == b and r.gpus == n) for n in (1, 2, 3, 4)}
-        assert host.ab_counts[b] == pytest.approx({n: 2 * bench.ab_pairs * s / 60 for n, s in longest.items()})
+        step = {n: max(r.step_s for r in plan.rows if r.benchmark == b and r.gpus == n) for n in (1, 2, 3, 4)}
+        windows = {n: 2 * profile_window_s(bench.resolved("nightly").profile_steps, step[n]) / 60 for n in step}
+        assert host.ab_profile[b] == pytest.approx(windows) and all(0 < w < longest[n] / 60 for n, w in windows.items())
+        assert host.ab_counts[b] == pytest.approx({n: 2 * bench.ab_pairs * s / 60 + windows[n]
+                                                   for n, s in longest.items()})
     assert host.ab_cells == sum(2 * b.ab_pairs * 4 for b in gpu.benchmarks.values())
     free = host.budget_minutes - host.cell_minutes
     shares = {b: host.ab_allowed(b) for b in gpu.benchmarks}
@@ -184,3 +191,4 @@ def test_a_short_baseline_nights_abs_are_counted_and_shared_out_of_what_the_cell
     out = capsys.readouterr().out
     assert "a new image on a short baseline (a series' first nights, after a restart or an improvement) adds an A/B" \
            " at every GPU count: 120 cells" in out
+    assert "an A/B profiles its last pair (a profiling window in each of its two cells, after the timed steps)" in out

@@ -157,7 +157,8 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
     client = open_app()
     valid = {"night": nights["last"], "fmt": "csv", "benchmark": BENCH, "dag_id": DAG, "run_id": nights["run_id"],
              "a": "2026-11-27", "b": nights["last"], "nights": "90", "all": "false", "static:name": "pages.js",
-             "night_file:name": "report.html", "group_id": "1", "state": "open", "owner": "alice"}
+             "night_file:name": "report.html", "group_id": "1", "state": "open", "owner": "alice",
+             "key": "0" * 20, "index": "0"}
     walked = routes(create_app())
     assert {r["name"] for r in walked} >= {"history", "history_export", "night", "night_export", "run", "run_export",
                                            "dag", "compare", "compare_export", "static", "night_file", "index"}

@@ -50,7 +50,7 @@ def _routes() -> list[str]:
 
     valid = {"night": NIGHT, "fmt": "csv", "benchmark": "resnet50_keras_cifar10", "dag_id": "a", "run_id": "b",
              "a": "2026-11-27", "b": NIGHT, "static:name": "history.js", "night_file:name": "report.html",
-             "group_id": "1"}
+             "group_id": "1", "key": "0" * 20, "index": "0"}
     return ["/scalebench" + url(r, valid) for r in routes(create_app())]
 
 
@@ -61,7 +61,7 @@ def test_every_plugin_route_refuses_requests_without_the_airflow_login(server):
         answers[route] = (httpx.get(base + route, follow_redirects=False).status_code,
                           httpx.get(base + route, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False).status_code,
                           httpx.get(base + route, cookies={"_token": "forged"}, follow_redirects=False).status_code)
-    assert len(answers) == 19 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
+    assert len(answers) == 20 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
     assert {r: a for r, a in answers.items() if a[0] != 401 or not set(a[1:]) <= {401, 403}} == {}
     # the one action route: a POST without a login changes nothing
     assert httpx.post(f"{base}/scalebench/alerts/1", data={"action": "take"}).status_code == 401

@@ -42,6 +42,11 @@ def cmd_plan(args, configs: Configs) -> Listing:
                  "the DAG runs the A/Bs that fit each benchmark's share, largest GPU count first; the rest are not "
                  "judged that night")
               for h in night.hosts if h.ab_minutes and args.profile == "nightly"]
+    notes += [f"host {h.host}: an A/B profiles its last pair (a profiling window in each of its two cells, after the "
+              f"timed steps), within the A/B minutes above: "
+              + "; ".join(f"{b} " + ", ".join(f"{m * 60:.0f} s at {n}" for n, m in sorted(per.items()))
+                          for b, per in sorted(h.ab_profile.items()) if per) + " (estimated)"
+              for h in night.hosts if any(h.ab_profile.values()) and args.profile != "full"]
     if assignment:
         notes += [f"assigned: {b} -> {assignment.hosts[b]} ({assignment.why[b]})" if b in assignment.hosts
                   else f"not assigned: {b}: {assignment.why[b]}" for b in sorted(benches)]

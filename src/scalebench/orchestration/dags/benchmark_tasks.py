@@ -246,7 +246,8 @@ def summarize(planned: list[PlannedCell]) -> None:
 
 def plan_reruns(bench_id: str, planned: list[PlannedCell], context) -> list[PlannedCell]:
     """Each GPU count whose throughput looks regressed is rerun k times (confirm_reruns), or, when
-    it came with a new image, run as an A/B with the previous image (ab_pairs pairs); the host
+    it came with a new image, run as an A/B with the previous image (ab_pairs pairs, the last one
+    profiled: the profile's profile_steps); the host
     probe's cells are never rerun (they are judged only as the host's night factor)."""
     from scalebench.analysis.reruns import plan_reruns as plan
     from scalebench.store.results import Store
@@ -259,7 +260,8 @@ def plan_reruns(bench_id: str, planned: list[PlannedCell], context) -> list[Plan
     k = bench.confirm_reruns
     reruns, flagged = plan(Store(), planned, k, gates_of(bench_id), ab_pairs=bench.ab_pairs,
                            image_available=image_available if _cells_run_here() else lambda ref: True,
-                           short_ab=lambda: short_ab_budget(bench_id, planned[0]["profile"]))
+                           short_ab=lambda: short_ab_budget(bench_id, planned[0]["profile"]),
+                           profile_steps=bench.resolved(planned[0]["profile"]).profile_steps)
     for line in flagged:
         print(f"flagged, {k} reruns: {line}" if "A/B with the previous image" not in line else f"flagged, A/B: {line}")
     if flagged:

@@ -4,6 +4,7 @@ task logs, a DAG's tab, two nights compared; each with its CSV and JSON; and the
 scripts and style."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
@@ -18,6 +19,7 @@ from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_r
 
 DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
 RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
+CELL_KEY = Annotated[str, PathParam(pattern=r"^[0-9a-f]{8,64}$", max_length=64)]
 NIGHT_QUERY = Annotated[str | None, Query(pattern=NIGHT.pattern, max_length=10)]
 STATIC, STATIC_FILES = pages.STATIC, pages.STATIC_FILES
 
@@ -75,7 +77,46 @@ def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
     other = _no_figures(dag_id, base)
     if other:
         return pages.explain_page(base, f"Run {run_id}", other)
-    return pages.run_page(base, ui, dag_id, run_id, _run_cells(dag_id, run_id))
+    cells = _run_cells(dag_id, run_id)
+    return pages.run_page(base, ui, dag_id, run_id, cells, _ab_diffs(cells))
+
+
+def _ab_diffs(cells: list[dict]) -> list[tuple[str, dict]]:
+    """(title, ab_diff) of each A/B of the run whose pair was profiled, by GPU count and precision."""
+    from scalebench.analysis.profile_diff import ab_diff
+    from scalebench.core.cells import AB_PREVIOUS, RERUN
+    from scalebench.store.profiles import cells_profiles
+
+    ab = [c for c in cells if c.get("role") in (AB_PREVIOUS, RERUN)]
+    if not ab:
+        return []
+    profiles = cells_profiles(store().engine, [c["key"] for c in ab])
+    out = []
+    for gpus, precision in sorted({(c["gpus"], c["precision"]) for c in ab}):
+        found = ab_diff([c for c in ab if (c["gpus"], c["precision"]) == (gpus, precision)], profiles)
+        if found:
+            out.append((f"Where the step's time went: the A/B at {gpus} GPU(s), {precision}", found))
+    return out
+
+
+@browsing.get("/api/cells/{key}/traces/{index}")
+def trace(key: CELL_KEY, index: Annotated[int, PathParam(ge=0, le=1000)]):
+    """One kept trace of a cell's newest profiled attempt, for download (gzip: Perfetto and
+    TensorBoard's profile plugin open it)."""
+    from scalebench.core.attempt_folders import find_attempt
+    from scalebench.store.profiles import cells_profiles
+
+    cells = store().cells(key=key)
+    prof = cells_profiles(store().engine, [key]).get(key) if cells else None
+    if not cells or not prof or index >= len(prof["traces"]):
+        raise HTTPException(404, "No such trace (a profiled cell's page links its traces).")
+    c = cells[0]
+    folder = find_attempt(c["dag_id"], c["run_id"], key, prof["attempt"])
+    path = inside(folder, prof["traces"][index]) if folder else None
+    if path is None:
+        raise HTTPException(404, "The trace is no longer on this machine (its attempt folder was pruned or moved).")
+    name = f"{c['benchmark']}-{key}-attempt{prof['attempt']}-{Path(prof['traces'][index]).name}"
+    return FileResponse(path, media_type="application/gzip", filename=name)
 
 @browsing.get("/api/runs/cells.{fmt}")
 def run_export(fmt: FORMAT, dag_id: DAG_ID, run_id: RUN_ID):

@@ -34,7 +34,9 @@ EXPECTED = {"night": "a night as YYYY-MM-DD", "a": "a night as YYYY-MM-DD", "b":
             "run_id": "an Airflow run id (letters, digits, _ . ~ : + -, at most 250)",
             "fmt": "csv or json", "nights": "a whole number of nights from 1 to 36500", "all": "true or false",
             "name": "one of the files the page links to", "group_id": "an alert group number",
-            "state": "a state: open, " + ", ".join(STATES), "owner": "a name of at most 100 characters"}
+            "state": "a state: open, " + ", ".join(STATES), "owner": "a name of at most 100 characters",
+            "key": "a cell key (hexadecimal, as `scalebench results -o json` lists it)",
+            "index": "a trace's number on the cell's page, from 0"}
 
 
 @functools.lru_cache(maxsize=4)

@@ -16,6 +16,7 @@ from scalebench.core.alert_rules import STATES
 from scalebench.core.tables import Column, Link
 from scalebench.core.dag_ids import REPORT_DAG_ID
 from scalebench.orchestration.ui import pages
+from scalebench.orchestration.ui.profile_sections import diff_sections
 from scalebench.orchestration.ui.shared import BENCHMARK_QUERY, EXPECTED, bases, store
 from scalebench.report.alert_messages import progress
 
@@ -232,7 +233,9 @@ def _alert_page(base: str, ui: str, group: dict, can_edit: bool, token: str, sta
     if group["suspect_kind"] == "image" and group["previous_image"] and group["new_image"]:
         bisect = [pages.text(f"Bisect between {group['previous_image']} and {group['new_image']}: "),
                   pages.link(f"{ui}/dags/scalebench_bisect", "the scalebench_bisect DAG", top=True)]
+    diffs = diff_sections(base, [(f"Where the step's time went: {f['benchmark']} at {f['gpus']} GPU(s), {f['precision']}",
+                                  f["profile_diff"]) for f in group["figures"] if f.get("profile_diff")], "profile")
     return pages.render("alert.html", f"Alert group #{group['id']}", base, group=group, about=about, bisect=bisect,
-                        figures=tables.build(figures, group["figures"]),
+                        figures=tables.build(figures, group["figures"]), sections=diffs,
                         events=tables.build(events, group.get("events", [])), can_edit=can_edit, token=token,
                         states=states)
