@@ -79,7 +79,8 @@ def diff(before: dict[str, Any], after: dict[str, Any], kind: str = "op") -> Pro
 def ab_diff(cells: Sequence[Mapping[str, Any]], profiles: dict[str, dict[str, Any]], top: int = 3) -> dict[str, Any] | None:
     """Where the step's time went in a same-night A/B (its cells: roles ab_previous and rerun of
     one source, analysis.reruns), from its profiled pair (the last pair with a profile on both
-    sides): {night, a, b, diff, top, traces}; {night, why_not} when that pair has no usable
+    sides), by device kernels where both sides have them (a GPU), else by operations: {night, a,
+    b, diff, top, traces}; {night, why_not} when that pair has no usable
     profile; None when no cell of the A/B was profiled (an A/B from before profiling)."""
     from scalebench.analysis.reruns import rerun_key
     from scalebench.core.cells import AB_PREVIOUS, RERUN
@@ -101,7 +102,9 @@ def ab_diff(cells: Sequence[Mapping[str, Any]], profiles: dict[str, dict[str, An
                for side, k in (("A", a), ("B", b)) if not profiles.get(k) or profiles[k].get("why_not")]
     if missing:
         return {"night": night, "why_not": "; ".join(missing)}
-    d = diff(profiles[a], profiles[b])
+    # on a GPU the step's time is in its kernels (an operation's host self time is its launch): compare those
+    kind = "kernel" if profiles[a].get("kernels") and profiles[b].get("kernels") else "op"
+    d = diff(profiles[a], profiles[b], kind)
     return {"night": night, "a": {"key": a, "attempt": profiles[a].get("attempt"), "traces": profiles[a]["traces"]},
             "b": {"key": b, "attempt": profiles[b].get("attempt"), "traces": profiles[b]["traces"]},
             "diff": d.to_json(), "top": [c.line() for c in d.top(top)]}
@@ -113,5 +116,6 @@ def ab_words(found: dict[str, Any] | None) -> str:
         return ""
     if found.get("why_not"):
         return f"; no profile: {found['why_not']}"
-    return ("; where the step's time went (the A/B's profiled pair): " + ", ".join(found["top"])
-            if found["top"] else "; the A/B's profiles show no operation slower per step")
+    what = "device kernels" if found["diff"]["kind"] == "kernel" else "operations"
+    return (f"; where the step's time went (the A/B's profiled pair, {what}): " + ", ".join(found["top"])
+            if found["top"] else f"; the A/B's profiles show no {what[:-1]} slower per step")

@@ -155,7 +155,7 @@ def test_changes_tonight_confirm_the_regression_with_the_ab_and_the_package_diff
     # hold trainer's aten::mm); the A/B's profiled pair names it first, within 10 points of its planted 100 %
     first = detail["profile_diff"]["diff"]["changes"][0]
     assert first["name"] == "aten::mm" and abs(first["share"] - 1.0) <= 0.10, detail["profile_diff"]
-    assert "where the step's time went (the A/B's profiled pair): aten::mm +" in detail["line"]
+    assert "where the step's time went (the A/B's profiled pair, operations): aten::mm +" in detail["line"]
     print(f"\ntorch planted aten::mm through the DAG's A/B: {detail['profile_diff']['top'][0]}")
     receiver = Receiver()
     try:

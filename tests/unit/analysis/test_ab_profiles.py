@@ -84,9 +84,17 @@ def test_the_diff_of_the_profiled_pair_names_the_planted_operation_first_with_it
     assert found["top"][1].startswith("aten::convolution +2 ms per step, 4% of the slowdown")
     assert found["diff"]["unexplained_s"] == pytest.approx(0.003) and found["night"] == TONIGHT.isoformat()
     assert found["a"]["traces"] == found["b"]["traces"] == ["profile/rank0/trace.json.gz"]
-    assert ab_words(found).startswith("; where the step's time went (the A/B's profiled pair): aten::mm +45 ms per step")
+    assert ab_words(found).startswith("; where the step's time went (the A/B's profiled pair, operations): aten::mm +45 ms")
+    # on a GPU both sides have device kernels: the step's time is theirs (an operation's host time is its launch)
+    a_key = found["a"]["key"]
+    b_key = found["b"]["key"]
+    kernels = {a_key: {**profiles[a_key], "kernels": [{"name": "conv2d_fprop", "self_s": 0.06, "calls": 1.0, "share": 0.6}]},
+               b_key: {**profiles[b_key], "kernels": [{"name": "conv2d_fprop", "self_s": 0.06, "calls": 1.0, "share": 0.4},
+                                                     {"name": "sgemm_128x64", "self_s": 0.05, "calls": 1.0, "share": 0.3}]}}
+    on_gpu = ab_diff(cells, kernels)
+    assert on_gpu["diff"]["kind"] == "kernel" and on_gpu["top"][0].startswith("sgemm_128x64 +50 ms per step")
+    assert "(the A/B's profiled pair, device kernels): sgemm_128x64" in ab_words(on_gpu)
     # a side whose window failed: said, never a diff; an A/B from before profiling: nothing said
-    b_key = next(k for k in profiles if k != found["a"]["key"])
     broken = {**profiles, b_key: {"why_not": "the profiler recorded no operation"}}
     assert ab_diff(cells, broken)["why_not"] == "B: the profiler recorded no operation"
     assert ab_words(ab_diff(cells, broken)) == "; no profile: B: the profiler recorded no operation"
@@ -108,8 +116,8 @@ def test_the_alert_its_message_the_alert_page_and_the_run_tab_say_where_the_time
     rep = build_report(store, TONIGHT.isoformat(), opts)
     [detail] = [d for d in rep.alert_details if d["metric"] == "images_per_s"]
     assert detail["confirmed_by"] == "A/B" and detail["profile_diff"]["top"][0].startswith("aten::mm +45 ms per step")
-    assert "; where the step's time went (the A/B's profiled pair): aten::mm +45 ms per step, 90% of the slowdown" \
-        in detail["line"]
+    assert "; where the step's time went (the A/B's profiled pair, operations): aten::mm +45 ms per step, 90% of the " \
+        "slowdown" in detail["line"]
     groups = AlertGroups(store)
     groups.record_night(TONIGHT.isoformat(), rep.alert_details)
     [group] = groups.groups()

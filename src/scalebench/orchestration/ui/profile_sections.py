@@ -31,7 +31,8 @@ def profile_diff_section(base: str, title: str, found: dict, id_: str = "") -> d
                 "table": None}
     d = found["diff"]
     columns: list[Column[dict]] = [
-        Column("operation", lambda c: c["name"]), Column("status", lambda c: c["status"]),
+        Column("kernel" if d["kind"] == "kernel" else "operation", lambda c: c["name"]),
+        Column("status", lambda c: c["status"]),
         Column("A ms/step", lambda c: _ms(c["before_s"]), numeric=True),
         Column("B ms/step", lambda c: _ms(c["after_s"]), numeric=True),
         Column("change ms/step", lambda c: f"{c['delta_s'] * 1e3:+.3g}", numeric=True),
@@ -39,7 +40,7 @@ def profile_diff_section(base: str, title: str, found: dict, id_: str = "") -> d
     links = trace_links(base, "a", found) + trace_links(base, "b", found)
     about = [_text(f"Night {found['night']}, the A/B's profiled pair (A: the previous image, B: the new one): the step "
                   f"{d['step_before_s'] * 1e3:.4g} -> {d['step_after_s'] * 1e3:.4g} ms; not explained by a listed "
-                  f"operation: {d['unexplained_s'] * 1e3:+.3g} ms. "),
+                  f"{'device kernel' if d['kind'] == 'kernel' else 'operation'}: {d['unexplained_s'] * 1e3:+.3g} ms. "),
              *([_text("Traces (open in Perfetto or TensorBoard's profile plugin): ")] + links if links
                else [_text("No trace was kept.", muted=True)])]
     return {"id": id_, "title": title, "about": about, "table": tables.build(columns, d["changes"][:DIFF_ROWS])}
