@@ -202,7 +202,7 @@ def publish(store, night: str | None = None, opts: Options | None = None) -> tup
     rep = build_report(store, night, opts, cells)
     store.save_marks(rep.night, marks_of(rep))  # the history pages mark what this report judged
     path = render(rep, paths.reports_dir() / rep.night)
-    write_index(paths.reports_dir())
+    write_index(paths.reports_dir(), rep.night)
     return rep, path
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES, FigureField
 from scalebench.core.records import NightSummary
@@ -70,3 +70,27 @@ def to_csv(columns: list[str], rows: Sequence[Mapping[str, Any]], extra: bool = 
     w.writeheader()
     w.writerows({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()} for r in rows)
     return buf.getvalue()
+
+
+def history_header(extra_keys: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The history CSV's columns: HISTORY_COLUMNS, then metric_<name> and share_<part> for each
+    name the summaries carry (`extra_keys`: each summary's metrics and step_shares), first seen first."""
+    more: dict[str, None] = {}
+    for s in extra_keys:
+        more |= {f"metric_{k}": None for k in s.get("metrics") or {}}
+        more |= {f"share_{k}": None for k in s.get("step_shares") or {}}
+    return HISTORY_COLUMNS + [k for k in more if k not in HISTORY_COLUMNS]
+
+
+def csv_chunks(header: list[str], rows: Iterable[Mapping[str, Any]], per_chunk: int = 1000) -> Iterator[str]:
+    """CSV text in chunks of `per_chunk` rows (a download that starts before the last row is read)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, header, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for i, r in enumerate(rows, 1):
+        w.writerow({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()})
+        if i % per_chunk == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()

@@ -1,19 +1,23 @@
 """The report's scaling predictions (model: scalebench.analysis.prediction). Each night, before
 its own cells count, one prediction per benchmark, host, precision and target is frozen in the
 store: the largest measured GPU count from the smaller counts only, 8 GPUs and two hosts of the
-largest count from all of them; the first night that measures a target judges its prediction.
-The section shows what the nights so far predict at 8 GPUs and on two hosts, and the running
-error of the frozen predictions."""
+largest count from all of them; the first night that measures a target within the lookback
+window judges its prediction. The section shows what the nights so far predict at 8 GPUs and on
+two hosts, and the running error of the predictions frozen in the last year."""
 from __future__ import annotations
 
+import datetime as dt
 import statistics
 from typing import Sequence
 
 from scalebench.analysis.prediction import MODEL_VERSION, Network, Point, Prediction, median_points, predict
 from scalebench.analysis.prediction_series import SeriesId, series_points
+from scalebench.report.model import LOOKBACK_NIGHTS
 
 TARGET_GPUS = 8
 HOSTS = 2
+JUDGE_WITHIN_NIGHTS = LOOKBACK_NIGHTS  # a prediction is judged by a night at most this long after it was frozen
+ERROR_NIGHTS = 365        # the running error: predictions frozen in the last year
 
 
 def _network(store, host: str, params: int | None, links: dict[str, float]) -> Network:
@@ -23,11 +27,19 @@ def _network(store, host: str, params: int | None, links: dict[str, float]) -> N
     return Network(size, Predictions(store).bandwidth(host, size), links.get(host))
 
 
-def _parameters(store) -> dict[str, int]:
-    """Each benchmark's parameter count as its trainer last reported it (one read for all series)."""
-    from scalebench.store.predictions import Predictions
-
-    return Predictions(store).model_parameters()
+def _parameters(store, cells: Sequence) -> dict[str, int]:
+    """Each benchmark's parameter count as its trainer reported it in its newest valid cell of
+    `cells` (the report's window: one contract read per benchmark, by its key)."""
+    newest: dict[str, tuple[str, str]] = {}
+    for c in cells:
+        if c.get("figure") is not None and (c["benchmark"] not in newest or c["night"] >= newest[c["benchmark"]][0]):
+            newest[c["benchmark"]] = (c["night"], c["key"])
+    out = {}
+    for bench, (_, key) in newest.items():
+        params = ((store.contract(key) or {}).get("model") or {}).get("parameters")
+        if params:
+            out[bench] = int(params)
+    return out
 
 
 def _targets(points: list[Point]) -> list[tuple[str, int, int, list[Point]]]:
@@ -46,7 +58,7 @@ def freeze(store, night: str, cells: Sequence, links: dict[str, float]) -> int:
     run of the same night adds nothing). Returns how many were new."""
     from scalebench.store.predictions import Predictions
 
-    rows, params = [], _parameters(store)
+    rows, params = [], _parameters(store, cells)
     for key, points in sorted(series_points(cells, before=night).items()):
         net = _network(store, key[1], params.get(key[0]), links)
         for role, gpus, hosts, fit_on in _targets(points):
@@ -67,7 +79,9 @@ def judge(store, night: str, cells: Sequence) -> int:
     tonight = {k: median_points([p for p in ps if p.night == night])
                for k, ps in series_points(cells, up_to=night).items()}
     judged = 0
-    for f in preds.frozen(up_to=night, judged=False, doc=False):
+    # frozen within the lookback window: an older prediction whose target no night measured stays unjudged
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=JUDGE_WITHIN_NIGHTS)).isoformat()
+    for f in preds.frozen(up_to=night, judged=False, doc=False, since=since):
         measured = {p.total: p.images_per_s for p in tonight.get((f["benchmark"], f["host"], f["precision"]), [])}
         if f["hosts"] != 1 or f["images_per_s"] is None or f["gpus"] not in measured:
             continue
@@ -82,7 +96,7 @@ def predict_series(store, cells: Sequence, links: dict[str, float], gpus: int, h
                    precision: str | None = None) -> list[tuple[SeriesId, list[Point], Prediction]]:
     """Each series' prediction at gpus x hosts from its nights up to `up_to` (what `scalebench
     predict` prints: the same fit as the report's section)."""
-    out, params = [], _parameters(store)
+    out, params = [], _parameters(store, cells)
     for key, points in sorted(series_points(cells, up_to=up_to).items()):
         if benchmark and key[0] != benchmark or host and key[1] != host or precision and key[2] != precision:
             continue
@@ -96,7 +110,7 @@ def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict
     per benchmark, the running error of its judged predictions (points of efficiency)."""
     from scalebench.store.predictions import Predictions
 
-    rows, params = [], _parameters(store)
+    rows, params = [], _parameters(store, cells)
     for key, points in sorted(series_points(cells, up_to=night).items()):
         net = _network(store, key[1], params.get(key[0]), links)
         top = max(p.total for p in points)
@@ -105,7 +119,9 @@ def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict
         rows.append({"benchmark": key[0], "host": key[1], "precision": key[2],
                      "counts": sorted({p.total for p in points}), "nights": len({p.night for p in points}),
                      "predictions": [p.to_json() for p in preds]})
-    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night, judged=True, doc=False))}
+    since = (dt.date.fromisoformat(night) - dt.timedelta(days=ERROR_NIGHTS)).isoformat()
+    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night, judged=True, doc=False,
+                                                                             since=since))}
 
 
 def running_errors(frozen: list[dict]) -> list[dict]:

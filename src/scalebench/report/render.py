@@ -451,13 +451,40 @@ def render(rep: Report, out: Path) -> Path:
     return out / REPORT_MD
 
 
-def write_index(root: Path) -> Path:
-    """reports/index.html: every night kept, newest first, with its status and alerts."""
-    nights = []
-    for d in sorted((p for p in root.iterdir() if (p / REPORT_TABLE).exists()), reverse=True):
-        t = json.loads((d / REPORT_TABLE).read_text())
-        nights.append({"night": d.name, "complete": t["complete"], "alerts": len(t["alerts"]),
-                       "benchmarks": len(t["rows"])})
-    (root / REPORTS_INDEX_JSON).write_text(json.dumps(nights, indent=2))
-    (root / REPORTS_INDEX_HTML).write_text(template("index.html").render(nights=nights, report_html=REPORT_HTML))
+INDEX_PAGE_NIGHTS = 400  # the newest nights index.html lists; index.json (the UI's /api/nights) keeps every one
+
+
+def _index_entry(folder: Path) -> dict:
+    t = json.loads((folder / REPORT_TABLE).read_text())
+    return {"night": folder.name, "complete": t["complete"], "alerts": len(t["alerts"]), "benchmarks": len(t["rows"])}
+
+
+def write_index(root: Path, night: str | None = None) -> Path:
+    """reports/index.json, every night kept, newest first, with its status and alerts, and
+    index.html, the newest INDEX_PAGE_NIGHTS of them. With `night`: that night's entry replaced in
+    the index already written (its one table read, not every night's: years of nights stay one
+    read); an index missing or unreadable is rebuilt from every night's table."""
+    nights = None
+    index = root / REPORTS_INDEX_JSON
+    if night is not None and index.exists():
+        try:
+            kept = json.loads(index.read_text())
+            nights = [e for e in kept if e["night"] != night] if isinstance(kept, list) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            nights = None
+        if nights is not None and (root / night / REPORT_TABLE).exists():
+            nights.append(_index_entry(root / night))
+            nights.sort(key=lambda e: e["night"], reverse=True)
+    if nights is None:
+        nights = [_index_entry(d) for d in sorted((p for p in root.iterdir() if (p / REPORT_TABLE).exists()),
+                                                  reverse=True)]
+    _replace(index, json.dumps(nights, indent=1))  # the UI may read it meanwhile: never half written
+    _replace(root / REPORTS_INDEX_HTML, template("index.html").render(
+        nights=nights[:INDEX_PAGE_NIGHTS], older=max(0, len(nights) - INDEX_PAGE_NIGHTS), report_html=REPORT_HTML))
     return root / REPORTS_INDEX_HTML
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

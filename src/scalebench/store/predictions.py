@@ -70,8 +70,9 @@ class Predictions:
         return added
 
     def frozen(self, benchmark: str | None = None, night: str | None = None, up_to: str | None = None,
-               judged: bool | None = None, doc: bool = True) -> list[dict]:
+               judged: bool | None = None, doc: bool = True, since: str | None = None) -> list[dict]:
         """Frozen predictions, oldest night first; `judged` True/False: only those judged / not yet;
+        `since`: frozen on that night or later (the report reads a window, never all the years);
         without `doc` the whole prediction document is left out (a year of them is read nightly)."""
         columns = [c for c in FIELDS if doc or c != "doc"]
         with Session(self.engine) as s:
@@ -83,6 +84,8 @@ class Predictions:
                 q = q.where(PredictionRow.night == night)
             if up_to:
                 q = q.where(PredictionRow.night <= up_to)
+            if since:
+                q = q.where(PredictionRow.night >= since)
             if judged is not None:
                 q = q.where(PredictionRow.judged_night.is_not(None) if judged else PredictionRow.judged_night.is_(None))
             return [dict(zip(columns, r)) for r in s.execute(q)]
@@ -97,7 +100,8 @@ class Predictions:
             return True
 
     def model_parameters(self) -> dict[str, int]:
-        """Each benchmark's parameter count as its trainer reported it in its newest valid attempt."""
+        """Each benchmark's parameter count as its trainer reported it in its newest valid attempt
+        (the all-reduce DAG's sizes; the report reads its window's cells instead)."""
         from sqlalchemy import func
 
         from scalebench.store.results import AttemptRow, CellRow

@@ -10,19 +10,19 @@ import datetime as dt
 import logging
 from typing import Any, Mapping, cast
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, case,
-                        delete, select)
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, case,
+                        select)
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from scalebench.core import nights
 from scalebench.core import paths
-from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
 from scalebench.core.columns import WIDTH
 from scalebench.store.db import Base, check_schema, make_engine
 from scalebench.store.profiles import record_profile
+from scalebench.store.night_summaries import SummaryQueries
 from scalebench.core.provenance import system_of
-from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, Mark, NightSummary,
-                                     PlannedCell, Status, StoredCell)
+from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptRecord, Figure, FigureRow, PlannedCell,
+                                     Status, StoredCell)
 
 STATUSES = ("valid", "invalid", "failed")
 log = logging.getLogger(__name__)
@@ -108,44 +108,6 @@ class BenchmarkRunRow(Base):
 
 
 
-class NightSummaryRow(Base):
-    """A night of one benchmark at one GPU count and precision, as the history pages show it:
-    written when its run is recorded (scalebench.report.summary), marked by that night's report.
-    Derived from the attempts, so it is replaced, never appended (unlike an attempt)."""
-    __tablename__ = "night_summaries"
-    __table_args__ = (UniqueConstraint("benchmark", "night", "gpus", "precision", name="uq_night_summary"),
-                      Index("ix_night_summaries_benchmark_night", "benchmark", "night"),
-                      Index("ix_night_summaries_night", "night"))
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
-    night: Mapped[str] = mapped_column(String(10))
-    gpus: Mapped[int] = mapped_column(Integer)
-    precision: Mapped[str] = mapped_column(String(32))
-    dag_id: Mapped[str] = mapped_column(String(250))
-    run_id: Mapped[str] = mapped_column(String(250))
-    run_type: Mapped[str] = mapped_column(String(32))
-    profile: Mapped[str] = mapped_column(String(16))
-    host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
-    cells: Mapped[int] = mapped_column(Integer)
-    valid: Mapped[int] = mapped_column(Integer)
-    retried: Mapped[int] = mapped_column(Integer)        # cells with more than one attempt
-    reruns: Mapped[int] = mapped_column(Integer)         # same-night reruns of a flagged figure
-    basis: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    relative_time_ci: Mapped[list | None] = mapped_column(JSON, nullable=True)
-    metrics: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    step_shares: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    image_digest: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    fingerprint: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    marks: Mapped[list | None] = mapped_column(JSON, nullable=True)  # [{kind, text}] from the night's report
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
-
-
-for _figure in HISTORY_FIGURES:  # a column per figure of core.figures (each added by a migration)
-    setattr(NightSummaryRow, _figure.name, mapped_column(Float, nullable=True))
-SUMMARY_FIELDS = tuple(c.name for c in NightSummaryRow.__table__.columns  # a summary's other fields
-                       if c.name not in ("id", "updated_at", *FIGURE_NAMES))
-
-
 class HostAssignmentRow(Base):
     """The GPU host a benchmark runs on (scalebench.core.assignment), since when and why."""
     __tablename__ = "host_assignments"
@@ -189,7 +151,7 @@ class BisectStepRow(Base):
     recorded_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
 
 
-class Store:
+class Store(SummaryQueries):
     def __init__(self, url: str | None = None):
         self.url = url or paths.store_url()
         self.engine = make_engine(self.url)
@@ -337,66 +299,6 @@ class Store:
                 q = q.where(BenchmarkRunRow.night == night)
             return [{"dag_id": r.dag_id, "run_id": r.run_id, "benchmark": r.benchmark, "run_type": r.run_type,
                      "night": r.night, "counts": r.counts} for r in s.scalars(q)]
-
-    def save_summaries(self, benchmark: str, night: str, rows: list[NightSummary]) -> None:
-        """Replace one benchmark's summaries of one night (they are derived: recomputed whole),
-        keeping the marks its report already wrote."""
-        now = dt.datetime.now(dt.timezone.utc)
-        t = NightSummaryRow.__table__
-        with Session(self.engine) as s, s.begin():
-            where = (t.c.benchmark == benchmark) & (t.c.night == night)
-            marks = {(r.gpus, r.precision): r.marks for r in s.execute(select(t.c.gpus, t.c.precision, t.c.marks).where(where))}
-            s.execute(delete(NightSummaryRow).where(where))
-            for r in rows:
-                fields = {f: r.get(f) for f in SUMMARY_FIELDS} | {f: r["figures"].get(f) for f in FIGURE_NAMES}
-                s.add(NightSummaryRow(**fields | {"benchmark": benchmark, "night": night, "updated_at": now,
-                                                  "marks": marks.get((r["gpus"], r["precision"]))}))
-
-    def save_marks(self, night: str, marks: dict[tuple[str, int, str], list[Mark]]) -> int:
-        """Set the night's report marks ((benchmark, gpus, precision) -> [{kind, text}]) on its
-        summaries; a summary the report did not mark has none. Returns the rows marked."""
-        t = NightSummaryRow.__table__
-        n = 0
-        with Session(self.engine) as s, s.begin():
-            for row in s.scalars(select(NightSummaryRow).where(t.c.night == night)):
-                row.marks = marks.get((row.benchmark, row.gpus, row.precision)) or None
-                n += bool(row.marks)
-        return n
-
-    def summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
-                  columns: tuple[str, ...] | None = None) -> list[NightSummary]:
-        """Stored summaries, oldest night first (then GPU count, precision); `columns`: only those
-        ("figures": every figure). Each summary's figures are one mapping, by figure name."""
-        t = NightSummaryRow.__table__
-        names = [n for c in columns for n in (FIGURE_NAMES if c == "figures" else (c,))] if columns else None
-        q = (select(*[t.c[c] for c in names]) if names else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
-                                                                                t.c.precision)
-        if benchmark:
-            q = q.where(t.c.benchmark == benchmark)
-        if night:
-            q = q.where(t.c.night == night)
-        if since:
-            q = q.where(t.c.night >= since)
-        with self.engine.connect() as conn:
-            found = list(conn.execute(q).mappings())
-        out = []
-        for r in found:
-            row: dict[str, Any] = {k: v for k, v in r.items() if k != "id" and k not in FIGURE_NAMES}
-            if names is None or "figures" in (columns or ()):
-                row["figures"] = {f: r[f] for f in FIGURE_NAMES}
-            if "updated_at" in row:
-                row["updated_at"] = row["updated_at"].isoformat()
-            out.append(cast(NightSummary, row))
-        return out
-
-    def summary_nights(self) -> dict[str, list[str]]:
-        """benchmark -> its summarized nights, oldest first (the pages' menus)."""
-        t = NightSummaryRow.__table__
-        out: dict[str, list[str]] = {}
-        with self.engine.connect() as conn:
-            for bench, night in conn.execute(select(t.c.benchmark, t.c.night).distinct().order_by(t.c.benchmark, t.c.night)):
-                out.setdefault(bench, []).append(night)
-        return out
 
     def cell_nights(self) -> list[tuple[str, str]]:
         """(benchmark, night) of every stored cell: what `scalebench db summarize` rebuilds."""

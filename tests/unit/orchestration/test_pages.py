@@ -81,6 +81,9 @@ def test_the_history_exports_are_the_summaries_as_csv_and_json(nights):
     assert len(rows) == 12 and rows[-1]["night"] == nights["last"] and rows[-1]["gpus"] == "2"
     assert float(rows[-1]["relative_time"]) == pytest.approx(76.5 / 101.5) and "change:" in rows[-1]["marks"]
     assert {"metric_precision", "share_compute"} <= set(rows[0])
+    # streamed as it is read, the same text as the whole export made at once
+    from scalebench.report.exports import HISTORY_COLUMNS, history_row, to_csv
+    assert got.text == to_csv(HISTORY_COLUMNS, [history_row(r) for r in Store().summaries(benchmark=BENCH)])
     assert client.get(f"/api/benchmarks/{BENCH}/history.json").json() == Store().summaries(benchmark=BENCH)
     assert client.get(f"/api/benchmarks/{BENCH}/history.xml").status_code == 422
 
@@ -290,3 +293,20 @@ def test_a_static_file_under_its_hash_is_kept_and_a_page_never(nights):
     assert kept.status_code == 200 and kept.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert client.get("/static/history.js?v=000000000000").headers["cache-control"] == "no-store"  # an old address
     assert client.get("/static/history.js").headers["cache-control"] == "no-store"
+
+
+def test_no_page_scans_a_table_that_grows_with_the_nights(nights):
+    """The pages read what they show (SQLite's planner on each query they ran): the span and the
+    newest nights through the indexes, never every summary, cell or prediction of all the years."""
+    from scalebench.orchestration.ui.shared import store as app_store
+    from tests.support.query_plans import recorded, whole_table_scans
+
+    client = open_app()
+    store = app_store()  # the one the routes read
+    with recorded(store.engine) as queries:
+        for path, params in (("/benchmarks", {}), (f"/benchmarks/{BENCH}", {}), (f"/nights/{nights['last']}", {}),
+                             ("/compare", {}), ("/runs", {"dag_id": DAG, "run_id": nights["run_id"]}),
+                             ("/dags", {"dag_id": DAG}), (f"/api/benchmarks/{BENCH}/history.csv", {})):
+            assert client.get(path, params=params, follow_redirects=False).status_code in (200, 307), path
+    assert len(queries) > 10
+    assert whole_table_scans(store.engine, queries) == []

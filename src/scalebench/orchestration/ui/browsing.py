@@ -14,8 +14,8 @@ from scalebench.core import paths
 from scalebench.core.dag_ids import ALLREDUCE_DAG_ID, MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
 from scalebench.orchestration.ui import pages
 from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
-                                                NIGHT_VALUE, bases, export, inside, store)
-from scalebench.report.exports import HISTORY_COLUMNS, RESULT_COLUMNS, history_row, result_row
+                                                NIGHT_VALUE, bases, export, inside, store, streamed)
+from scalebench.report.exports import RESULT_COLUMNS, history_row, result_row
 
 DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
 RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
@@ -39,7 +39,7 @@ def static(name: Annotated[str, PathParam(max_length=40)], v: Annotated[str | No
 @browsing.get("/benchmarks", response_class=HTMLResponse)
 def benchmarks(request: Request):
     base, _ = bases(request)
-    return pages.benchmarks_page(base, {b: n[-1] for b, n in store().summary_nights().items()})
+    return pages.benchmarks_page(base, {b: last for b, (_, last) in store().summary_span().items()})
 
 @browsing.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
 def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
@@ -47,24 +47,31 @@ def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHM
     import datetime as dt
 
     base, _ = bases(request)
-    known = store().summary_nights().get(benchmark, [])
-    since = None if all or not known else (dt.date.fromisoformat(known[-1]) - dt.timedelta(days=nights - 1)).isoformat()
+    first, last = store().summary_span().get(benchmark, (None, None))
+    since = None if all or not last else (dt.date.fromisoformat(last) - dt.timedelta(days=nights - 1)).isoformat()
     charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
     rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
-    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, known[0] if known else None,
+    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, first,
                               _predicted(benchmark, since))
 
 @browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
 def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
-    rows = store().summaries(benchmark=benchmark)
-    return export(fmt, HISTORY_COLUMNS, [history_row(r) for r in rows], f"{benchmark}-history", rows)
+    """Every night's summaries, streamed as they are read (years of nights start at once); the CSV's
+    metric and share columns from a first read of those two fields alone."""
+    from scalebench.report.exports import history_header
+
+    if fmt == "json":
+        return streamed(fmt, f"{benchmark}-history", store().iter_summaries(benchmark=benchmark))
+    header = history_header(store().iter_summaries(benchmark=benchmark, columns=("metrics", "step_shares")))
+    return streamed(fmt, f"{benchmark}-history", (history_row(r) for r in store().iter_summaries(benchmark=benchmark)),
+                    header)
 
 @browsing.get("/nights/{night}", response_class=HTMLResponse)
 def night(request: Request, night: NIGHT_VALUE):
     base, ui = bases(request)
-    earlier = [n for n in _summarized_nights() if n < night]
+    earlier = store().recent_summary_nights(1, before=night)
     return pages.night_page(base, ui, night, _ordered(store().cells(night=night)),
-                            (paths.reports_dir() / night / "report.html").is_file(), earlier[-1] if earlier else None)
+                            (paths.reports_dir() / night / "report.html").is_file(), earlier[0] if earlier else None)
 
 @browsing.get("/api/nights/{night}/cells.{fmt}")
 def night_export(night: NIGHT_VALUE, fmt: FORMAT):
@@ -133,7 +140,7 @@ def dag(request: Request, dag_id: DAG_ID):
     if other:
         return HTMLResponse(pages.explain_page(base, dag_id, other))
     bench = benchmark_of(dag_id) or dag_id
-    if bench not in store().summary_nights():
+    if bench not in store().summary_span():
         return HTMLResponse(pages.explain_page(base, dag_id, [
             pages.text("No night of "), pages.code(bench),
             pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))
@@ -142,9 +149,10 @@ def dag(request: Request, dag_id: DAG_ID):
 @browsing.get("/compare", response_class=HTMLResponse)
 def compare(request: Request, a: NIGHT_QUERY = None, b: NIGHT_QUERY = None, benchmark: BENCHMARK_QUERY = None):
     base, _ = bases(request)
-    nights = _summarized_nights()
+    nights = sorted(store().recent_summary_nights(pages.NIGHTS_MENU))  # the menus: the newest nights, and a and b
     if not (a and b) and len(nights) >= 2:
         a, b = nights[-2], nights[-1]
+    nights = sorted(set(nights) | {n for n in (a, b) if n and NIGHT.match(n)})
     cmp, error = _compare(a, b, benchmark) if a and b else (None, "Two summarized nights are needed to compare.")
     return pages.compare_page(base, nights, a, b, benchmark, cmp, error)
 
@@ -183,8 +191,8 @@ def _predicted(benchmark: str, since: str | None) -> list[dict]:
     beside the measured images/s on the night they were frozen."""
     from scalebench.store.predictions import Predictions
 
-    return [f for f in Predictions(store()).frozen(benchmark=benchmark, doc=False)
-            if f["hosts"] == 1 and f["images_per_s"] is not None and (since is None or f["night"] >= since)]
+    return [f for f in Predictions(store()).frozen(benchmark=benchmark, doc=False, since=since)
+            if f["hosts"] == 1 and f["images_per_s"] is not None]
 
 
 def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:
@@ -200,11 +208,6 @@ def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:
                                       "scaling predictions; see "), pages.link(f"{base}/latest", "the latest report"),
                            pages.text("'s section What more GPUs would give.")]}
     return texts.get(dag_id)
-
-
-def _summarized_nights() -> list[str]:
-    """Every night some benchmark has a summary of, oldest first."""
-    return sorted({n for ns in store().summary_nights().values() for n in ns})
 
 
 def _ordered(cells: list[dict]) -> list[dict]:

@@ -223,6 +223,9 @@ def history_page(base: str, benchmark: str, summaries: list[NightSummary], shift
                          for n, k, t in sorted(marks, reverse=True)])
 
 
+NIGHTS_MENU = 400  # nights the compare page's menus offer (the newest; any other night by its address)
+
+
 def compare_page(base: str, nights: list[str], a: str | None, b: str | None, benchmark: str | None, cmp,
                  error: str | None) -> str:
     benchmarks = []

@@ -7,11 +7,11 @@ import functools
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Iterator
 from urllib.parse import quote
 
 from fastapi import HTTPException, Path as PathParam, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from scalebench.core import paths
 from scalebench.core.alert_rules import STATES
@@ -77,6 +77,21 @@ def export(fmt: str, columns: list[str], rows: list[dict], name: str, doc=None) 
         return Response(json.dumps(rows if doc is None else doc, default=str, indent=1), media_type="application/json",
                         headers=disposition)
     return Response(to_csv(columns, rows), media_type="text/csv", headers=disposition)
+
+
+def streamed(fmt: str, name: str, items: Iterator, header: list[str] | None = None) -> StreamingResponse:
+    """A download written as it is read: a JSON array of `items`, or CSV of them under `header`."""
+    from scalebench.report.exports import csv_chunks
+
+    def json_array() -> Iterator[str]:
+        yield "["
+        for i, item in enumerate(items):
+            yield ("," if i else "") + "\n" + json.dumps(item, default=str)
+        yield "\n]\n"
+
+    body = json_array() if fmt == "json" else csv_chunks(header or [], items)
+    return StreamingResponse(body, media_type="application/json" if fmt == "json" else "text/csv",
+                             headers={"Content-Disposition": attachment(f"{name}.{fmt}")})
 
 
 def attachment(filename: str) -> str:
