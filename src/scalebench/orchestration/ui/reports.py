@@ -41,10 +41,17 @@ def nights():
 
 @reports.get("/latest")
 def latest(request: Request):
-    """The newest night whose folder holds a report (a night folder may exist before its report)."""
+    """The newest night whose folder holds a report (a night folder may exist before its report):
+    the index's newest night, else (no index yet) the folders' newest."""
     root = paths.reports_dir()
-    nights = sorted((p.name for p in root.iterdir() if NIGHT.match(p.name)), reverse=True) if root.is_dir() else []
-    found = next((n for n in nights if inside(root, n, REPORT_HTML)), None)
+    try:
+        indexed = [e["night"] for e in json.loads((root / REPORTS_INDEX_JSON).read_text())[:5]]
+    except (OSError, ValueError, KeyError, TypeError):
+        indexed = []
+    found = next((n for n in indexed if isinstance(n, str) and NIGHT.match(n) and inside(root, n, REPORT_HTML)), None)
+    if found is None:
+        nights = sorted((p.name for p in root.iterdir() if NIGHT.match(p.name)), reverse=True) if root.is_dir() else []
+        found = next((n for n in nights if inside(root, n, REPORT_HTML)), None)
     if found is None:
         return _no_report_yet(request)
     return RedirectResponse(f"{found}/{REPORT_HTML}")
