@@ -72,23 +72,58 @@ def to_csv(columns: list[str], rows: Sequence[Mapping[str, Any]], extra: bool = 
     return buf.getvalue()
 
 
-def history_header(extra_keys: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The history CSV's columns: HISTORY_COLUMNS, then metric_<name> and share_<part> for each
-    name the summaries carry (`extra_keys`: each summary's metrics and step_shares), first seen first."""
+HEADER_SAMPLE = 1000  # the newest summaries whose metric and share names head a streamed history CSV
+
+
+def history_header(newest: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A streamed history CSV's columns, fixed before its first row: HISTORY_COLUMNS, then
+    metric_<name> and share_<part> for each name the `newest` summaries carry (first seen first),
+    then `other`: any other metric or share an older night carries, as name=value pairs (none is
+    left out)."""
     more: dict[str, None] = {}
-    for s in extra_keys:
+    for s in newest:
         more |= {f"metric_{k}": None for k in s.get("metrics") or {}}
         more |= {f"share_{k}": None for k in s.get("step_shares") or {}}
-    return HISTORY_COLUMNS + [k for k in more if k not in HISTORY_COLUMNS]
+    return HISTORY_COLUMNS + [k for k in more if k not in HISTORY_COLUMNS] + ["other"]
 
 
-def csv_chunks(header: list[str], rows: Iterable[Mapping[str, Any]], per_chunk: int = 1000) -> Iterator[str]:
-    """CSV text in chunks of `per_chunk` rows (a download that starts before the last row is read)."""
+def history_rows(summaries: Iterable[Mapping[str, Any]], header: list[str]) -> Iterator[list[Any]]:
+    """Each summary as a CSV row under `header` (history_header): the history_row values, built
+    straight into a list (a streamed download of years of nights)."""
+    at = {k: i for i, k in enumerate(header)}
+    plain = [(at[k], k) for k in _SUMMARY_FIELDS]
+    figures = [(at[k], k) for k in FIGURE_NAMES]
+    low, high, marks, other = at["relative_time_ci_low"], at["relative_time_ci_high"], at["marks"], at["other"]
+    for s in summaries:
+        row: list[Any] = [None] * len(header)
+        for i, k in plain:
+            row[i] = s.get(k)
+        f = s["figures"]
+        for i, k in figures:
+            row[i] = f.get(k)
+        ci = s.get("relative_time_ci") or (None, None)
+        row[low], row[high] = ci[0], ci[1]
+        row[marks] = "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])
+        rest = []
+        for prefix, values in (("metric_", s.get("metrics")), ("share_", s.get("step_shares"))):
+            for k, v in (values or {}).items():
+                i = at.get(prefix + k)
+                if i is None:
+                    rest.append(f"{prefix}{k}={v}")
+                else:
+                    row[i] = v
+        row[other] = "; ".join(rest)
+        yield row
+
+
+def csv_chunks(header: list[str], rows: Iterable[Sequence[Any]], per_chunk: int = 2000) -> Iterator[str]:
+    """CSV text of `rows` (lists in `header`'s order) in chunks of `per_chunk` rows: a download
+    that starts before the last row is read."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, header, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
     for i, r in enumerate(rows, 1):
-        w.writerow({k: " ".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()})
+        w.writerow(r)
         if i % per_chunk == 0:
             yield buf.getvalue()
             buf.seek(0)

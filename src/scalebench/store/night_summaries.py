@@ -114,6 +114,15 @@ class SummaryQueries:
                     row["updated_at"] = row["updated_at"].isoformat()
                 yield cast(NightSummary, row)
 
+    def newest_summaries(self, benchmark: str, limit: int, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+        """A benchmark's newest `limit` summaries, newest first, only `columns` (through its
+        (benchmark, night) index, read backwards)."""
+        t = NightSummaryRow.__table__
+        q = (select(*[t.c[c] for c in columns]).where(t.c.benchmark == benchmark)
+             .order_by(t.c.night.desc()).limit(limit))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
     def summary_span(self) -> dict[str, tuple[str, str]]:
         """benchmark -> (its first summarized night, its last), through the (benchmark, night) index:
         a few lookups per benchmark (each next benchmark is the least one above the last), never a

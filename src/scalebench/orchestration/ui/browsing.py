@@ -15,7 +15,7 @@ from scalebench.core.dag_ids import ALLREDUCE_DAG_ID, MAINTENANCE_DAG_ID, REPORT
 from scalebench.orchestration.ui import pages
 from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
                                                 NIGHT_VALUE, bases, export, inside, store, streamed)
-from scalebench.report.exports import RESULT_COLUMNS, history_row, result_row
+from scalebench.report.exports import RESULT_COLUMNS, result_row
 
 DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
 RUN_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.~:+-]{1,250}$", max_length=250)]
@@ -57,13 +57,13 @@ def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHM
 @browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
 def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
     """Every night's summaries, streamed as they are read (years of nights start at once); the CSV's
-    metric and share columns from a first read of those two fields alone."""
-    from scalebench.report.exports import history_header
+    metric and share columns are those of the newest nights, any other one in its `other` column."""
+    from scalebench.report.exports import HEADER_SAMPLE, history_header, history_rows
 
     if fmt == "json":
         return streamed(fmt, f"{benchmark}-history", store().iter_summaries(benchmark=benchmark))
-    header = history_header(store().iter_summaries(benchmark=benchmark, columns=("metrics", "step_shares")))
-    return streamed(fmt, f"{benchmark}-history", (history_row(r) for r in store().iter_summaries(benchmark=benchmark)),
+    header = history_header(store().newest_summaries(benchmark, HEADER_SAMPLE, ("metrics", "step_shares")))
+    return streamed(fmt, f"{benchmark}-history", history_rows(store().iter_summaries(benchmark=benchmark), header),
                     header)
 
 @browsing.get("/nights/{night}", response_class=HTMLResponse)

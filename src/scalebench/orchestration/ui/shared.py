@@ -80,7 +80,7 @@ def export(fmt: str, columns: list[str], rows: list[dict], name: str, doc=None) 
 
 
 def streamed(fmt: str, name: str, items: Iterator, header: list[str] | None = None) -> StreamingResponse:
-    """A download written as it is read: a JSON array of `items`, or CSV of them under `header`."""
+    """A download written as it is read: a JSON array of `items`, or CSV of them (lists) under `header`."""
     from scalebench.report.exports import csv_chunks
 
     def json_array() -> Iterator[str]:
