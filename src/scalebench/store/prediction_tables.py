@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from scalebench.core.columns import WIDTH
@@ -30,9 +30,10 @@ class PredictionRow(Base):
     first later night (or the same night) that measures its target judges it."""
     __tablename__ = "predictions"
     __table_args__ = (UniqueConstraint("benchmark", "host", "precision", "gpus", "hosts", "night",
-                                       name="uq_one_prediction_per_night"),)
+                                       name="uq_one_prediction_per_night"),
+                      Index("ix_predictions_benchmark_night", "benchmark", "night"))  # a benchmark's window
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), index=True)
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))
     host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     precision: Mapped[str] = mapped_column(String(32))
     gpus: Mapped[int] = mapped_column(Integer)

@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 from typing import Any, Mapping, cast
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, case,
+from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, case,
                         select)
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
@@ -41,12 +41,14 @@ def config_sha(contract: dict | None) -> str | None:
 
 class CellRow(Base):
     __tablename__ = "cells"
+    # a benchmark's nights (a record step's summary, the report's window): never all of its years
+    __table_args__ = (Index("ix_cells_benchmark_night", "benchmark", "night"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True, index=True)
     dag_id: Mapped[str] = mapped_column(String(250))
     run_id: Mapped[str] = mapped_column(String(250), index=True)
     run_type: Mapped[str] = mapped_column(String(32))
-    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]), index=True)
+    benchmark: Mapped[str] = mapped_column(String(WIDTH["cells.benchmark"]))  # ix_cells_benchmark_night leads with it
     host: Mapped[str] = mapped_column(String(WIDTH["cells.host"]))
     gpus: Mapped[int] = mapped_column(Integer)
     epochs: Mapped[int] = mapped_column(Integer)
