@@ -104,14 +104,14 @@ def history_rows(summaries: Iterable[Mapping[str, Any]], header: list[str]) -> I
         ci = s.get("relative_time_ci") or (None, None)
         row[low], row[high] = ci[0], ci[1]
         row[marks] = "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])
-        rest = []
+        rest: list[str] = []
         for prefix, values in (("metric_", s.get("metrics")), ("share_", s.get("step_shares"))):
             for k, v in (values or {}).items():
-                i = at.get(prefix + k)
-                if i is None:
+                col = at.get(prefix + k)
+                if col is None:
                     rest.append(f"{prefix}{k}={v}")
                 else:
-                    row[i] = v
+                    row[col] = v
         row[other] = "; ".join(rest)
         yield row
 
