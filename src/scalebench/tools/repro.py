@@ -33,7 +33,7 @@ def find_attempt(target: str) -> Path:
             raise ReproError(f"{folder}: no {CONTAINER_FILE} (the attempt never started its container, or was "
                              "recorded before scalebench wrote it)")
         return folder
-    from scalebench.core.attempt_folders import cell_attempts
+    from scalebench.core.attempt_folders import cell_attempts, find_attempt as folder_of
     from scalebench.core.cells import cell_id
     from scalebench.store.results import Store
 
@@ -42,8 +42,12 @@ def find_attempt(target: str) -> Path:
         raise ReproError(f"{target!r} is neither an attempt folder nor a stored cell key "
                          "(`scalebench results -o json` lists the keys)")
     c = cells[0]
+    # by the key in each attempt's cell.json (a rerun's, an A/B's or a bisect's folder carries its role),
+    # then by the folder name a measured cell has
+    found = [f for n in sorted({a["attempt"] for a in c["attempts"]})
+             if (f := folder_of(c["dag_id"], c["run_id"], target, n)) is not None]
     cell = {**c, "cell_id": cell_id(c["gpus"], c["precision"], c["epochs"], c["repeat"])}
-    started = [f for _, f in cell_attempts(cell) if (f / CONTAINER_FILE).exists()]
+    started = [f for f in found or [f for _, f in cell_attempts(cell)] if (f / CONTAINER_FILE).exists()]
     if not started:
         raise ReproError(f"cell {target} ({cells[0]['label']}): no attempt started a container")
     return started[-1]

@@ -48,6 +48,29 @@ def test_repro_prints_the_attempts_docker_run_by_folder_or_cell_key(tmp_path, mo
         assert shlex.split(copy) == ["mkdir", "-p", new, "&&", "cp", str(folder / "cell.json"), f"{new}/"]
 
 
+def test_repro_finds_a_reruns_attempt_by_its_key_though_its_folder_carries_its_role(tmp_path, monkeypatch, capsys):
+    """A rerun's (or an A/B's, a bisect's) folder is named <cell>-rerun<i>: found by its cell.json's key."""
+    from scalebench.analysis.reruns import rerun_cell
+
+    tree, data, probe_cell = contract_probe(tmp_path)
+    monkeypatch.setenv("SCALEBENCH_CONFIG_DIR", str(tree))
+    cell, _ = probe_cell(1)
+    rerun = rerun_cell(cell, 1)
+    folder = attempt_dir(rerun, 1)
+    assert folder.parent.name.endswith("-rerun1")
+    folder.mkdir(parents=True)
+    (folder / "container.json").write_text(json.dumps({
+        "host": "local", "device_ids": ["0"], "lease_id": "l1", "image": "scalebench/tensorflow:cpu",
+        "image_digest": "sha256:1mage", "command": ["true"], "environment": {}, "gpus": None, "shm_size": None,
+        "cpuset_cpus": None, "user": None, "labels": {}, "mounts": [{"source": str(folder), "target": "/results",
+                                                                   "read_only": False}]}))
+    (folder / "cell.json").write_text(json.dumps({"cell": rerun}))
+    (folder / "failure.json").write_text(json.dumps({"reason": "killed", "message": "m"}))
+    record_run(Store(), rerun["dag_id"], rerun["run_id"], [rerun])
+    assert main(["repro", rerun["key"]]) == 0
+    assert capsys.readouterr().out.startswith(f"# attempt {folder} on host local")
+
+
 def test_a_gpu_attempt_names_its_devices_in_the_docker_run():
     from scalebench.tools.repro import docker_run
 
