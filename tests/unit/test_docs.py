@@ -1,4 +1,4 @@
-"""The README stays one screen, and every page it links is in the repository."""
+"""The README stays one screen, and every page it or a doc links is in the repository."""
 import re
 
 from tests.support import ROOT
@@ -10,3 +10,15 @@ def test_the_readme_is_one_screen_and_its_links_resolve():
     targets = {m.split("#")[0] for m in re.findall(r"\]\(([^)]+)\)", text) if not m.startswith("http")}
     missing = sorted(t for t in targets if not (ROOT / t).exists())
     assert targets and not missing, missing
+
+
+def test_every_link_between_the_docs_resolves():
+    """Each relative link of a page under docs/ names a file of the repository."""
+    missing = []
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        for target in re.findall(r"\]\(([^)]+)\)", doc.read_text()):
+            if target.startswith(("http", "#")):
+                continue
+            if not (doc.parent / target.split("#")[0]).exists():
+                missing.append(f"{doc.name}: {target}")
+    assert not missing, missing
