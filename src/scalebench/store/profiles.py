@@ -54,23 +54,29 @@ def record_profile(s: Session, attempt_id: int, profile: dict[str, Any]) -> None
 def profile_of(s: Session, attempt_id: int) -> dict[str, Any] | None:
     """An attempt's stored profile in the contract's shape, or None when it was not profiled."""
     row = s.scalar(select(AttemptProfileRow).where(AttemptProfileRow.attempt_id == attempt_id))
-    if row is None:
-        return None
+    return _with_ops(s, {row.id: _window(row)})[row.id] if row is not None else None
+
+
+def _window(row: AttemptProfileRow) -> dict[str, Any]:
     out: dict[str, Any] = {"rank": row.rank, "steps": row.steps, "step_s": row.step_s, "traces": row.traces,
                            "ops": [], "kernels": []}
     if row.why_not:
         out["why_not"] = row.why_not
-    ops = s.scalars(select(ProfileOpRow).where(ProfileOpRow.profile_id == row.id)
-                    .order_by(ProfileOpRow.kind, ProfileOpRow.position))
-    for op in ops:
-        out["ops" if op.kind == "op" else "kernels"].append(
-            {"name": op.name, "self_s": op.self_s, "calls": op.calls, "share": op.share})
     return out
 
 
+def _with_ops(s: Session, windows: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each window (by profile id) with its operations and kernels, in their stored order (one query)."""
+    for op in s.scalars(select(ProfileOpRow).where(ProfileOpRow.profile_id.in_(list(windows)))
+                        .order_by(ProfileOpRow.profile_id, ProfileOpRow.kind, ProfileOpRow.position)):
+        windows[op.profile_id]["ops" if op.kind == "op" else "kernels"].append(
+            {"name": op.name, "self_s": op.self_s, "calls": op.calls, "share": op.share})
+    return windows
+
+
 def cell_profile(engine, key: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
-    """(the cell, its newest valid attempt's profile or None) for a cell key; None: no such cell."""
-    from scalebench.store.results import AttemptRow, CellRow
+    """(the cell, its newest profiled valid attempt's profile or None) for a cell key; None: no such cell."""
+    from scalebench.store.results import CellRow
 
     with Session(engine) as s:
         cell = s.scalar(select(CellRow).where(CellRow.key == key))
@@ -78,13 +84,10 @@ def cell_profile(engine, key: str) -> tuple[dict[str, Any], dict[str, Any] | Non
             return None
         about = {"key": cell.key, "benchmark": cell.benchmark, "gpus": cell.gpus, "host": cell.host,
                  "precision": cell.precision, "label": cell.label, "run_id": cell.run_id, "night": cell.night}
-        valid = s.scalars(select(AttemptRow.id).where(AttemptRow.cell_id == cell.id, AttemptRow.status == "valid")
-                          .order_by(AttemptRow.attempt.desc())).all()
-        for attempt_id in valid:
-            found = profile_of(s, attempt_id)
-            if found is not None:
-                return about, found
-        return about, None
+    found = cells_profiles(engine, [key]).get(key)
+    if found is not None:
+        found.pop("attempt")
+    return about, found
 
 
 def cells_profiles(engine, keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -95,24 +98,10 @@ def cells_profiles(engine, keys: list[str]) -> dict[str, dict[str, Any]]:
     if not keys:
         return {}
     with Session(engine) as s:
-        q = (select(CellRow.key, AttemptRow.attempt, AttemptProfileRow.id)
+        q = (select(CellRow.key, AttemptRow.attempt, AttemptProfileRow)
              .join(AttemptRow, AttemptRow.cell_id == CellRow.id)
              .join(AttemptProfileRow, AttemptProfileRow.attempt_id == AttemptRow.id)
              .where(CellRow.key.in_(sorted(set(keys))), AttemptRow.status == "valid").order_by(AttemptRow.attempt))
-        newest = {key: (attempt, pid) for key, attempt, pid in s.execute(q)}  # ordered: the newest attempt wins
-        rows = {r.id: r for r in s.scalars(select(AttemptProfileRow).where(
-            AttemptProfileRow.id.in_([pid for _, pid in newest.values()])))}
-        out: dict[str, dict[str, Any]] = {}
-        by_id: dict[int, dict[str, Any]] = {}
-        for key, (attempt, pid) in newest.items():
-            row = rows[pid]
-            doc: dict[str, Any] = {"attempt": attempt, "rank": row.rank, "steps": row.steps, "step_s": row.step_s,
-                                   "traces": row.traces, "ops": [], "kernels": []}
-            if row.why_not:
-                doc["why_not"] = row.why_not
-            out[key] = by_id[pid] = doc
-        for op in s.scalars(select(ProfileOpRow).where(ProfileOpRow.profile_id.in_(list(by_id)))
-                            .order_by(ProfileOpRow.profile_id, ProfileOpRow.kind, ProfileOpRow.position)):
-            by_id[op.profile_id]["ops" if op.kind == "op" else "kernels"].append(
-                {"name": op.name, "self_s": op.self_s, "calls": op.calls, "share": op.share})
-        return out
+        newest = {key: (attempt, row) for key, attempt, row in s.execute(q)}  # ordered: the newest attempt wins
+        windows = _with_ops(s, {row.id: {"attempt": attempt, **_window(row)} for attempt, row in newest.values()})
+        return {key: windows[row.id] for key, (_, row) in newest.items()}

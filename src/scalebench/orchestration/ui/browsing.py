@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from scalebench.core import paths
 from scalebench.core.dag_ids import ALLREDUCE_DAG_ID, MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
 from scalebench.orchestration.ui import pages
+from scalebench.orchestration.ui.profile_sections import diff_sections
 from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
                                                 NIGHT_VALUE, bases, export, inside, store, streamed)
 from scalebench.report.exports import RESULT_COLUMNS, result_row
@@ -85,7 +86,7 @@ def run(request: Request, dag_id: DAG_ID, run_id: RUN_ID):
     if other:
         return pages.explain_page(base, f"Run {run_id}", other)
     cells = _run_cells(dag_id, run_id)
-    return pages.run_page(base, ui, dag_id, run_id, cells, _ab_diffs(cells))
+    return pages.run_page(base, ui, dag_id, run_id, cells, diff_sections(base, _ab_diffs(cells)))
 
 
 def _ab_diffs(cells: list[dict]) -> list[tuple[str, dict]]:

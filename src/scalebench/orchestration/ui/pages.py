@@ -22,7 +22,6 @@ from scalebench.core import tables
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES
 from scalebench.core.tables import Column, Link
 from scalebench.core.records import NightSummary
-from scalebench.orchestration.ui.profile_sections import diff_sections
 from scalebench.report.exports import history_table, result_row
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -147,9 +146,8 @@ def night_page(base: str, ui: str, night: str, cells: list[dict], has_report: bo
                   sections=cell_sections(ui, cells) if cells else [])
 
 
-def run_page(base: str, ui: str, dag_id: str, run_id: str, cells: list[dict], diffs: Sequence[tuple[str, dict]] = ()
-             ) -> str:
-    """The run's cells; `diffs`: (title, ab_diff) of each A/B in it that was profiled (profile_sections)."""
+def run_page(base: str, ui: str, dag_id: str, run_id: str, cells: list[dict], first: Sequence[dict] = ()) -> str:
+    """The run's cells; `first`: sections shown above them (each profiled A/B's diff: profile_sections)."""
     if not cells:
         return render("run.html", f"Run {run_id}", base, dag_id=dag_id, run_id=run_id, sections=[])
     night, bench = cells[0]["night"], cells[0]["benchmark"]
@@ -157,7 +155,7 @@ def run_page(base: str, ui: str, dag_id: str, run_id: str, cells: list[dict], di
              link(f"{base}/benchmarks/{quote(bench, safe='')}", f"{bench} history")]
     return render("run.html", f"Run {run_id}", base, dag_id=dag_id, run_id=run_id, links=links,
                   downloads=downloads(base, "/api/runs/cells", {"dag_id": dag_id, "run_id": run_id}),
-                  sections=[*diff_sections(base, diffs), *cell_sections(ui, cells)])
+                  sections=[*first, *cell_sections(ui, cells)])
 
 
 def explain_page(base: str, title: str, parts: list[Part]) -> str:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from scalebench.core import tables
 from scalebench.core.tables import Column, Link
+from scalebench.orchestration.ui.pages import text as _text
 
 DIFF_ROWS = 10  # operations shown per A/B diff (the CLI's `profile diff` lists every one)
 
@@ -46,12 +47,6 @@ def profile_diff_section(base: str, title: str, found: dict, id_: str = "") -> d
     return {"id": id_, "title": title, "about": about, "table": tables.build(columns, d["changes"][:DIFF_ROWS])}
 
 
-
-
 def diff_sections(base: str, diffs: Sequence[tuple[str, dict]], prefix: str = "ab") -> list[dict]:
     """One section per (title, ab_diff), with ids prefix-1, prefix-2, ..."""
     return [profile_diff_section(base, title, found, f"{prefix}-{i + 1}") for i, (title, found) in enumerate(diffs)]
-
-
-def _text(value: str, muted: bool = False) -> dict:
-    return {"text": value, "muted": muted}
