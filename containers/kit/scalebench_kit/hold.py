@@ -101,6 +101,9 @@ class HoldOps:
                 self._mm = tf.function(lambda: tf.linalg.matmul(b, b))
             except ImportError:
                 pass
+        if self._mm is not None:  # the first call pays for thread pools and tracing, outside any step
+            self.touch()
+            self._mm()
 
     def busy(self, seconds: float) -> None:
         end = time.perf_counter() + seconds
@@ -109,6 +112,19 @@ class HoldOps:
             return
         while time.perf_counter() < end:
             self._mm()
+
+
+def hold_steps(timer: StepTimer, steps: int, total: float, extra: float, ops: HoldOps | None) -> None:
+    """`steps` steps of (total + extra) / steps each, `extra` spent in the planted operation. Each
+    step runs to its own deadline: a slow warm-up step must not shorten the timed ones."""
+    timer.start()
+    for _ in range(steps):
+        began = time.perf_counter()
+        if ops is not None:
+            ops.touch()
+            ops.busy(extra / steps)
+        time.sleep(max(began + (total + extra) / steps - time.perf_counter(), 0.0))
+        timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - began, sync_s=0.0)
 
 
 def profile_window(cell: Cell, ops: HoldOps, step: Callable[[], None]) -> dict | None:
@@ -226,16 +242,7 @@ def main() -> None:
     ops = HoldOps() if extra > 0 or train.get("profile_steps") else None
     timer = StepTimer(2)
     cell.events.log("model_ready", steps=steps, hold_s=round(total + extra, 3))
-    timer.start()
-    t_end = time.perf_counter() + total + extra
-    for k in range(steps):
-        began = time.perf_counter()
-        if ops is not None:
-            ops.touch()
-            ops.busy(extra / steps)
-        left = t_end - time.perf_counter()
-        time.sleep(max(left if k == steps - 1 else min(total / steps, left), 0.0))
-        timer.step_done(data_wait_s=0.0, compute_s=time.perf_counter() - began, sync_s=0.0)
+    hold_steps(timer, steps, total, extra, ops)
     cell.events.log("train_stop", timer.train_s)
 
     def one_step() -> None:  # as a timed step: the small operation, the planted one, the hold

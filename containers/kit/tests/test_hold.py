@@ -67,3 +67,29 @@ def test_a_profiled_hold_cell_says_why_it_has_no_profile_where_no_framework_is_a
     assert keys.index("train_stop") < keys.index("profile_start") < keys.index("profile_stop")  # after the timed steps
     verdict = validate_result(cell, doc, ["precision", "recall"], {"precision": (0, 1), "recall": (0, 1)})
     assert verdict.success, verdict.failures
+
+
+class _SlowFirstOps:
+    """A planted operation whose first call takes 0.5 s (a cold thread pool), then as asked."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def touch(self):
+        pass
+
+    def busy(self, seconds):
+        self.calls += 1
+        time.sleep(0.5 if self.calls == 1 else seconds)
+
+
+def test_a_slow_warm_up_step_does_not_shorten_the_timed_steps():
+    """The planted slowdown's steps keep their length after a slow first step (it once borrowed
+    the time back from the timed steps, hiding the image's slowdown from the A/B)."""
+    from scalebench_kit.hold import hold_steps
+    from scalebench_kit.timing import StepTimer
+
+    timer = StepTimer(2)
+    hold_steps(timer, 6, 0.3, 0.3, _SlowFirstOps())  # 0.1 s a step, half of it planted
+    assert timer.step_times[0] >= 0.5
+    assert timer.train_s == pytest.approx(4 * 0.1, rel=0.15)
