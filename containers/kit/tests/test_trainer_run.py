@@ -206,3 +206,34 @@ def test_a_trace_over_the_cap_is_dropped_and_its_summary_kept(tmp_path, monkeypa
     assert got["traces"] == [] and "over the 0 MiB cap: dropped" in got["notes"][0]
     assert got["ops"][0]["name"] == "op" and got["kernels"][0]["self_s"] == pytest.approx(0.002)
     assert not list((tmp_path / "profile").rglob("trace.json*"))
+
+
+LEAVE = """
+import sys, time
+from scalebench_kit.trainer import TrainerRun
+
+class SlowTeardown:  # as a tf.data stream cancelling its in-flight work when main's frame goes
+    def __del__(self):
+        time.sleep(60)
+
+def main():
+    stream = SlowTeardown()
+    print("result written", end="")  # unflushed: leave() must not lose it
+    TrainerRun.leave()
+
+main()
+"""
+
+
+def test_leave_ends_the_process_with_success_before_mains_objects_are_torn_down():
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "containers" / "kit")}
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", LEAVE], env=env, capture_output=True, text=True, timeout=50)
+    assert (proc.returncode, proc.stdout) == (0, "result written")
+    assert time.monotonic() - t < 30  # the 60 s destructor never ran

@@ -344,6 +344,7 @@ def main(name: str) -> None:
             "cudnn_benchmark": cfg["env_cfg"]["cudnn_benchmark"], **tf32}),
         # persistent loader workers, else ended at exit after the process group
         before_shut_down=lambda: stop_loader_workers(runner.train_dataloader))
+    run.leave()
 
 
 class Splits:

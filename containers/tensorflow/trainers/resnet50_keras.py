@@ -144,6 +144,7 @@ def main() -> None:
     run.finish(metrics=metrics, system={"keras": keras.__version__}, extra={"epoch": data.plan},
                precision=record(precision, observed, OBSERVED_LAYER, switches),
                model={"parameters": int(model.count_params()), "architecture": "ResNet50"})
+    run.leave()
 
 
 class Cifar:

@@ -133,6 +133,7 @@ def main() -> None:
                       "resolved_config_file": CONFIG_FILE, "sync_batchnorm": False},
                extra={"detections_file": DETECTIONS_FILE, "step_losses": [round(x, 5) for x in step.losses],
                       "epoch": data.plan, "prepare_s": round(data.prepare_s, 3)})
+    run.leave()
 
 
 class Splits:

@@ -154,6 +154,7 @@ def main() -> None:
     run.finish(metrics=metrics, model={"parameters": int(step.params), "architecture": "UNet",
                                        "strategy": "DistributedDataParallel"},
                extra={"epoch": data.plan}, precision=prec.record(step.observed))
+    run.leave()
 
 
 class VocData:
