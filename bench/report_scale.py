@@ -107,10 +107,8 @@ def summaries(store: Store, recorded: int = 30) -> tuple[int, float]:
     """The night summaries the record steps would have written: the last `recorded` nights of each
     benchmark really summarized (timed: what one record step adds), every earlier night a copy of
     those rows under its own date (the pages read rows; how they were made does not change that)."""
-    from sqlalchemy import select
-
     from scalebench.report.summary import summarize_night
-    from scalebench.store.night_summaries import NightSummaryRow
+    from tests.support.samples import copy_summaries, summary_rows
 
     pairs = store.cell_nights()
     last = sorted({n for _, n in pairs})[-recorded:]
@@ -119,15 +117,8 @@ def summaries(store: Store, recorded: int = 30) -> tuple[int, float]:
         if n in last:
             summarize_night(store, bench, n)
     per_night = (time.perf_counter() - t) / sum(n in last for _, n in pairs)
-    table = NightSummaryRow.__table__
-    with store.engine.connect() as conn:
-        model = [{k: v for k, v in r.items() if k != "id"}
-                 for r in conn.execute(select(table).where(table.c.night == last[-1])).mappings()]
-    earlier = sorted({n for _, n in pairs} - set(last))
-    per_batch = max(1, BATCH // max(1, len(model)))
-    for lo in range(0, len(earlier), per_batch):  # a transaction per batch, as fill does
-        with store.engine.begin() as conn:
-            conn.execute(insert(table), [{**r, "night": n} for n in earlier[lo:lo + per_batch] for r in model])
+    model = [r for bench in BENCHES for r in summary_rows(store, bench, last[-1])]
+    copy_summaries(store, model, sorted({n for _, n in pairs} - set(last)), batch=BATCH)
     return len(pairs), per_night
 
 
@@ -160,15 +151,26 @@ def page_seconds(reports: Path, night: str, queries: list | None = None) -> dict
             t = time.perf_counter()
             with client.stream("GET", path) as r:
                 chunks = r.iter_bytes()
-                next(chunks, b"")
+                body = [next(chunks, b"")]
                 first = time.perf_counter() - t
-                for _ in chunks:
-                    pass
+                body += list(chunks)
+            if name == "history page, every night":  # and the older nights history.js fetches, page by page
+                more = _older(b"".join(body))
+                while more:
+                    more = client.get(more.removeprefix("/scalebench")).json()["next"]
             out[name] = (first, time.perf_counter() - t)
         if queries is not None and name not in EVERY_NIGHT:
             queries += seen
         assert r.status_code == 200, (path, r.status_code)
     return out
+
+
+def _older(html: bytes) -> str | None:
+    """The address of the older nights a history page hands history.js (None: it carries them all)."""
+    import json
+    import re
+
+    return json.loads(re.search(rb'id="history-data">(.*?)</script>', html, re.S).group(1))["more"]
 
 
 def measure(cells: int, plans: bool = False) -> dict:

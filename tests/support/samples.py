@@ -214,3 +214,30 @@ def seed_nights(store, count: int = 6, last: str = "2026-11-28") -> dict:
         summarize_night(store, bench, night)
         publish(store, night, Options(expected=[bench]))
     return {"last": last, "run_id": run_id}
+
+
+def copy_summaries(store, rows: list[dict], nights: list[str], benchmark: str | None = None, batch: int = 20000) -> None:
+    """Stored night summaries `rows` (as read from night_summaries, without their id) written again
+    under each of `nights` (and `benchmark`, when given), a transaction per `batch` rows: years of
+    nights for the pages, made in seconds (how a summary was made does not change how it is read)."""
+    from sqlalchemy import insert
+
+    from scalebench.store.night_summaries import NightSummaryRow
+
+    table, per_batch = NightSummaryRow.__table__, max(1, batch // max(1, len(rows)))
+    for lo in range(0, len(nights), per_batch):
+        with store.engine.begin() as conn:
+            conn.execute(insert(table), [{**r, "night": n, **({"benchmark": benchmark} if benchmark else {})}
+                                         for n in nights[lo:lo + per_batch] for r in rows])
+
+
+def summary_rows(store, benchmark: str, night: str) -> list[dict]:
+    """A benchmark's stored summaries of one night, as copy_summaries takes them."""
+    from sqlalchemy import select
+
+    from scalebench.store.night_summaries import NightSummaryRow
+
+    table = NightSummaryRow.__table__
+    with store.engine.connect() as conn:
+        return [{k: v for k, v in r.items() if k != "id"} for r in conn.execute(
+            select(table).where(table.c.night == night, table.c.benchmark == benchmark)).mappings()]

@@ -91,9 +91,10 @@ class SummaryQueries:
         return list(self.iter_summaries(benchmark, night, since, columns))
 
     def iter_summaries(self, benchmark: str | None = None, night: str | None = None, since: str | None = None,
-                       columns: tuple[str, ...] | None = None, batch: int = 2000) -> Iterator[NightSummary]:
-        """As `summaries`, read `batch` rows at a time (a server-side cursor): a download of every night
-        starts at once and holds one batch in memory."""
+                       columns: tuple[str, ...] | None = None, batch: int = 2000,
+                       before: str | None = None) -> Iterator[NightSummary]:
+        """As `summaries` (`before`: nights before it only), read `batch` rows at a time (a
+        server-side cursor): a download of every night starts at once and holds one batch in memory."""
         t = NightSummaryRow.__table__
         names = [n for c in columns for n in (FIGURE_NAMES if c == "figures" else (c,))] if columns else None
         q = (select(*[t.c[c] for c in names]) if names else select(t)).order_by(t.c.night, t.c.benchmark, t.c.gpus,
@@ -104,6 +105,8 @@ class SummaryQueries:
             q = q.where(t.c.night == night)
         if since:
             q = q.where(t.c.night >= since)
+        if before:
+            q = q.where(t.c.night < before)
         figures = names is None or "figures" in (columns or ())
         with self.engine.connect() as conn:
             for r in conn.execution_options(yield_per=batch).execute(q).mappings():

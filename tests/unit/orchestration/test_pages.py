@@ -164,9 +164,9 @@ def test_every_route_answers_hostile_values_with_4xx_or_an_escaped_page_never_50
     valid = {"night": nights["last"], "fmt": "csv", "benchmark": BENCH, "dag_id": DAG, "run_id": nights["run_id"],
              "a": "2026-11-27", "b": nights["last"], "nights": "90", "all": "false", "static:name": "pages.js",
              "night_file:name": "report.html", "group_id": "1", "state": "open", "owner": "alice",
-             "key": "0" * 20, "index": "0"}
+             "key": "0" * 20, "index": "0", "before": nights["last"], "since": "2026-11-20", "days": "30"}
     walked = routes(create_app())
-    assert {r["name"] for r in walked} >= {"history", "history_export", "night", "night_export", "run", "run_export",
+    assert {r["name"] for r in walked} >= {"history_page", "history_older", "history_export", "night", "night_export", "run", "run_export",
                                            "dag", "compare", "compare_export", "static", "night_file", "index"}
     table = []
     for route in walked:
@@ -309,7 +309,9 @@ def test_no_page_scans_a_table_that_grows_with_the_nights(nights):
     with recorded(store.engine) as queries:
         for path, params in (("/benchmarks", {}), (f"/benchmarks/{BENCH}", {}), (f"/nights/{nights['last']}", {}),
                              ("/compare", {}), ("/runs", {"dag_id": DAG, "run_id": nights["run_id"]}),
-                             ("/dags", {"dag_id": DAG})):  # (the history's downloads read every night: streamed)
+                             ("/dags", {"dag_id": DAG}), (f"/api/benchmarks/{BENCH}/history/older",
+                                                          {"before": nights["last"], "days": 3})):
+            # (the history's downloads read every night: streamed)
             assert client.get(path, params=params, follow_redirects=False).status_code in (200, 307), path
     assert len(queries) > 10
     assert whole_table_scans(store.engine, queries) == []

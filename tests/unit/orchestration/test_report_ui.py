@@ -11,9 +11,10 @@ import pytest
 from tests.support import ROOT
 from tests.support.airflow_home import api_server
 from tests.support.engine import chromium, free_port
-from tests.support.service_clients import browser, save_screenshot, ui_login
+from tests.support.service_clients import browser, console_errors, save_screenshot, ui_login
 
 NIGHT = "2026-11-28"
+LONG, LONG_NIGHTS = "unet_torch_voc2007", 800  # a benchmark with more nights than its page carries
 JWT_SECRET = "a-test-only-jwt-secret"  # known here, so the test can sign a form token as an old page would
 BIN = Path(sys.executable).parent
 
@@ -34,7 +35,12 @@ def server(tmp_path_factory):
               f"seed_nights(Store(), last='{NIGHT}')\n"
               "from scalebench.store.alert_groups import AlertGroups\n"  # one alert group to triage
               f"AlertGroups(Store()).record_night('{NIGHT}', [{{'benchmark': 'resnet50_keras_cifar10', 'gpus': 2, "
-              "'metric': 'images_per_s', 'change': 0.2, 'line': 'slower'}])\n")
+              "'metric': 'images_per_s', 'change': 0.2, 'line': 'slower'}])\n"
+              # a long history: the page carries its newest year, the browser fetches the rest
+              "import datetime as dt\nfrom tests.support.samples import copy_summaries, summary_rows\n"
+              f"last = dt.date.fromisoformat('{NIGHT}')\n"
+              f"copy_summaries(Store(), summary_rows(Store(), 'resnet50_keras_cifar10', '{NIGHT}'), "
+              f"[(last - dt.timedelta(days=k)).isoformat() for k in range({LONG_NIGHTS})], '{LONG}')\n")
     out = subprocess.run([sys.executable, "-c", script], env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -50,7 +56,7 @@ def _routes() -> list[str]:
 
     valid = {"night": NIGHT, "fmt": "csv", "benchmark": "resnet50_keras_cifar10", "dag_id": "a", "run_id": "b",
              "a": "2026-11-27", "b": NIGHT, "static:name": "history.js", "night_file:name": "report.html",
-             "group_id": "1", "key": "0" * 20, "index": "0"}
+             "group_id": "1", "key": "0" * 20, "index": "0", "before": NIGHT}
     return ["/scalebench" + url(r, valid) for r in routes(create_app())]
 
 
@@ -180,6 +186,31 @@ def test_the_history_page_in_the_airflow_ui_hovers_zooms_toggles_and_downloads_i
         driver.switch_to.default_content()
         save_screenshot(driver, home, "history-view.png")
 
+
+
+@chromium
+def test_the_every_night_history_draws_the_nights_its_page_carries_then_the_older_ones_it_fetches(server, tmp_path):
+    """800 nights: the page carries the newest 365, history.js fetches the rest (the page's
+    policy allows fetches from the plugin only) and draws them on the same charts."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    with browser(tmp_path / "chrome", network_log=True) as driver:
+        ui_login(driver, base, "ops", "s3cret", "/plugin/scalebench-benchmarks")
+        console_errors(driver)  # (read: the login page's own, before the login)
+        driver.get(f"{base}/scalebench/benchmarks/{LONG}?all=1")
+        WebDriverWait(driver, 60).until(lambda d: d.execute_script("return window.scalebenchLoaded === true"))
+        carried = json.loads(driver.find_element(By.ID, "history-data").get_attribute("textContent"))
+        assert len(carried["runs"]) == 365 and "/history/older?" in carried["more"]
+        xs = driver.execute_script("return window.scalebenchCharts.images_per_s.data[0]")
+        assert len(xs) == LONG_NIGHTS and xs == sorted(xs)
+        assert xs[-1] - xs[0] == (LONG_NIGHTS - 1) * 86400
+        status = driver.execute_script("return document.getElementById('history-status').textContent")
+        assert status == f"Every night of the window is drawn ({LONG_NIGHTS} nights)."
+        assert console_errors(driver) == []  # no fetch the page's policy refused, no script error
 
 
 def test_through_the_real_server_an_old_form_token_and_a_move_the_table_forbids_are_refused(server):

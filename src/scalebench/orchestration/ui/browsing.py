@@ -1,7 +1,6 @@
-"""The browsing pages, built per request from the results store: the benchmarks and a
-benchmark's history (night summaries, charts), a night's or a DAG run's cells with links to their
-task logs, a DAG's tab, two nights compared; each with its CSV and JSON; and the pages' own
-scripts and style."""
+"""The browsing pages, built per request from the results store: the benchmarks, a night's or a
+DAG run's cells with links to their task logs, a DAG's tab, two nights compared; each with its CSV
+and JSON; and the pages' own scripts and style. A benchmark's history is `history`'s."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +13,8 @@ from scalebench.core import paths
 from scalebench.core.dag_ids import ALLREDUCE_DAG_ID, MAINTENANCE_DAG_ID, REPORT_DAG_ID, benchmark_of
 from scalebench.orchestration.ui import pages
 from scalebench.orchestration.ui.profile_sections import diff_sections
-from scalebench.orchestration.ui.shared import (BENCHMARK, BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
-                                                NIGHT_VALUE, bases, export, inside, store, streamed)
+from scalebench.orchestration.ui.shared import (BENCHMARK_QUERY, EXPECTED, FORMAT, MEDIA, NIGHT,
+                                                NIGHT_VALUE, bases, export, inside, store)
 from scalebench.report.exports import RESULT_COLUMNS, result_row
 
 DAG_ID = Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,250}$", max_length=250)]
@@ -41,31 +40,6 @@ def static(name: Annotated[str, PathParam(max_length=40)], v: Annotated[str | No
 def benchmarks(request: Request):
     base, _ = bases(request)
     return pages.benchmarks_page(base, {b: last for b, (_, last) in store().summary_span().items()})
-
-@browsing.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
-def history(request: Request, benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)],
-            nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
-    import datetime as dt
-
-    base, _ = bases(request)
-    first, last = store().summary_span().get(benchmark, (None, None))
-    since = None if all or not last else (dt.date.fromisoformat(last) - dt.timedelta(days=nights - 1)).isoformat()
-    charts = STATIC_FILES["uPlot.iife.min.js"].is_file()
-    rows = store().summaries(benchmark=benchmark, since=since, columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
-    return pages.history_page(base, benchmark, rows, _shifts(benchmark), charts, since, first,
-                              _predicted(benchmark, since))
-
-@browsing.get("/api/benchmarks/{benchmark}/history.{fmt}")
-def history_export(benchmark: Annotated[str, PathParam(pattern=BENCHMARK, max_length=100)], fmt: FORMAT):
-    """Every night's summaries, streamed as they are read (years of nights start at once); the CSV's
-    metric and share columns are those of the newest nights, any other one in its `other` column."""
-    from scalebench.report.exports import HEADER_SAMPLE, history_header, history_rows
-
-    if fmt == "json":
-        return streamed(fmt, f"{benchmark}-history", store().iter_summaries(benchmark=benchmark))
-    header = history_header(store().newest_summaries(benchmark, HEADER_SAMPLE, ("metrics", "step_shares")))
-    return streamed(fmt, f"{benchmark}-history", history_rows(store().iter_summaries(benchmark=benchmark), header),
-                    header)
 
 @browsing.get("/nights/{night}", response_class=HTMLResponse)
 def night(request: Request, night: NIGHT_VALUE):
@@ -175,25 +149,6 @@ def _night(text: str) -> str:
     if not NIGHT.match(text or ""):
         raise HTTPException(422, f"night: expected {EXPECTED['night']}")
     return text
-
-
-def _shifts(benchmark: str) -> list[dict]:
-    """The acknowledged shifts of one benchmark (include/configs), as the history page marks them."""
-    from scalebench.analysis.regress import load_shifts
-    from scalebench.core.config import SHIFTS_FILE, Configs
-
-    path = Configs().config_dir / SHIFTS_FILE
-    return [{"since": s.since.isoformat(), "reason": s.reason, "gpus": s.gpus} for s in load_shifts(path)
-            if s.benchmark == benchmark] if path.exists() else []
-
-
-def _predicted(benchmark: str, since: str | None) -> list[dict]:
-    """The frozen one-host predictions of a benchmark since `since` that made a figure: drawn
-    beside the measured images/s on the night they were frozen."""
-    from scalebench.store.predictions import Predictions
-
-    return [f for f in Predictions(store()).frozen(benchmark=benchmark, doc=False, since=since)
-            if f["hosts"] == 1 and f["images_per_s"] is not None]
 
 
 def _no_figures(dag_id: str, base: str) -> list[pages.Part] | None:

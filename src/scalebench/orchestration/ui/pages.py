@@ -173,6 +173,7 @@ def benchmarks_page(base: str, latest: dict[str, str]) -> str:
 CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reruns", "basis", "figures", "metrics",
                 "step_shares", "marks")  # what history.js reads of each summary ("figures": each figure by its name)
 RUN_FIELDS = ("run_id", "run_type", "image_digest")  # sent once per night (every row of a night is one run)
+_PLAIN = [k for k in CHART_FIELDS if k != "figures"]
 HISTORY_NIGHTS = 365  # the history page's default window; ?nights=N or ?all=1 for another
 
 # the charts of dicts of figures, after one chart per charted figure of core.figures (history.js draws them)
@@ -186,11 +187,21 @@ def _history_table(base: str, summaries: list[NightSummary]) -> tables.Table:
     return tables.build(columns, summaries)
 
 
+def chart_row(s: NightSummary) -> list:
+    """One summary as history.js reads it: CHART_FIELDS but figures, then each figure by name."""
+    return [s.get(k) for k in _PLAIN] + [s["figures"][f] for f in FIGURE_NAMES]
+
+
+def predicted_rows(predicted: Sequence[dict]) -> list[list]:
+    """Frozen predictions as history.js reads them: (night, GPUs, precision, images/s, their line)."""
+    return [[p["night"], p["gpus"], p["precision"], p["images_per_s"], p["line"]] for p in predicted]
+
+
 def history_page(base: str, benchmark: str, summaries: list[NightSummary], shifts: list[dict], charts: bool,
-                 since: str | None, first: str | None, predicted: Sequence[dict] = ()) -> str:
+                 since: str | None, first: str | None, predicted: Sequence[dict] = (), more: str | None = None) -> str:
     """A benchmark across nights since `since` (None: all; `first`: its first summarized night):
-    the charts (drawn by history.js from the embedded summaries), the marked nights in words, and
-    the last nights as a table."""
+    the charts (drawn by history.js from the embedded summaries, then from the older nights at
+    `more`, page after page), the marked nights in words, and the last nights as a table."""
     title = f"{benchmark}: history"
     if not summaries:
         return render("history.html", title, base, table=None, charts=False)
@@ -202,21 +213,19 @@ def history_page(base: str, benchmark: str, summaries: list[NightSummary], shift
     runs: dict[str, dict] = {}
     for s in summaries:
         runs.setdefault(s["night"], {k: s.get(k) for k in RUN_FIELDS})
-    plain = [k for k in CHART_FIELDS if k != "figures"]
-    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*plain, *FIGURE_NAMES],
+    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*_PLAIN, *FIGURE_NAMES],
             "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus, "percent": f.fmt.endswith("%")}
                         for f in HISTORY_FIGURES if f.chart],
-            "rows": [[s.get(k) for k in plain] + [s["figures"][f] for f in FIGURE_NAMES] for s in summaries],
-            # frozen predictions (night, GPUs, precision, images/s, their line): points beside the measured images/s
-            "predicted": [[p["night"], p["gpus"], p["precision"], p["images_per_s"], p["line"]] for p in predicted
-                          if p["night"] in runs]}
+            "rows": [chart_row(s) for s in summaries], "more": more,
+            # frozen predictions: points beside the measured images/s
+            "predicted": [p for p in predicted_rows(predicted) if p[0] in runs]}
     marks = {(s["night"], m["kind"], m["text"]) for s in summaries for m in s.get("marks") or []}
     marks |= {(sh["since"], "shift", f"acknowledged shift: {sh['reason']}") for sh in shifts}
     table = _history_table(base, list(reversed(summaries[-60:])))
     charts_shown = [{"id": f.name, "title": f.title(), "note": f.note} for f in HISTORY_FIGURES if f.chart]
     return render("history.html", title, base, charts=charts, shown=shown, windows=windows, data=data,
                   downloads=downloads(base, f"/api/benchmarks/{quote(benchmark, safe='')}/history"),
-                  chart_list=charts_shown + OTHER_CHARTS, table=table,
+                  chart_list=charts_shown + OTHER_CHARTS, table=table, marks_from=summaries[0]["night"] if more else None,
                   marks=[{"night": n, "kind": k, "text": t, "href": f"{base}/nights/{n}"}
                          for n, k, t in sorted(marks, reverse=True)])
 

@@ -36,7 +36,9 @@ EXPECTED = {"night": "a night as YYYY-MM-DD", "a": "a night as YYYY-MM-DD", "b":
             "name": "one of the files the page links to", "group_id": "an alert group number",
             "state": "a state: open, " + ", ".join(STATES), "owner": "a name of at most 100 characters",
             "key": "a cell key (hexadecimal, as `scalebench results -o json` lists it)",
-            "index": "a trace's number on the cell's page, from 0"}
+            "index": "a trace's number on the cell's page, from 0",
+            "before": "a night as YYYY-MM-DD", "since": "a night as YYYY-MM-DD",
+            "days": "a whole number of days from 1 to 146000"}
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,7 +1,8 @@
-"""The app the plugin mounts under /scalebench inside the Airflow UI: three routers of one concern
+"""The app the plugin mounts under /scalebench inside the Airflow UI: four routers of one concern
 each, mounted in this order: `browsing` (the pages built per request from the results store),
-`triage` (the alert groups and their actions), `reports` (the nightly report files, whose
-`/{night}/{name}` must come last so it reads no other page's path as a night).
+`history` (a benchmark's nights: its page, the older nights in pages, the export), `triage` (the
+alert groups and their actions), `reports` (the nightly report files, whose `/{night}/{name}` must
+come last so it reads no other page's path as a night).
 
 Every route requires the Airflow login: the same JWT the UI uses (its `_token` cookie, or an
 `Authorization: Bearer` header), checked by Airflow's own auth-manager dependency. A plugin's
@@ -24,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scalebench.orchestration.ui import pages
 from scalebench.orchestration.ui.browsing import browsing
+from scalebench.orchestration.ui.history import history
 from scalebench.orchestration.ui.reports import reports
 from scalebench.orchestration.ui.shared import EXPECTED, bases
 from scalebench.orchestration.ui.triage import triage
@@ -93,6 +95,7 @@ def create_app() -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(browsing)
+    app.include_router(history)
     app.include_router(triage)
     app.include_router(reports)
     return app
