@@ -14,8 +14,9 @@ nights. The imports a report task pays once (GX, matplotlib) are timed first and
 sizes compare like with like. The store is filled in batches of BATCH cells, a transaction
 each (the bench's memory stays bounded); the smallest size explains every query of the report
 and the pages (none may scan a table that grows with the nights). Goals: the report < 5 s in a
-fresh task, each page < 1 s (the every-night history's first bytes < 1 s, the whole < 5 s), the
-bench's memory < 1 GB, the report's time from 1M to 10M cells at most 1.5x.
+fresh task, each page < 1 s (the every-night history and its CSV: first bytes < 1 s, the whole
+< 5 s, the page's whole counting the older nights history.js fetches after it), the bench's
+memory < 1 GB, the report's time from 1M to 10M cells at most 1.5x.
 """
 from __future__ import annotations
 
@@ -249,13 +250,16 @@ def main() -> None:
     last = rows[-1]
     total = import_s + last["report_s"]
     every = last["pages"]["history page, every night"]
-    others = max(v[1] for k, v in last["pages"].items() if k != "history page, every night")
+    csv = last["pages"]["history csv"]
+    others = max(v[1] for k, v in last["pages"].items() if k not in EVERY_NIGHT)
     growth = last["report_s"] / rows[-2]["report_s"] if len(rows) > 1 else None
     print(f"goals at {last['cells']} cells: report < 5 s in a fresh task (imports + report): "
           f"{'met' if total < 5 else 'NOT met'} ({total:.2f} s); each page < 1 s: {'met' if others < 1 else 'NOT met'} "
           f"({others * 1000:.0f} ms); the every-night history's first bytes < 1 s: "
           f"{'met' if every[0] < 1 else 'NOT met'} ({every[0] * 1000:.0f} ms), whole < 5 s: "
-          f"{'met' if every[1] < 5 else 'NOT met'} ({every[1] * 1000:.0f} ms); memory < 1 GB: "
+          f"{'met' if every[1] < 5 else 'NOT met'} ({every[1] * 1000:.0f} ms); its CSV the same: "
+          f"{'met' if csv[0] < 1 and csv[1] < 5 else 'NOT met'} ({csv[0] * 1000:.0f} / {csv[1] * 1000:.0f} ms); "
+          f"memory < 1 GB: "
           f"{'met' if last['max_rss_mb'] < 1024 else 'NOT met'} ({last['max_rss_mb']:.0f} MB)"
           + (f"; report growth from the size before <= 1.5x: {'met' if growth <= 1.5 else 'NOT met'} (x{growth:.2f})"
              if growth else ""))

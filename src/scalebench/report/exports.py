@@ -18,6 +18,7 @@ HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_typ
                    "image_digest", "marks"]
 _SUMMARY_FIELDS = [k for k in HISTORY_COLUMNS  # the columns a summary holds as they are
                    if k not in (*FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high", "marks")]
+CSV_FIELDS = (*_SUMMARY_FIELDS, "figures", "relative_time_ci", "marks", "metrics", "step_shares")  # what history_rows reads
 
 
 def result_row(c: Mapping[str, Any]) -> dict:

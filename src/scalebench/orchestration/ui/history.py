@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from scalebench.orchestration.ui import pages
-from scalebench.orchestration.ui.shared import EXPECTED, FORMAT, NIGHT, bases, store, streamed
+from scalebench.orchestration.ui.shared import EXPECTED, FORMAT, NIGHT, bases, chunked, store, streamed
 
 BENCHMARK_PATH = Annotated[str, PathParam(pattern=r"^[a-z0-9_]{1,100}$", max_length=100)]
 NIGHT_PARAM = Annotated[str, Query(pattern=NIGHT.pattern, max_length=10)]
@@ -61,15 +61,17 @@ def history_older(request: Request, benchmark: BENCHMARK_PATH, before: NIGHT_PAR
     first, _ = store().summary_span().get(benchmark, (None, None))
     more = _older_url(base, benchmark, lo, since, min(2 * days, MAX_PAGE_DAYS)) if _earlier(first, lo, since) else None
     predicted = _predicted(benchmark, lo, _day(before, 1))
-    summaries = store().iter_summaries(benchmark=benchmark, since=lo, before=before,
-                                       columns=pages.CHART_FIELDS + pages.RUN_FIELDS)
+    arrays = store().summary_arrays(benchmark, pages.CHART_COLUMNS, pages.RUN_FIELDS_WITH_NIGHT, lo, before)
 
     def body() -> Iterator[str]:
         yield json.dumps({"next": more, "predicted": pages.predicted_rows(predicted)})[:-1] + ', "rows": ['
         runs: dict[str, dict] = {}
-        for i, s in enumerate(summaries):
-            runs.setdefault(s["night"], {k: s.get(k) for k in pages.RUN_FIELDS})
-            yield ("," if i else "") + json.dumps(pages.chart_row(s), default=str)
+
+        def rows() -> Iterator[str]:
+            for i, (night, *run, text) in enumerate(arrays):
+                runs.setdefault(night, dict(zip(pages.RUN_FIELDS, run)))
+                yield ("," if i else "") + text
+        yield from chunked(rows())
         yield '], "runs": ' + json.dumps(runs) + "}\n"
 
     return StreamingResponse(body(), media_type="application/json")
@@ -79,13 +81,13 @@ def history_older(request: Request, benchmark: BENCHMARK_PATH, before: NIGHT_PAR
 def history_export(benchmark: BENCHMARK_PATH, fmt: FORMAT):
     """Every night's summaries, streamed as they are read (years of nights start at once); the CSV's
     metric and share columns are those of the newest nights, any other one in its `other` column."""
-    from scalebench.report.exports import HEADER_SAMPLE, history_header, history_rows
+    from scalebench.report.exports import CSV_FIELDS, HEADER_SAMPLE, history_header, history_rows
 
     if fmt == "json":
         return streamed(fmt, f"{benchmark}-history", store().iter_summaries(benchmark=benchmark))
     header = history_header(store().newest_summaries(benchmark, HEADER_SAMPLE, ("metrics", "step_shares")))
-    return streamed(fmt, f"{benchmark}-history", history_rows(store().iter_summaries(benchmark=benchmark), header),
-                    header)
+    read = store().iter_summaries(benchmark=benchmark, columns=CSV_FIELDS)
+    return streamed(fmt, f"{benchmark}-history", history_rows(read, header), header)
 
 
 def _earlier(first: str | None, shown_from: str | None, since: str | None) -> bool:

@@ -174,6 +174,8 @@ CHART_FIELDS = ("night", "gpus", "precision", "cells", "valid", "retried", "reru
                 "step_shares", "marks")  # what history.js reads of each summary ("figures": each figure by its name)
 RUN_FIELDS = ("run_id", "run_type", "image_digest")  # sent once per night (every row of a night is one run)
 _PLAIN = [k for k in CHART_FIELDS if k != "figures"]
+CHART_COLUMNS = [*_PLAIN, *FIGURE_NAMES]  # a chart row's values, in order (history.js: doc.fields)
+RUN_FIELDS_WITH_NIGHT = ("night", *RUN_FIELDS)
 HISTORY_NIGHTS = 365  # the history page's default window; ?nights=N or ?all=1 for another
 
 # the charts of dicts of figures, after one chart per charted figure of core.figures (history.js draws them)
@@ -213,7 +215,7 @@ def history_page(base: str, benchmark: str, summaries: list[NightSummary], shift
     runs: dict[str, dict] = {}
     for s in summaries:
         runs.setdefault(s["night"], {k: s.get(k) for k in RUN_FIELDS})
-    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": [*_PLAIN, *FIGURE_NAMES],
+    data = {"benchmark": benchmark, "shifts": shifts, "runs": runs, "fields": CHART_COLUMNS,
             "figures": [{"name": f.name, "unit": f.unit, "from_gpus": f.from_gpus, "percent": f.fmt.endswith("%")}
                         for f in HISTORY_FIGURES if f.chart],
             "rows": [chart_row(s) for s in summaries], "more": more,
