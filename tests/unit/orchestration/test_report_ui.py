@@ -67,7 +67,8 @@ def test_every_plugin_route_refuses_requests_without_the_airflow_login(server):
         answers[route] = (httpx.get(base + route, follow_redirects=False).status_code,
                           httpx.get(base + route, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False).status_code,
                           httpx.get(base + route, cookies={"_token": "forged"}, follow_redirects=False).status_code)
-    assert len(answers) == 20 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
+    assert len(answers) == 21 and "/scalebench/api/runs/cells.csv?dag_id=a&run_id=b" in answers  # the one a list missed
+    assert f"/scalebench/api/benchmarks/resnet50_keras_cifar10/history/older?before={NIGHT}" in answers
     assert {r: a for r, a in answers.items() if a[0] != 401 or not set(a[1:]) <= {401, 403}} == {}
     # the one action route: a POST without a login changes nothing
     assert httpx.post(f"{base}/scalebench/alerts/1", data={"action": "take"}).status_code == 401
