@@ -1,8 +1,8 @@
 """The scaling prediction against published multi-GPU tables it was not shaped on
-(bench/public_scaling.csv: 107 tables, each row with its source, split once by a hash of the
-table's name into a tuning part and a held-out part). Each table's largest count is held out and
-predicted from the counts below it (a multi-host table: from its one-host rows and its smallest
-multi-host row, every larger host count), beside the naive rules ("the per-GPU rate of the
+(bench/public_scaling.csv: 121 tables, each row with its source, split once by a hash of the
+table's name into a tuning part and a held-out part: SHA-256 of the name even is tuning). Each
+table's largest count is held out and predicted from the counts below it (a multi-host table:
+from its one-host rows and its smallest multi-host row, every larger host count), beside the naive rules ("the per-GPU rate of the
 largest count holds", "the efficiency trend continues linearly") and a plain Amdahl fit on the
 same counts. The forms and defaults of analysis/prediction.py were chosen on the tuning part;
 the goals are held on the held-out part, per class of table:

@@ -250,7 +250,7 @@ def fit(points: Sequence[Point], network: Network = Network(), target: tuple[int
     per_image = {p.total: _per_image(p) for p in single}
     c = per_image[single[0].total]
     growth = [(n, v / c) for n, v in per_image.items()]
-    choice = choose(growth, gpus, use)
+    choice = choose(growth, gpus, use, strong=strong_scaling(single))
     notes = [f"form {choice.form.describe()}: {choice.reason}"]
     flat = plateau(growth)
     if all(p.broken_down for p in pts) and use is None:
@@ -472,6 +472,13 @@ def _across_note(model: Fit, hosts: int) -> tuple[str, ...]:
             f"across them reaches {network.efficiency:.0%} of its line rate ({said})",)
 
 
+def strong_scaling(points: Sequence[Point]) -> bool:
+    """The per-GPU batch was measured at two counts or more and shrinks as the count grows (the
+    global batch held, or nearly: strong scaling)."""
+    known = sorted((p.total, p.per_gpu_batch) for p in points if p.per_gpu_batch)
+    return len(known) > 1 and known[-1][1] < known[0][1]
+
+
 def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
     """The per-GPU batch at n: as measured there, else a strong-scaling run's global batch over n
     (the largest count's global batch held), else the same as measured (weak scaling)."""
@@ -480,7 +487,7 @@ def _batch_at(points: Sequence[Point], n: int, batch1: float) -> float:
         if p.total == n and p.per_gpu_batch:
             return p.per_gpu_batch
     known = [p for p in pts if p.per_gpu_batch]
-    if len(known) > 1 and len({p.per_gpu_batch for p in known}) > 1:
+    if strong_scaling(known):
         top = max(known, key=lambda p: p.total)
         return (top.per_gpu_batch or batch1) * top.total / n
     return (known[-1].per_gpu_batch or batch1) if known else batch1

@@ -13,9 +13,12 @@ than its 1-GPU compute):
     mix      the forms' throughputs weighted by 1 / (held-out error + MIX_FLOOR)^2
 
 `usl` is a candidate only where the series shows a plateau or a drop (`plateau`). With fewer than
-three counts nothing can be scored: the more conservative of log and held is used, and said
-(Amdahl stays a candidate for the interval: on the tuning part's two-count tables it was 9 %
-pessimistic on average, log 0.6 %, held 4.9 % optimistic; bench/prediction.py)."""
+three counts nothing can be scored: a weak-scaling series (the per-GPU batch held) takes the more
+conservative of log and held, a strong-scaling one (the global batch held, each GPU's share
+shrinking) Amdahl's law, whose fixed part per step is what more GPUs cannot divide; the choice is
+said. Amdahl stays a candidate for the interval everywhere (on the tuning part's weak two-count
+tables it was 9 % pessimistic on average, log 0.6 %, held 4.9 % optimistic; on its five strong
+ones Amdahl 12 % mean error, the old rule 28 %; bench/prediction.py)."""
 from __future__ import annotations
 
 import math
@@ -105,10 +108,12 @@ class Choice:
     candidates: dict[str, Form]   # each candidate refitted on every count
 
 
-def choose(growth: Sequence[tuple[float, float]], target: float, only: str | None = None) -> Choice:
-    """The forms mixed by held-out error where three counts or more allow scoring, else the more
-    conservative of UNSCORED (the larger growth at `target`); `only` refits one form (a
-    bootstrap resample of a series that chose it)."""
+def choose(growth: Sequence[tuple[float, float]], target: float, only: str | None = None,
+           strong: bool = False) -> Choice:
+    """The forms mixed by held-out error where three counts or more allow scoring, else Amdahl
+    for a `strong`-scaling series and the more conservative of UNSCORED (the larger growth at
+    `target`) for a weak one; `only` refits one form (a bootstrap resample of a series that
+    chose it)."""
     pts = sorted(growth)
     if only and only != "mix":
         form = fit_form(only, pts)
@@ -116,9 +121,12 @@ def choose(growth: Sequence[tuple[float, float]], target: float, only: str | Non
     names = [f for f in FORMS if f != "usl" or plateau(pts)]
     refit = {name: fit_form(name, pts) for name in names}
     if len(pts) < 3:
+        too_few = f"{len(pts)} counts measured, too few to score a form on its largest: "
+        if strong:
+            return Choice(refit["amdahl"], {}, None, too_few + "strong scaling (the global batch held), so "
+                          "Amdahl's law: a part of each step that more GPUs do not divide (amdahl)", refit)
         pick = max(UNSCORED, key=lambda f: refit[f].growth(target))
-        return Choice(refit[pick], {}, None, f"{len(pts)} counts measured, too few to score a form on its "
-                                             f"largest: the more conservative of log and held ({pick})", refit)
+        return Choice(refit[pick], {}, None, too_few + f"the more conservative of log and held ({pick})", refit)
     held_n, held_g = pts[-1]
     below = {name: fit_form(name, pts[:-1]) for name in names}
     scores = {name: abs(held_g / below[name].growth(held_n) - 1) for name in names}
