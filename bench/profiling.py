@@ -54,11 +54,13 @@ def run_cell(data: Path, out: Path, epochs: int, profile_steps: int | None = Non
 
 def window_share(out: Path) -> tuple[float, float]:
     """(the window's seconds, the run's seconds) from the attempt's events."""
-    events = {}
-    for line in (out / "events.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        events.setdefault(e["key"], e["time"])
-    return events["profile_stop"] - events["profile_start"], events["run_stop"] - events["run_start"]
+    from scalebench_kit.events import read_events
+    from scalebench_kit.events import window_share as share
+
+    got = share(read_events(out / "events.jsonl"))
+    if got is None:
+        raise SystemExit(f"{out}: no whole profiling window in events.jsonl")
+    return got
 
 
 def main() -> None:

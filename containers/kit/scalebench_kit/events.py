@@ -55,3 +55,21 @@ def _append(path: Path, line: str) -> None:
 
 def read_events(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def window_share(events: list[dict]) -> tuple[float, float] | None:
+    """(the profiling window's seconds, the run's seconds) of the rank whose window was longest:
+    its profile_start to profile_stop against run_start to run_stop (the run's first start and last
+    stop where that rank logged none). None without a whole window."""
+    first: dict[int, dict[str, float]] = {}
+    for e in events:
+        first.setdefault(e.get("rank", 0), {}).setdefault(e["key"], e["time"])
+    windows = [(k["profile_stop"] - k["profile_start"], rank) for rank, k in first.items()
+               if "profile_start" in k and "profile_stop" in k]
+    starts = [k["run_start"] for k in first.values() if "run_start" in k]
+    stops = [k["run_stop"] for k in first.values() if "run_stop" in k]
+    if not windows or not starts or not stops:
+        return None
+    seconds, rank = max(windows)
+    own = first[rank]
+    return seconds, own.get("run_stop", max(stops)) - own.get("run_start", min(starts))

@@ -33,3 +33,18 @@ def test_a_summary_is_per_step_sorted_by_self_time_and_shares_the_step():
     got = summarise(totals, 3, 0.1, "self_s")
     assert [r["name"] for r in got] == ["b", "a"]  # nothing for an op without self time
     assert got[0] == {"name": "b", "self_s": 0.02, "calls": 1.0, "share": 0.2}
+
+
+def test_the_windows_share_is_the_slowest_ranks_window_over_its_run():
+    from scalebench_kit.events import window_share
+
+    def ev(key, t, rank):
+        return {"key": key, "time": t, "rank": rank}
+
+    events = [ev("run_start", 100.0, 0), ev("run_start", 100.5, 1), ev("profile_start", 150.0, 0),
+              ev("profile_start", 150.0, 1), ev("profile_stop", 152.0, 0), ev("profile_stop", 154.0, 1),
+              ev("run_stop", 160.0, 0), ev("run_stop", 160.5, 1)]
+    assert window_share(events) == (4.0, 60.0)  # rank 1: 4 s of its 60 s run
+    assert window_share([e for e in events if e["key"] != "profile_stop" or e["rank"] == 0]) == (2.0, 60.0)
+    assert window_share([e for e in events if not e["key"].startswith("profile")]) is None
+    assert window_share([e for e in events if e["key"] != "run_stop"]) is None  # a run not over: nothing to share

@@ -182,3 +182,4 @@ def test_make_gpu_check_runs_the_trainer_from_the_built_gpu_image_where_docker_i
     assert summary["trainer"] == "/opt/scalebench/trainers/unet_voc.py"  # the image's trainer, not this checkout's
     assert summary["system"]["cuda"] == cuda and summary["system"]["framework_version"].endswith("+cu130")
     assert {p: r["observed_dtype"] for p, r in summary["precisions"].items()} == {"fp32": "float32", "bf16": "bfloat16"}
+    assert all(0 < r["window"]["share"] < 1 for r in summary["precisions"].values())  # the image's kit reads the window

@@ -113,7 +113,9 @@ def test_the_gpu_check_runs_its_cpu_twin_with_the_kit_and_trainer_that_travel(tm
         assert run["observed_dtype"] == dtype and run["images_per_s"] > 0
         assert run["shares"]["sync"] > 0 and run["gpu"] is None  # no NVML on CPU: absent, not zero
         assert run["profile"]["ops"] and run["profile"]["kernels"] == []  # the window: no device activity on CPU
+        assert 0 < run["window"]["seconds"] < run["window"]["run_s"]  # its share of the run, from the events
         assert load_result(tmp_path / p / "metrics.json")["devices"]["world_size"] == 2
+    assert summary["profiling_window"]["goal"].startswith("not judged: ")  # a twin's cell is not a night's
     assert summary["bf16_over_fp32_throughput"] == pytest.approx(
         summary["precisions"]["bf16"]["images_per_s"] / summary["precisions"]["fp32"]["images_per_s"], abs=1e-3)
     sweep = summary["allreduce"]  # gloo on the twin, NCCL on GPUs: bus bandwidth = algbw x 2(n-1)/n
