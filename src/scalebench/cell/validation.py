@@ -147,13 +147,9 @@ def validate_result(cell: dict, contract: dict, metrics: list[str], bounds: dict
     return Verdict(success=not failures, failures=failures, checked=len(result.results))
 
 
-def validate_table(rep) -> list[str]:
-    """GX on the aggregated table: every expected cell present or marked, efficiency in (0, 1.5],
-    every ratio taken against a matching 1-GPU baseline. Returns the failures (empty: all met);
-    super-linear efficiency is not capped here: the report lists it among its suspect figures."""
-    import great_expectations as gx
-    import pandas as pd
-
+def table_rows(rep) -> list[dict]:
+    """The night's aggregate as the rows its GX suite reads (`check_table`): each cell's status, each
+    GPU count's efficiency, each refused ratio (no matching 1-GPU baseline)."""
     rows = []
     for r in rep.rows:
         statuses = [x["status"] for x in r.not_valid] + ["valid"] * r.valid
@@ -163,17 +159,26 @@ def validate_table(rep) -> list[str]:
                  for n, e in r.efficiency.items()]
         rows += [{"benchmark": r.benchmark, "gpus": None, "efficiency": None, "status": "refused",
                   "baseline_ok": False} for _ in r.refused]
+    return rows
+
+
+def check_table(rows: list[dict]) -> list[str]:
+    """GX on the aggregated table (`table_rows`): every expected cell present or marked, efficiency
+    in (0, 1.5], every ratio taken against a matching 1-GPU baseline. Returns the failures (empty:
+    all met); super-linear efficiency is not capped here: the report lists it among its suspect
+    figures."""
+    import great_expectations as gx
+    import pandas as pd
+
     if not rows:
         return []
-    df = pd.DataFrame(rows)
     ctx = _quiet_context()
     batch = (ctx.data_sources.add_pandas("table").add_dataframe_asset("aggregate")
-             .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df}))
+             .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": pd.DataFrame(rows)}))
     E = gx.expectations
     suite = gx.ExpectationSuite(name="aggregate")
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="status", value_set=["valid", "invalid", "failed", "missing"]))
     suite.add_expectation(E.ExpectColumnValuesToBeBetween(column="efficiency", min_value=0, max_value=1.5, strict_min=True))
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="baseline_ok", value_set=[True]))
     result = batch.validate(suite)
-    out = [_describe(r) for r in result.results if not r.success]
-    return out
+    return [_describe(r) for r in result.results if not r.success]

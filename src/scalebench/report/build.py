@@ -8,6 +8,7 @@ docs/report.md.
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -32,7 +33,7 @@ from scalebench.report.figures import (alert_detail, alert_line, average_row, ba
                                        precision_order)
 from scalebench.report.model import LOOKBACK_NIGHTS, Options, Report
 from scalebench.report.prose import conclusions
-from scalebench.report.render import render, write_index
+from scalebench.report.render import render, render_plots, write_index
 
 AB_ROLES = (AB_PREVIOUS, RERUN)  # an A/B's cells: the previous image's and tonight's
 
@@ -40,12 +41,14 @@ AB_ROLES = (AB_PREVIOUS, RERUN)  # an A/B's cells: the previous image's and toni
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
           model_size: Callable[[str, str], int | None] = lambda bench, run_id: None,
           packages: Callable[[str], dict | None] = lambda digest: None, moves: Sequence[dict] = (),
-          profiles: Callable[[list[str]], dict[str, dict]] = lambda keys: {}) -> Report:
+          profiles: Callable[[list[str]], dict[str, dict]] = lambda keys: {}, checker=None) -> Report:
     """Everything the report says about one night, decided once. `cells` are the store's figures
     over the lookback window; `model_size(benchmark, run_id)` gives a run's parameter count;
     `packages(digest)` an image's kept package list (what changed between two images); `moves` the
     recorded host assignment changes (those of this night are marked on the history pages);
-    `profiles(keys)` the stored op profiles of those cells (an alert's A/B names its operations)."""
+    `profiles(keys)` the stored op profiles of those cells (an alert's A/B names its operations);
+    `checker` a started TableChecker: the GX table checks' rows are sent to it and its answer is
+    the caller's to collect (else they run here, before this returns)."""
     # reruns confirm flags and the host probe makes night factors: neither fills the table
     measured = [c for c in cells if c.get("role", "measure") == "measure"]
     chosen, source = choose_runs(measured, night)
@@ -120,7 +123,12 @@ def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
         judged=judged, series=len(series), table_checks=[],
         moves=[m for m in moves if nights.night_at(dt.datetime.fromisoformat(m["at"])) == night],
     )
-    rep.table_checks = table_checks(rep)
+    if checker is None:
+        rep.table_checks = table_checks(rep)
+    else:  # the rows go to the checking process now; publish collects its answer after the plots
+        from scalebench.cell.validation import table_rows
+
+        checker.send(table_rows(rep))
     return rep
 
 
@@ -150,7 +158,7 @@ def with_alert_groups(opts: Options, store) -> Options:
 
 
 def build_report(store, night: str | None = None, opts: Options | None = None,
-                 cells: list[FigureRow] | None = None) -> Report:
+                 cells: list[FigureRow] | None = None, checker=None) -> Report:
     """The report of one night (default: today, UTC) from the store: figures over the lookback
     window, the night's runs, and each chosen run's model size from its contract."""
     night = night or nights.today()
@@ -174,7 +182,8 @@ def build_report(store, night: str | None = None, opts: Options | None = None,
 
         return cells_profiles(store.engine, keys)
 
-    rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves(), profiles)
+    rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves(), profiles,
+                checker)
     rep.predictions = predictions.section(store, night, cells, opts.links)
     rep.undelivered = undelivered_lines(store)
     return rep
@@ -190,18 +199,30 @@ def undelivered_lines(store) -> list[str]:
 
 def publish(store, night: str | None = None, opts: Options | None = None) -> tuple[Report, Path]:
     """Build one night's report into reports/<night>/ and refresh the index of nights beside it."""
+    from scalebench.report.checker import TableChecker
     from scalebench.report.summary import marks_of
 
-    night = night or nights.today()
-    opts = opts or options_from_configs()
-    # tonight's predictions are frozen from the nights before it, then tonight's cells judge them
-    cells = store.figures(up_to_night=night,
-                          since_night=(dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat())
-    predictions.freeze(store, night, cells, opts.links)
-    predictions.judge(store, night, cells)
-    rep = build_report(store, night, opts, cells)
+    # GX loads on another core while the report reads and decides; a process that has it loaded
+    # already (a CLI loop, a test run, a DAG test of several nights) checks here
+    checker = None if "great_expectations" in sys.modules else TableChecker().start()
+    try:
+        night = night or nights.today()
+        opts = opts or options_from_configs()
+        # tonight's predictions are frozen from the nights before it, then tonight's cells judge them
+        since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
+        cells = store.figures(up_to_night=night, since_night=since)
+        predictions.freeze(store, night, cells, opts.links)
+        predictions.judge(store, night, cells)
+        rep = build_report(store, night, opts, cells, checker)
+        out = paths.reports_dir() / rep.night
+        render_plots(rep, out)  # drawn while the other process checks the table
+        if checker is not None:
+            rep.table_checks = checker.result()
+    finally:
+        if checker is not None:
+            checker.close()
     store.save_marks(rep.night, marks_of(rep))  # the history pages mark what this report judged
-    path = render(rep, paths.reports_dir() / rep.night)
+    path = render(rep, out, plots=False)
     write_index(paths.reports_dir(), rep.night)
     return rep, path
 

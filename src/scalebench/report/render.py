@@ -437,13 +437,21 @@ def template(name: str):
     return env.get_template(name)
 
 
-def render(rep: Report, out: Path) -> Path:
-    """Write the report's files into `out` (and nothing outside it): report.md, report.html,
-    table.json and the plots. Returns the path of report.md."""
+def render_plots(rep: Report, out: Path) -> None:
+    """The report's plots into `out` (they draw what was decided; the table checks are not in them)."""
     from scalebench.report import plots
 
     out.mkdir(parents=True, exist_ok=True)
     plots.render_all(rep, out)
+
+
+def render(rep: Report, out: Path, plots: bool = True) -> Path:
+    """Write the report's files into `out` (and nothing outside it): report.md, report.html,
+    table.json and (`plots`; else drawn already by `render_plots`) the plots. Returns the path of
+    report.md."""
+    if plots:
+        render_plots(rep, out)
+    out.mkdir(parents=True, exist_ok=True)
     md = markdown(rep)
     (out / REPORT_MD).write_text(md)
     (out / REPORT_HTML).write_text(to_html(md, f"scalebench report {rep.night}"))

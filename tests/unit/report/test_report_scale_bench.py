@@ -17,4 +17,5 @@ def test_the_scale_bench_runs_small_and_finds_no_query_that_scans_a_growing_tabl
     out = done.stdout
     assert "query plans at 1440 cells" in out and "no query scans a table that grows with the nights" in out, out
     assert "     2880 cells (20 nights)" in out and "growth 1440 -> 2880 cells (x2): report x" in out
+    assert out.count("(complete), in a fresh process ") == 2  # the night published again by a new process
     assert "goals at 2880 cells: report < 5 s in a fresh task" in out and "memory < 1 GB" in out
