@@ -156,19 +156,21 @@ class SummaryQueries:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(q).mappings()]
 
-    def summary_span(self) -> dict[str, tuple[str, str]]:
+    def summary_span(self, benchmark: str | None = None) -> dict[str, tuple[str, str]]:
         """benchmark -> (its first summarized night, its last), through the (benchmark, night) index:
         a few lookups per benchmark (each next benchmark is the least one above the last), never a
-        scan of the years of nights."""
+        scan of the years of nights; `benchmark`: that one only (absent without a summary)."""
         t = NightSummaryRow.__table__
         out: dict[str, tuple[str, str]] = {}
         with self.engine.connect() as conn:
-            bench = conn.execute(select(func.min(t.c.benchmark))).scalar()
+            bench = benchmark if benchmark is not None else conn.execute(select(func.min(t.c.benchmark))).scalar()
             while bench is not None:
                 first = conn.execute(select(func.min(t.c.night)).where(t.c.benchmark == bench)).scalar()
                 last = conn.execute(select(func.max(t.c.night)).where(t.c.benchmark == bench)).scalar()
-                out[bench] = (first, last)
-                bench = conn.execute(select(func.min(t.c.benchmark)).where(t.c.benchmark > bench)).scalar()
+                if first is not None:
+                    out[bench] = (first, last)
+                bench = None if benchmark is not None else \
+                    conn.execute(select(func.min(t.c.benchmark)).where(t.c.benchmark > bench)).scalar()
         return out
 
     def recent_summary_nights(self, limit: int, before: str | None = None) -> list[str]:

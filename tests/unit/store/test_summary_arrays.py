@@ -39,3 +39,13 @@ def test_empty_json_as_the_page_reads_it(both_stores, value):
     store.save_summaries("b", "2026-11-27", [_summary(1, "fp32", metrics=value)])
     [(text,)] = store.summary_arrays("b", ["metrics"])
     assert json.loads(text) == [value]
+
+
+def test_the_span_of_one_benchmark_is_its_entry_in_every_benchmarks_span(both_stores):
+    store = Store(both_stores)
+    store.save_summaries("b", "2026-11-27", [_summary(1, "fp32")])
+    store.save_summaries("b", "2026-11-29", [_summary(1, "fp32")])
+    store.save_summaries("a", "2026-11-28", [_summary(2, "fp32")])
+    every = store.summary_span()
+    assert every == {"a": ("2026-11-28", "2026-11-28"), "b": ("2026-11-27", "2026-11-29")}
+    assert store.summary_span("b") == {"b": every["b"]} and store.summary_span("c") == {}

@@ -115,7 +115,7 @@ def dag(request: Request, dag_id: DAG_ID):
     if other:
         return HTMLResponse(pages.explain_page(base, dag_id, other))
     bench = benchmark_of(dag_id) or dag_id
-    if bench not in store().summary_span():
+    if bench not in store().summary_span(bench):
         return HTMLResponse(pages.explain_page(base, dag_id, [
             pages.text("No night of "), pages.code(bench),
             pages.text(" is summarized yet: its history appears once a run of it is recorded.")]))

@@ -37,9 +37,9 @@ def _day(night: str, days: int, name: str = "before") -> str:
 
 @history.get("/benchmarks/{benchmark}", response_class=HTMLResponse)
 def history_page(request: Request, benchmark: BENCHMARK_PATH,
-         nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
+                 nights: Annotated[int, Query(ge=1, le=36500)] = pages.HISTORY_NIGHTS, all: bool = False):
     base, _ = bases(request)
-    first, last = store().summary_span().get(benchmark, (None, None))
+    first, last = store().summary_span(benchmark).get(benchmark, (None, None))
     since = None if all or not last else _day(last, nights - 1)
     embedded = None if not last else max(since or "", _day(last, EMBEDDED_NIGHTS - 1))
     charts = pages.STATIC_FILES["uPlot.iife.min.js"].is_file()
@@ -52,13 +52,13 @@ def history_page(request: Request, benchmark: BENCHMARK_PATH,
 
 @history.get("/api/benchmarks/{benchmark}/history/older")
 def history_older(request: Request, benchmark: BENCHMARK_PATH, before: NIGHT_PARAM, since: SINCE_PARAM = None,
-          days: Annotated[int, Query(ge=1, le=MAX_PAGE_DAYS)] = FIRST_PAGE_DAYS):
+                  days: Annotated[int, Query(ge=1, le=MAX_PAGE_DAYS)] = FIRST_PAGE_DAYS):
     """The nights from `before` - `days` (not before `since`) up to `before`, in the rows history.js
     reads, streamed as read: {"next": the next older page's address or null, "predicted": [...],
     "rows": [...], "runs": {night: its run}}."""
     base, _ = bases(request)
     lo = max(since or "", _day(before, days))
-    first, _ = store().summary_span().get(benchmark, (None, None))
+    first, _ = store().summary_span(benchmark).get(benchmark, (None, None))
     more = _older_url(base, benchmark, lo, since, min(2 * days, MAX_PAGE_DAYS)) if _earlier(first, lo, since) else None
     predicted = _predicted(benchmark, lo, _day(before, 1))
     arrays = store().summary_arrays(benchmark, pages.CHART_COLUMNS, pages.RUN_FIELDS_WITH_NIGHT, lo, before)
