@@ -36,6 +36,9 @@ from scalebench.report.prose import conclusions
 from scalebench.report.render import render, render_plots, write_index
 
 AB_ROLES = (AB_PREVIOUS, RERUN)  # an A/B's cells: the previous image's and tonight's
+# A process's first report checks its table in a process of its own (GX loads beside the report);
+# one that publishes again (a CLI loop, a DAG test of several nights) loads GX once, here
+_FIRST_REPORT = {"apart": True}
 
 
 def build(cells: list[FigureRow], night: str, opts: Options, runs: list[dict],
@@ -202,9 +205,10 @@ def publish(store, night: str | None = None, opts: Options | None = None) -> tup
     from scalebench.report.checker import TableChecker
     from scalebench.report.summary import marks_of
 
-    # GX loads on another core while the report reads and decides; a process that has it loaded
-    # already (a CLI loop, a test run, a DAG test of several nights) checks here
-    checker = None if "great_expectations" in sys.modules else TableChecker().start()
+    # GX loads on another core while the report reads and decides (_FIRST_REPORT)
+    apart = _FIRST_REPORT["apart"] and "great_expectations" not in sys.modules
+    _FIRST_REPORT["apart"] = False
+    checker = TableChecker().start() if apart else None
     try:
         night = night or nights.today()
         opts = opts or options_from_configs()
