@@ -1,7 +1,8 @@
 """The Great Expectations checks on a night's aggregate, in a process of their own. Importing GX
 takes seconds (about 4 s on the 2-core build machine, more than the rest of a report), so a
-report task starts this process first: GX loads on another core while the report reads the store
-and decides, then the table's rows go over a pipe and the failures come back.
+process's first report starts this process first (report.build.publish): GX loads on another
+core while the report reads the store and decides, then the table's rows go over a pipe and the
+failures come back.
 
     python -m scalebench.report.checker     # rows as JSON on stdin, the failures as JSON on stdout
 """
