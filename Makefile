@@ -195,7 +195,7 @@ PHASES := $(STATE)/test-phases.txt
 TEST_WORKERS ?= 2  # pytest-xdist workers, one per core; a unit (module, tests/system) runs whole on one (tests/support/workers.py)
 timed = s=$$(date +%s); $(2); rc=$$?; echo "$(1) $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
 test:
-	@mkdir -p $(STATE) && rm -f $(PHASES)
+	@mkdir -p $(STATE) && rm -f $(PHASES) $(STATE)/machine.txt
 	@$(call timed,venv,$(MAKE) --no-print-directory venv)
 	@$(call timed,docker engine,$(MAKE) --no-print-directory docker)
 	@$(call timed,CPU images,$(MAKE) --no-print-directory images)
@@ -205,8 +205,10 @@ test:
 	@$(call timed,PyTorch GPU image,containers/build.sh torch gpu)
 	@$(call timed,PostgreSQL image,deploy/build-images.sh postgres)  # the lease and store tests on PostgreSQL
 	@$(call timed,Docker Compose,deploy/stack.sh install)  # a test reads the stack's resolved config
+	@python3 .ci/machine.py cpu > $(STATE)/cpu-before.txt  # how busy the cores were while pytest ran
 	@s=$$(date +%s); $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
-	  echo "pytest $$(( $$(date +%s) - s )) s" >> $(PHASES); exit $$rc
+	  echo "pytest $$(( $$(date +%s) - s )) s" >> $(PHASES); \
+	  echo "pytest's CPU busy $$(python3 .ci/machine.py busy $(STATE)/cpu-before.txt) %" > $(STATE)/machine.txt; exit $$rc
 
 lock:
 	rm -rf /tmp/scalebench-lock && $(PYTHON) -m venv /tmp/scalebench-lock
