@@ -22,8 +22,10 @@ def test_bad_trigger_input_is_refused_before_anything_runs(tmp_path):
 @requires_docker
 @pytest.mark.slow
 def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
-    """1 GPU trains for real; the 2-GPU cell dies with an NCCL-like error. The rest of the DAG
-    runs, the run ends failed (check_cells), and the report lists the cell with its class."""
+    """The 1-GPU cell is valid (the kit's hold trainer: the ResNet50 DAG test trains for real); the
+    2-GPU cell dies with an NCCL-like error. The rest of the DAG runs, the run ends failed
+    (check_cells), and the report lists the cell with its class. Both DAGs run in one process."""
+    from tests.support.nights import run_steps
     import yaml
 
     from tests.support import CONFIGS, new_config_tree
@@ -31,7 +33,8 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     tree = tmp_path / "configs"
     new_config_tree(tree)
     doc = yaml.safe_load((CONFIGS / "benchmarks" / "resnet50_keras_cifar10.yaml").read_text())
-    doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m trainers.resnet50_keras; "
+    doc.update(id="flaky", retries=0, entrypoint=["sh", "-c", "[ {gpus} = 1 ] && exec python -m scalebench_kit.hold "
+                                                   "--epoch-seconds 0.5; "
                                                    "echo 'NCCL error: unhandled system error' >&2; exit 1"])
     doc["profiles"]["smoke"]["epochs"] = [1]  # the 1-GPU cell only has to be valid beside the failing one
     (tree / "benchmarks" / "flaky.yaml").write_text(yaml.safe_dump(doc))
@@ -48,15 +51,15 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
            "AIRFLOW_CONN_SCALEBENCH_AIRFLOW_API": f"http://ops:s3cret@127.0.0.1:{port}"}
     prepare_homes(env)
+    conf = json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})
     with api_server(env, port):
-        rc, log = run([BIN / "airflow", "dags", "test", "scalebench_flaky", "-c",
-                       json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
+        [(rc, log), (det_rc, det_log)] = run_steps(env, [["dags", "test", f"scalebench_{b}", "-c", conf]
+                                                         for b in ("flaky", "nodata")])
         (tmp_path / "dags-test.log").write_text(log)
-        ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_flaky/dagRuns/~/taskInstances")
-        rc, det_log = run([BIN / "airflow", "dags", "test", "scalebench_nodata", "-c",
-                           json.dumps({"gpu_counts": [1, 2], "profile": "smoke"})], env)
         (tmp_path / "dags-test-nodata.log").write_text(det_log)
+        ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_flaky/dagRuns/~/taskInstances")
         det_ti = api_get(port, "ops", "s3cret", "/api/v2/dags/scalebench_nodata/dagRuns/~/taskInstances")
+    assert rc == det_rc == 1  # both runs fail: a cell, a dataset
     assert "state=failed" in log, log[-4000:]
     reason = ("cell g2-fp32-e1-r1 (2 GPUs · fp32 · 1 epoch · repeat 1) attempt 1 failed: communication_error, exit code 1 "
               "(transient): collective communication failed (NCCL error: unhandled system error)")
