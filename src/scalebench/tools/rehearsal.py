@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from scalebench.core import paths
 from scalebench.core.errors import RunFailed, telling_line
 from scalebench.core.config import STACKS_FILE, ConfigError, Configs
 from scalebench.core.plan import NightPlan, PlanRow, assigned_plan, night_plan
+from scalebench.orchestration.airflow_steps import StepOutcome, run_steps
 
 HOLD_IMAGE = "scalebench/torch:cpu"  # the lightest image; the kit (and its hold trainer) is in every one
 BASELINE_NIGHTS = 8  # seeded scheduled nights: 3 reruns can confirm (one-sided U test, p < 0.01) from 7 on
@@ -360,26 +360,29 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
     night = (today - dt.timedelta(days=1) if regression else today).isoformat()  # the baseline pass's night
     result = Rehearsal(night, plan, planted, regression=regression, weekly=weeks)
 
-    def run(bid: str, on: str, tag: str = "") -> tuple[int, str]:
-        p = (weeks if tag == "-weekly" else planted)[bid]
-        conf = {"profile": "smoke", "gpu_counts": sorted(p.rows), "repeats": p.rows[min(p.rows)].repeats,
-                "epochs": [p.rows[min(p.rows)].epochs]}
-        dag = stand_ins[bid].accuracy_dag_id if tag == "-weekly" else f"scalebench_{bid}"
-        t0 = time.perf_counter()
-        rc, out = _airflow(env, "dags", "test", dag, on, "-c", json.dumps(conf))
-        (work / f"{bid}{tag}.log").write_text(out)
-        log(f"{bid}{tag}: DAG run {'succeeded' if rc == 0 else 'FAILED'} in {time.perf_counter() - t0:.0f} s "
-            f"(log {work / f'{bid}{tag}.log'})")
-        return rc, out
+    def run(on: str, runs: list[tuple[str, str]]) -> list[StepOutcome]:
+        """The (benchmark, tag) DAG runs in one process (Airflow starts once), each logged as it ends."""
+        def step(bid: str, tag: str) -> list[str]:
+            p = (weeks if tag == "-weekly" else planted)[bid]
+            conf = {"profile": "smoke", "gpu_counts": sorted(p.rows), "repeats": p.rows[min(p.rows)].repeats,
+                    "epochs": [p.rows[min(p.rows)].epochs]}
+            dag = stand_ins[bid].accuracy_dag_id if tag == "-weekly" else f"scalebench_{bid}"
+            return ["dags", "test", dag, on, "-c", json.dumps(conf)]
+
+        def ended(i: int, o: StepOutcome) -> None:
+            bid, tag = runs[i]
+            (work / f"{bid}{tag}.log").write_text(o.log)
+            log(f"{bid}{tag}: DAG run {'succeeded' if o.rc == 0 else 'FAILED'} in {o.seconds:.0f} s "
+                f"(log {work / f'{bid}{tag}.log'})")
+            if not tag:  # a host's night: its benchmarks' DAG runs, one after another
+                result.makespan_s[planted[bid].host] = result.makespan_s.get(planted[bid].host, 0.0) + o.seconds
+
+        return run_steps(env, [step(bid, tag) for bid, tag in runs], timeout=1800 * len(runs), on_step=ended)
 
     stand_in_configs = Configs(work / "configs", work / "configs" / "fleet.yaml")
     stand_ins = stand_in_configs.benchmarks
-    for bid, p in sorted(planted.items()):
-        t0 = time.perf_counter()
-        run(bid, night)
-        result.makespan_s[p.host] = result.makespan_s.get(p.host, 0.0) + time.perf_counter() - t0
-    for bid in sorted(weeks):  # the week's accuracy run, after its nights
-        run(bid, night, "-weekly")
+    # the nights, then the week's accuracy runs after them
+    run(night, [(bid, "") for bid in sorted(planted)] + [(bid, "-weekly") for bid in sorted(weeks)])
     store = Store(f"sqlite:///{home / 'results.db'}")
     if regression:
         seeded = seed_baseline(store, stand_in_configs, planted, night)
@@ -387,7 +390,7 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         (home / "cache").mkdir(parents=True, exist_ok=True)
         (home / "cache" / "hold-slowdown.json").write_text(json.dumps(
             {"benchmark": regression.benchmark, "gpus": regression.gpus, "factor": regression.factor}))
-        _, out = run(regression.benchmark, today.isoformat(), "-regressed")
+        out = run(today.isoformat(), [(regression.benchmark, "-regressed")])[0].log
         result.flagged = [line.split(" reruns: ", 1)[-1] for line in _lines(out, "flagged, ")]  # "k reruns: ..."
         result.confirmed = _lines(out, "confirmed by reruns: ")
     rep = build_report(store, night, Options(benchmarks=stand_ins, expected=sorted(stand_ins)))
