@@ -15,9 +15,10 @@ def table(log: str, what: str) -> str:
     if not (steps and took and summary and folders):
         sys.exit("cost-table: the log has no CI steps, CI took, pytest summary or time per folder (a whole .ci/run log?)")
     total = int(took.group(1))
-    machine = re.search(r"^CI machine: reference workload ([\d.]+) s .*?; pytest's CPU busy (\d+) %$", log, re.M)
-    speed = (f" The machine: `.ci/machine.py`'s reference workload in {machine.group(1)} s on one core before the run; "
-             f"both cores {machine.group(2)} % busy while pytest ran." if machine else "")
+    machine = re.search(r"^CI machine: reference workload ([\d.]+) s before the run, ([\d.]+) s after .*?; "
+                        r"pytest's CPU busy (\d+) %$", log, re.M)
+    speed = (f" The machine: `.ci/machine.py`'s reference workload in {machine.group(1)} s on one core before the run "
+             f"and {machine.group(2)} s after it; both cores {machine.group(3)} % busy while pytest ran." if machine else "")
     out = [f"One run of `.ci/run` ({what}): **{total / 60:.1f} min** in all, pytest {float(summary.group(3)) / 60:.1f} "
            f"min wall ({summary.group(1)} passed, {summary.group(2) or 0} skipped).{speed}", "",
            "| step | seconds |", "|---|---:|"]

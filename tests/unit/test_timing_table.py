@@ -26,7 +26,7 @@ LOG = """CI steps: venv (new clone) 25 s
 CI steps: lint (beside the tests) 16 s
 CI steps: CPU images 360 s
 CI steps: pytest 1500 s
-CI machine: reference workload 0.98 s (one core, before the run); pytest's CPU busy 87 %
+CI machine: reference workload 0.98 s before the run, 1.21 s after (one core); pytest's CPU busy 87 %
 CI took 1900 s
 ================ time per test folder (setup + call + teardown) ================
    508.0 s  60.0%    10 tests  tests/integration/dags
@@ -42,7 +42,7 @@ def test_the_cost_table_has_every_step_and_folder_of_the_one_log_it_reads():
     text = ci_module("cost-table.py").table(LOG, "cold, commit abc")
     assert text.startswith("One run of `.ci/run` (cold, commit abc): **31.7 min** in all, pytest 25.0 min wall "
                            "(1098 passed, 13 skipped). The machine: `.ci/machine.py`'s reference workload in 0.98 s on "
-                           "one core before the run; both cores 87 % busy while pytest ran.")
+                           "one core before the run and 1.21 s after it; both cores 87 % busy while pytest ran.")
     assert "| venv (new clone) | 25 |\n| lint (beside the tests) | 16 |\n| CPU images | 360 |\n| pytest | 1500 |\n" \
            "| all of CI | 1900 |" in text
     assert "| `tests/integration/dags` | 508 | 10 |\n| `tests/unit/orchestration` | 339 | 143 |" in text
