@@ -377,7 +377,10 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
             if not tag:  # a host's night: its benchmarks' DAG runs, one after another
                 result.makespan_s[planted[bid].host] = result.makespan_s.get(planted[bid].host, 0.0) + o.seconds
 
-        return run_steps(env, [step(bid, tag) for bid, tag in runs], timeout=1800 * len(runs), on_step=ended)
+        outcomes = run_steps(env, [step(bid, tag) for bid, tag in runs], timeout=1800 * len(runs), on_step=ended)
+        for bid, tag in runs[len(outcomes):]:  # the process ended before them (its last step says why)
+            log(f"{bid}{tag}: DAG run not started: the runs' process ended before it")
+        return outcomes
 
     stand_in_configs = Configs(work / "configs", work / "configs" / "fleet.yaml")
     stand_ins = stand_in_configs.benchmarks
@@ -390,7 +393,7 @@ def rehearse(configs: Configs, work: Path, *, benchmarks: list[str] | None = Non
         (home / "cache").mkdir(parents=True, exist_ok=True)
         (home / "cache" / "hold-slowdown.json").write_text(json.dumps(
             {"benchmark": regression.benchmark, "gpus": regression.gpus, "factor": regression.factor}))
-        out = run(today.isoformat(), [(regression.benchmark, "-regressed")])[0].log
+        out = next((o.log for o in run(today.isoformat(), [(regression.benchmark, "-regressed")])), "")
         result.flagged = [line.split(" reruns: ", 1)[-1] for line in _lines(out, "flagged, ")]  # "k reruns: ..."
         result.confirmed = _lines(out, "confirmed by reruns: ")
     rep = build_report(store, night, Options(benchmarks=stand_ins, expected=sorted(stand_ins)))

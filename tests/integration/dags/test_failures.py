@@ -6,6 +6,7 @@ import pytest
 
 from tests.support.airflow_home import BIN, airflow_env, api_get, api_server, prepare_homes, run
 from tests.support.engine import free_port, requires_docker
+from tests.support.nights import run_steps
 
 DAG_ID = "scalebench_resnet50_keras_cifar10"
 
@@ -25,7 +26,6 @@ def test_a_failing_cell_fails_alone_and_is_reported_with_its_class(tmp_path):
     """The 1-GPU cell is valid (the kit's hold trainer: the ResNet50 DAG test trains for real); the
     2-GPU cell dies with an NCCL-like error. The rest of the DAG runs, the run ends failed
     (check_cells), and the report lists the cell with its class. Both DAGs run in one process."""
-    from tests.support.nights import run_steps
     import yaml
 
     from tests.support import CONFIGS, new_config_tree
