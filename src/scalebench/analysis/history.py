@@ -25,10 +25,21 @@ from scalebench.core.cells import AB_PREVIOUS, BISECT, PROBE, RERUN
 from scalebench.core.records import FigureRow
 
 
-def _key(c: FigureRow, lineage: dict[str, str], metric: str, gpus: int | None = None) -> SeriesKey:
-    return SeriesKey(benchmark=c["benchmark"], gpus=c["gpus"] if gpus is None else gpus, metric=metric,
-                     profile=c["profile"], host_class=c["host"], scaling_mode=c["scaling_mode"],
-                     image_lineage=lineage.get(c["benchmark"], ""), precision=c["precision"])
+def _keys(lineage: dict[str, str]):
+    """key(cell, metric, gpus=None): the cell's SeriesKey, one object per distinct key (a window
+    holds tens of thousands of figures and a few hundred keys)."""
+    made: dict[tuple, SeriesKey] = {}
+
+    def key(c: FigureRow, metric: str, gpus: int | None = None) -> SeriesKey:
+        ident = (c["benchmark"], c["gpus"] if gpus is None else gpus, metric, c["profile"], c["host"],
+                 c["scaling_mode"], c["precision"])
+        k = made.get(ident)
+        if k is None:
+            k = made[ident] = SeriesKey(benchmark=ident[0], gpus=ident[1], metric=metric, profile=ident[3],
+                                        host_class=ident[4], scaling_mode=ident[5],
+                                        image_lineage=lineage.get(ident[0], ""), precision=ident[6])
+        return k
+    return key
 
 
 def _measured_on(f: Mapping[str, Any]) -> dict:
@@ -50,6 +61,7 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
     measured: dict[tuple[SeriesKey, str], list[FigureRow]] = {}  # (bench key at 1 GPU, night) -> its cells
     probes: dict[tuple[str, str], dict[str, list[float]]] = {}  # (host, profile) -> night -> probe throughputs
     probe_prints: dict[tuple[str, str], dict[str, dict]] = {}
+    key_of = _keys(lineage)
     for c in cells:
         f = c["figure"]
         if c["run_type"] != "scheduled" or f is None or c.get("role", "measure") == BISECT:
@@ -60,16 +72,16 @@ def build_series(cells: list[FigureRow], lineage: dict[str, str], gates: Gates =
             continue
         if c.get("role", "measure") in (RERUN, AB_PREVIOUS):
             arm = reruns if c.get("role", "measure") == RERUN else previous
-            arm.setdefault(_key(c, lineage, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f["images_per_s"])
+            arm.setdefault(key_of(c, THROUGHPUT.name), {}).setdefault(c["night"], []).append(f["images_per_s"])
             continue
         vals = {THROUGHPUT.name: f["images_per_s"], **{m: (f["metrics"] or {}).get(m) for m in ACCURACY_METRICS}}
         for metric, v in vals.items():
             if v is None:
                 continue
-            k = _key(c, lineage, metric)
+            k = key_of(c, metric)
             values.setdefault(k, {}).setdefault(c["night"], []).append(v)
             prints.setdefault(k, {}).setdefault(c["night"], _measured_on(f))
-        measured.setdefault((_key(c, lineage, EFFICIENCY, 1), c["night"]), []).append(c)
+        measured.setdefault((key_of(c, EFFICIENCY, 1), c["night"]), []).append(c)
     for (k1, night), mine in measured.items():
         basis, _ = basis_of(mine)  # the report's basis; a night that mixes bases has no efficiency
         per: dict[tuple[int, int], list[float]] = {}

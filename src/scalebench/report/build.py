@@ -161,7 +161,7 @@ def with_alert_groups(opts: Options, store) -> Options:
 
 
 def build_report(store, night: str | None = None, opts: Options | None = None,
-                 cells: list[FigureRow] | None = None, checker=None) -> Report:
+                 cells: list[FigureRow] | None = None, checker=None, fit: predictions.Fits | None = None) -> Report:
     """The report of one night (default: today, UTC) from the store: figures over the lookback
     window, the night's runs, and each chosen run's model size from its contract."""
     night = night or nights.today()
@@ -187,7 +187,7 @@ def build_report(store, night: str | None = None, opts: Options | None = None,
 
     rep = build(cells, night, opts, store.runs(night), model_size, packages, store.assignment_moves(), profiles,
                 checker)
-    rep.predictions = predictions.section(store, night, cells, opts.links)
+    rep.predictions = predictions.section(store, fit or predictions.fits(store, night, cells, opts.links))
     rep.undelivered = undelivered_lines(store)
     return rep
 
@@ -215,9 +215,10 @@ def publish(store, night: str | None = None, opts: Options | None = None) -> tup
         # tonight's predictions are frozen from the nights before it, then tonight's cells judge them
         since = (dt.date.fromisoformat(night) - dt.timedelta(days=LOOKBACK_NIGHTS)).isoformat()
         cells = store.figures(up_to_night=night, since_night=since)
-        predictions.freeze(store, night, cells, opts.links)
-        predictions.judge(store, night, cells)
-        rep = build_report(store, night, opts, cells, checker)
+        fit = predictions.fits(store, night, cells, opts.links)
+        predictions.freeze(store, fit)
+        predictions.judge(store, fit)
+        rep = build_report(store, night, opts, cells, checker, fit)
         out = paths.reports_dir() / rep.night
         render_plots(rep, out)  # drawn while the other process checks the table
         if checker is not None:

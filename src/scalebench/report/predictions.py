@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from dataclasses import dataclass
 from typing import Sequence
 
 from scalebench.analysis.prediction import MODEL_VERSION, Network, Point, Prediction, median_points, predict
@@ -53,31 +54,47 @@ def _targets(points: list[Point]) -> list[tuple[str, int, int, list[Point]]]:
     return [t for t in out if t[3]]
 
 
-def freeze(store, night: str, cells: Sequence, links: dict[str, float]) -> int:
+@dataclass
+class Fits:
+    """What a night's freeze, judgement and section share, read once: each series' points from the
+    nights before it and up to it, and each series' network."""
+    night: str
+    before: dict[SeriesId, list[Point]]
+    up_to: dict[SeriesId, list[Point]]
+    networks: dict[SeriesId, Network]
+
+
+def fits(store, night: str, cells: Sequence, links: dict[str, float]) -> Fits:
+    before, up_to, params = series_points(cells, before=night), series_points(cells, up_to=night), _parameters(store, cells)
+    networks = {key: _network(store, key[1], params.get(key[0]), links) for key in {*before, *up_to}}
+    return Fits(night, before, up_to, networks)
+
+
+def freeze(store, fit: Fits) -> int:
     """Freeze tonight's predictions from the nights before it (never rewritten: a later report
     run of the same night adds nothing). Returns how many were new."""
     from scalebench.store.predictions import Predictions
 
-    rows, params = [], _parameters(store, cells)
-    for key, points in sorted(series_points(cells, before=night).items()):
-        net = _network(store, key[1], params.get(key[0]), links)
+    rows = []
+    for key, points in sorted(fit.before.items()):
         for role, gpus, hosts, fit_on in _targets(points):
-            p = predict(fit_on, gpus, hosts, net, interval=False)  # judged by its estimate; the report shows intervals
+            # judged by its estimate; the report shows intervals
+            p = predict(fit_on, gpus, hosts, fit.networks[key], interval=False)
             rows.append({"benchmark": key[0], "host": key[1], "precision": key[2], "gpus": gpus, "hosts": hosts,
-                         "night": night, "role": role, "model_version": MODEL_VERSION,
+                         "night": fit.night, "role": role, "model_version": MODEL_VERSION,
                          "fitted_nights": sorted({x.night for x in fit_on if x.night}),
                          "fitted_counts": sorted({x.total for x in fit_on}), "images_per_s": p.images_per_s,
                          "efficiency": p.efficiency, "low": p.low, "high": p.high, "line": p.line(), "doc": p.to_json()})
     return Predictions(store).freeze(rows)
 
 
-def judge(store, night: str, cells: Sequence) -> int:
+def judge(store, fit: Fits) -> int:
     """Each frozen prediction whose target (one host) tonight measures, judged by tonight's medians."""
     from scalebench.store.predictions import Predictions
 
+    night = fit.night
     preds = Predictions(store)
-    tonight = {k: median_points([p for p in ps if p.night == night])
-               for k, ps in series_points(cells, up_to=night).items()}
+    tonight = {k: median_points([p for p in ps if p.night == night]) for k, ps in fit.up_to.items()}
     judged = 0
     # frozen within the lookback window: an older prediction whose target no night measured stays unjudged
     since = (dt.date.fromisoformat(night) - dt.timedelta(days=JUDGE_WITHIN_NIGHTS)).isoformat()
@@ -105,22 +122,21 @@ def predict_series(store, cells: Sequence, links: dict[str, float], gpus: int, h
     return out
 
 
-def section(store, night: str, cells: Sequence, links: dict[str, float]) -> dict:
+def section(store, fit: Fits) -> dict:
     """What the report shows: per series, 8 GPUs and two hosts predicted from every night so far;
     per benchmark, the running error of its judged predictions (points of efficiency)."""
     from scalebench.store.predictions import Predictions
 
-    rows, params = [], _parameters(store, cells)
-    for key, points in sorted(series_points(cells, up_to=night).items()):
-        net = _network(store, key[1], params.get(key[0]), links)
+    rows = []
+    for key, points in sorted(fit.up_to.items()):
         top = max(p.total for p in points)
         wanted = [(TARGET_GPUS, 1)] if TARGET_GPUS > top else []
-        preds: list[Prediction] = [predict(points, g, h, net) for g, h in wanted + [(top, HOSTS)]]
+        preds: list[Prediction] = [predict(points, g, h, fit.networks[key]) for g, h in wanted + [(top, HOSTS)]]
         rows.append({"benchmark": key[0], "host": key[1], "precision": key[2],
                      "counts": sorted({p.total for p in points}), "nights": len({p.night for p in points}),
                      "predictions": [p.to_json() for p in preds]})
-    since = (dt.date.fromisoformat(night) - dt.timedelta(days=ERROR_NIGHTS)).isoformat()
-    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=night, judged=True, doc=False,
+    since = (dt.date.fromisoformat(fit.night) - dt.timedelta(days=ERROR_NIGHTS)).isoformat()
+    return {"rows": rows, "errors": running_errors(Predictions(store).frozen(up_to=fit.night, judged=True, doc=False,
                                                                              since=since))}
 
 

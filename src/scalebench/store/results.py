@@ -7,11 +7,13 @@ but never hide it. Attempts are append-only: a row, once written, is never updat
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from typing import Any, Mapping, cast
 
 from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, case,
                         select)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from scalebench.core import nights
@@ -25,6 +27,7 @@ from scalebench.core.records import (CELL_FIELDS, DEFAULT_PRECISION, AttemptReco
                                      Status, StoredCell)
 
 STATUSES = ("valid", "invalid", "failed")
+_FIGURE_JSON = ("metrics", "timing", "fingerprint")  # an attempt's JSON columns a figure carries
 log = logging.getLogger(__name__)
 
 
@@ -313,9 +316,10 @@ class Store(SummaryQueries):
                 benchmark: str | None = None) -> list[FigureRow]:
         """Every cell as one flat row (its figure = latest valid attempt), fast enough for 10^5 cells."""
         c, a = CellRow.__table__, AttemptRow.__table__
+        # the JSON columns come as text, decoded here for valid attempts only (SQLAlchemy decodes every row)
         q = (select(*[c.c[f] for f in CELL_FIELDS], c.c.night, c.c.role, c.c.rerun_of, a.c.attempt, a.c.status,
-                    a.c.reason, a.c.train_s, a.c.images_per_s, a.c.metrics, a.c.image_digest, a.c.config_sha,
-                    a.c.timing, a.c.fingerprint,
+                    a.c.reason, a.c.train_s, a.c.images_per_s, *[sql_cast(a.c[k], Text).label(k) for k in _FIGURE_JSON],
+                    a.c.image_digest, a.c.config_sha,
                     case((a.c.reason == "teardown_crash", a.c.message), else_=None).label("teardown"))
              .select_from(c.outerjoin(a, a.c.cell_id == c.c.id)).order_by(c.c.id, a.c.attempt))
         if up_to_night:
@@ -339,7 +343,8 @@ class Store(SummaryQueries):
                     continue
                 tried[key].append((r["attempt"], r["status"], r["reason"]))
                 if r["status"] == "valid":  # ordered by attempt: the newest valid attempt is the figure
-                    cur["figure"] = cast(Figure, {k: r[k] for k in Figure.__annotations__})
+                    cur["figure"] = cast(Figure, {k: json.loads(r[k]) if k in _FIGURE_JSON and r[k] is not None
+                                                  else r[k] for k in Figure.__annotations__})
                     cur["status"], cur["reason"] = "valid", None
                 elif cur["figure"] is None:
                     cur["status"], cur["reason"] = r["status"], r["reason"]
