@@ -178,13 +178,16 @@ def _older(html: bytes) -> str | None:
 
 def fresh_report(home: str, url: str, night: str) -> float:
     """The night's report published again by a new Python process, as an Airflow task runs it:
-    its imports, its Great Expectations process (report.checker) and all, timed end to end."""
+    its imports, its Great Expectations process (report.checker) and all, timed end to end. It
+    leaves as a task's process does: Airflow's supervisor forks it and it ends through os._exit,
+    without the interpreter's teardown of its modules."""
     import os
     import subprocess
 
     code = ("from scalebench.report.build import publish; from scalebench.report.model import Options; "
             "from scalebench.store.results import Store; "
-            f"publish(Store({url!r}), {night!r}, Options(expected={BENCHES!r}))")
+            f"publish(Store({url!r}), {night!r}, Options(expected={BENCHES!r})); "
+            "import os, sys; sys.stdout.flush(); sys.stderr.flush(); os._exit(0)")
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "SCALEBENCH_HOME": home, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     t = time.perf_counter()

@@ -81,6 +81,10 @@ def main() -> None:
     import great_expectations  # noqa: F401  loaded before the rows arrive: that is this process's use
 
     json.dump(check_table(json.load(sys.stdin)), sys.stdout)
+    sys.stdout.flush()
+    # the answer is out and nothing is left to close: skip the interpreter's teardown of GX's modules
+    # (0.7 s of a core the report is still using; the report waits for this process to end)
+    os._exit(0)
 
 
 if __name__ == "__main__":
