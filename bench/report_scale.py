@@ -13,7 +13,7 @@ timed, and the earlier ones copies of them), a night's cells and the comparison 
 nights. The imports a report task pays once (GX, matplotlib) are timed first and apart, so the
 in-process report times compare like with like across sizes; the same night is then published
 again by a new process, as an Airflow task does it (its GX checks in their own process beside
-it). The store is filled in batches of BATCH cells, a transaction each (the bench's memory stays
+it), --fresh-runs times (3) one after the other, the goal judged on the slowest. The store is filled in batches of BATCH cells, a transaction each (the bench's memory stays
 bounded); the smallest size explains every query of the report
 and the pages (none may scan a table that grows with the nights). Goals: the report < 5 s in a
 fresh task, each page < 1 s (the every-night history and its CSV: first bytes < 1 s, the whole
@@ -210,10 +210,11 @@ def database(cells: int, server: str | None, tmp: str) -> str:
     return f"{server}/bench_{cells}"
 
 
-def measure(cells: int, plans: bool = False, server: str | None = None) -> dict:
+def measure(cells: int, plans: bool = False, server: str | None = None, fresh_runs: int = 1) -> dict:
     """One size: fill, summaries, the night's report (publish), the pages; `plans`: each query of
     the report and the pages explained (tests/support/query_plans.py, SQLite's planner); `server`:
-    a PostgreSQL server's URL to hold the store instead of a SQLite file."""
+    a PostgreSQL server's URL to hold the store instead of a SQLite file; `fresh_runs`: fresh
+    publishes timed, one after the other."""
     import json
     import os
     import resource
@@ -243,7 +244,7 @@ def measure(cells: int, plans: bool = False, server: str | None = None) -> dict:
             _, path = publish(store, night, Options(expected=BENCHES))
             report_s = time.perf_counter() - t
         complete = "Complete:" in path.read_text()
-        fresh_s = fresh_report(tmp, url, night)
+        fresh_s = [fresh_report(tmp, url, night) for _ in range(fresh_runs)]
         from scalebench.orchestration.ui import shared
 
         shared._store.cache_clear()  # the routes' store: this size's file
@@ -265,6 +266,8 @@ def main() -> None:
     ap.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite",
                     help="postgresql: each size in its own database on a PostgreSQL container of the deployment's "
                          "image (scalebench/postgres:15, Docker needed), as the distributed deployment keeps it")
+    ap.add_argument("--fresh-runs", type=int, default=3,
+                    help="fresh publishes timed per size (the goal is judged on the slowest: the machine's speed varies)")
     args = ap.parse_args()
     server = None
     if args.store == "postgresql":
@@ -285,7 +288,7 @@ def main() -> None:
     print(f"imports a report task pays once (Great Expectations, matplotlib): {import_s:.2f} s", flush=True)
     rows = []
     for i, n in enumerate(int(x) for x in args.cells.split(",")):
-        r = measure(n, plans=i == 0 and server is None, server=server)
+        r = measure(n, plans=i == 0 and server is None, server=server, fresh_runs=args.fresh_runs)
         rows.append(r)
         if r["scans"] is not None:
             print(f"query plans at {n} cells ({r['queries']} queries of the report and the pages of a window; "
@@ -295,7 +298,8 @@ def main() -> None:
         slowest = max(r["pages"], key=lambda k: r["pages"][k][1])
         print(f"{n:>9} cells ({r['nights']} nights): fill {r['fill_s']:.0f} s; {r['summaries']} benchmark nights "
               f"summarized, {1000 * r['summarize_s']:.0f} ms each; report {r['report_s']:.2f} s "
-              f"({'complete' if r['complete'] else 'partial'}), in a fresh process {r['fresh_s']:.2f} s; "
+              f"({'complete' if r['complete'] else 'partial'}), in a fresh process "
+              f"{', '.join(f'{x:.2f}' for x in r['fresh_s'])} s; "
               f"slowest page {slowest} {r['pages'][slowest][1] * 1000:.0f} ms; "
               f"pages (first bytes / whole, ms): "
               + ", ".join(f"{k} {a * 1000:.0f}/{b * 1000:.0f}" for k, (a, b) in r["pages"].items())
@@ -305,13 +309,14 @@ def main() -> None:
               f"x{b['report_s'] / a['report_s']:.2f}, fill x{b['fill_s'] / a['fill_s']:.1f}; pages: "
               + ", ".join(f"{k} x{b['pages'][k][1] / a['pages'][k][1]:.1f}" for k in a["pages"]))
     last = rows[-1]
-    total = last["fresh_s"]
+    total = max(last["fresh_s"])  # the slowest of the runs: the machine's speed varies from one to the next
     every = last["pages"]["history page, every night"]
     csv = last["pages"]["history csv"]
     others = max(v[1] for k, v in last["pages"].items() if k not in EVERY_NIGHT)
     growth = last["report_s"] / rows[-2]["report_s"] if len(rows) > 1 else None
-    print(f"goals at {last['cells']} cells: report < 5 s in a fresh task (a new process, imports included): "
-          f"{'met' if total < 5 else 'NOT met'} ({total:.2f} s); each page < 1 s: {'met' if others < 1 else 'NOT met'} "
+    print(f"goals at {last['cells']} cells: report < 5 s in a fresh task (a new process, imports included, "
+          f"the slowest of {len(last['fresh_s'])}): {'met' if total < 5 else 'NOT met'} ({total:.2f} s); "
+          f"each page < 1 s: {'met' if others < 1 else 'NOT met'} "
           f"({others * 1000:.0f} ms); the every-night history's first bytes < 1 s: "
           f"{'met' if every[0] < 1 else 'NOT met'} ({every[0] * 1000:.0f} ms), whole < 5 s: "
           f"{'met' if every[1] < 5 else 'NOT met'} ({every[1] * 1000:.0f} ms); its CSV the same: "

@@ -8,7 +8,7 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path as PathParam, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from scalebench_kit.names import REPORT_HTML, REPORTS_INDEX_HTML, REPORTS_INDEX_JSON
 
@@ -36,8 +36,8 @@ def _no_report_yet(request: Request) -> HTMLResponse:
 
 @reports.get("/api/nights")
 def nights():
-    page = paths.reports_dir() / REPORTS_INDEX_JSON
-    return JSONResponse(content=json.loads(page.read_text()) if page.exists() else [])
+    page = paths.reports_dir() / REPORTS_INDEX_JSON  # written whole by the report (render.write_index): served as it is
+    return Response(page.read_bytes(), media_type="application/json") if page.exists() else JSONResponse(content=[])
 
 @reports.get("/latest")
 def latest(request: Request):
