@@ -13,9 +13,10 @@ timed, and the earlier ones copies of them), a night's cells and the comparison 
 nights. The imports a report task pays once (GX, matplotlib) are timed first and apart, so the
 in-process report times compare like with like across sizes; the same night is then published
 again by a new process, as an Airflow task does it (its GX checks in their own process beside
-it), --fresh-runs times (3) one after the other, the goal judged on the slowest. The store is filled in batches of BATCH cells, a transaction each (the bench's memory stays
-bounded); the smallest size explains every query of the report
-and the pages (none may scan a table that grows with the nights). Goals: the report < 5 s in a
+it), --fresh-runs times (3) one after the other, the goal judged on the slowest. The store is
+filled in batches of BATCH cells, a transaction each (the bench's memory stays bounded); the
+smallest size explains every query of the report and the pages (none may scan a table that grows
+with the nights). Goals: the report < 5 s in a
 fresh task, each page < 1 s (the every-night history and its CSV: first bytes < 1 s, the whole
 < 5 s, the page's whole counting the older nights history.js fetches after it), the bench's
 memory < 1 GB, the report's time from 1M to 10M cells at most 1.5x.
