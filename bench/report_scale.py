@@ -15,11 +15,11 @@ in-process report times compare like with like across sizes; the same night is t
 again by a new process, as an Airflow task does it (its GX checks in their own process beside
 it), --fresh-runs times (3) one after the other, the goal judged on the slowest. The store is
 filled in batches of BATCH cells, a transaction each (the bench's memory stays bounded), and
-written to disk before anything is timed (settle); the smallest size explains every query of the report and the pages (none may scan a table that grows
-with the nights). Goals: the report < 5 s in a
-fresh task, each page < 1 s (the every-night history and its CSV: first bytes < 1 s, the whole
-< 5 s, the page's whole counting the older nights history.js fetches after it), the bench's
-memory < 1 GB, the report's time from 1M to 10M cells at most 1.5x.
+written to disk before anything is timed (settle); the smallest size explains every query of
+the report and the pages (none may scan a table that grows with the nights). Goals: the report
+< 5 s in a fresh task, each page < 1 s (the every-night history and its CSV: first bytes < 1 s,
+the whole < 5 s, the page's whole counting the older nights history.js fetches after it), the
+bench's memory < 1 GB, the report's time from 1M to 10M cells at most 1.5x.
 """
 from __future__ import annotations
 
