@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from scalebench.core.figures import FIGURE_NAMES, HISTORY_FIGURES, FigureField
@@ -13,12 +14,15 @@ from scalebench.core.records import NightSummary
 from scalebench.core.tables import Column, Link
 
 RESULT_COLUMNS = ["night", "benchmark", "run_id", "cell", "status", "train_s", "attempt", "detail"]
-HISTORY_COLUMNS = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
-                   "retried", "reruns", "basis", *FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high",
-                   "image_digest", "marks"]
+_LEAD = ["night", "benchmark", "gpus", "precision", "run_id", "run_type", "profile", "host", "cells", "valid",
+         "retried", "reruns", "basis", *FIGURE_NAMES]  # a history CSV's first columns, stored as they are
+HISTORY_COLUMNS = [*_LEAD, "relative_time_ci_low", "relative_time_ci_high", "image_digest", "marks"]
 _SUMMARY_FIELDS = [k for k in HISTORY_COLUMNS  # the columns a summary holds as they are
                    if k not in (*FIGURE_NAMES, "relative_time_ci_low", "relative_time_ci_high", "marks")]
-CSV_FIELDS = (*_SUMMARY_FIELDS, "figures", "relative_time_ci", "marks", "metrics", "step_shares")  # what history_rows reads
+# what a streamed history CSV reads (Store.summary_arrays(benchmark, CSV_JSON, CSV_PLAIN)): these
+# columns as stored, then these JSON columns gathered by the database into one array a row
+CSV_PLAIN = (*_LEAD, "image_digest")
+CSV_JSON = ("relative_time_ci", "marks", "metrics", "step_shares")
 
 
 def result_row(c: Mapping[str, Any]) -> dict:
@@ -88,25 +92,20 @@ def history_header(newest: Iterable[Mapping[str, Any]]) -> list[str]:
     return HISTORY_COLUMNS + [k for k in more if k not in HISTORY_COLUMNS] + ["other"]
 
 
-def history_rows(summaries: Iterable[Mapping[str, Any]], header: list[str]) -> Iterator[list[Any]]:
-    """Each summary as a CSV row under `header` (history_header): the history_row values, built
-    straight into a list (a streamed download of years of nights)."""
+def history_rows(rows: Iterable[Sequence[Any]], header: list[str]) -> Iterator[list[Any]]:
+    """Each summary as a CSV row under `header` (history_header), the history_row values, from
+    the rows `Store.summary_arrays(benchmark, CSV_JSON, CSV_PLAIN)` reads: CSV_PLAIN's values, then
+    the JSON text of CSV_JSON's (one decode a row, not one a column: years of nights streamed)."""
     at = {k: i for i, k in enumerate(header)}
-    plain = [(at[k], k) for k in _SUMMARY_FIELDS]
-    figures = [(at[k], k) for k in FIGURE_NAMES]
-    low, high, marks, other = at["relative_time_ci_low"], at["relative_time_ci_high"], at["marks"], at["other"]
-    for s in summaries:
-        row: list[Any] = [None] * len(header)
-        for i, k in plain:
-            row[i] = s.get(k)
-        f = s["figures"]
-        for i, k in figures:
-            row[i] = f.get(k)
-        ci = s.get("relative_time_ci") or (None, None)
-        row[low], row[high] = ci[0], ci[1]
-        row[marks] = "; ".join(f"{m['kind']}: {m['text']}" for m in s.get("marks") or [])
+    lead = len(_LEAD)
+    pad = [None] * (len(header) - len(HISTORY_COLUMNS))
+    other = at["other"]
+    for r in rows:
+        ci, marks, metrics, shares = json.loads(r[-1])
+        row = [*r[:lead], *(ci or (None, None)), r[lead], "; ".join(f"{m['kind']}: {m['text']}" for m in marks or []),
+               *pad]
         rest: list[str] = []
-        for prefix, values in (("metric_", s.get("metrics")), ("share_", s.get("step_shares"))):
+        for prefix, values in (("metric_", metrics), ("share_", shares)):
             for k, v in (values or {}).items():
                 col = at.get(prefix + k)
                 if col is None:

@@ -81,12 +81,12 @@ def history_older(request: Request, benchmark: BENCHMARK_PATH, before: NIGHT_PAR
 def history_export(benchmark: BENCHMARK_PATH, fmt: FORMAT):
     """Every night's summaries, streamed as they are read (years of nights start at once); the CSV's
     metric and share columns are those of the newest nights, any other one in its `other` column."""
-    from scalebench.report.exports import CSV_FIELDS, HEADER_SAMPLE, history_header, history_rows
+    from scalebench.report.exports import CSV_JSON, CSV_PLAIN, HEADER_SAMPLE, history_header, history_rows
 
     if fmt == "json":
         return streamed(fmt, f"{benchmark}-history", store().iter_summaries(benchmark=benchmark))
     header = history_header(store().newest_summaries(benchmark, HEADER_SAMPLE, ("metrics", "step_shares")))
-    read = store().iter_summaries(benchmark=benchmark, columns=CSV_FIELDS)
+    read = store().summary_arrays(benchmark, CSV_JSON, CSV_PLAIN)
     return streamed(fmt, f"{benchmark}-history", history_rows(read, header), header)
 
 
