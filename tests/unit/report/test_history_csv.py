@@ -1,6 +1,7 @@
 """A streamed history CSV fixes its columns before its first row: the metric and share names of
 the newest nights; an older night's other metric or share is kept in its `other` column. Read as
-the page reads it: from the store (Store.summary_arrays), each number as it was stored."""
+the page reads it: from the store (Store.summary_arrays), on each engine, each number as it was
+stored."""
 import csv
 import io
 
@@ -16,8 +17,8 @@ def summary(night, metrics, shares=None):
             "image_digest": "sha256:x", "fingerprint": None}
 
 
-def test_an_older_nights_metric_outside_the_newest_names_is_kept_in_other(isolated_state):
-    store = Store()
+def test_an_older_nights_metric_outside_the_newest_names_is_kept_in_other(both_stores):
+    store = Store(both_stores)
     old = summary("2026-01-01", {"map": 0.41, "old_metric": 0.2})
     new = summary("2026-11-28", {"map": 0.43})
     for s in (old, new):

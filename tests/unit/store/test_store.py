@@ -82,6 +82,20 @@ def test_the_store_records_and_reads_cells_on_postgresql(postgres_database):
     assert [(a["attempt"], a["reason"]) for a in stored["attempts"]] == [(1, "killed"), (2, None)]
 
 
+def test_figures_decode_the_attempts_json_as_the_orm_does_on_both_engines(both_stores):
+    """Store.figures reads the JSON columns as text and decodes them itself: the same values as the
+    ORM's own decoding (Store.cells), a failed attempt's never the figure's."""
+    store = Store(both_stores)
+    cell = sample_cell()
+    store.record_attempt(cell, 1, "failed", reason="killed", exit_code=137)
+    store.record_attempt(cell, 2, "valid", contract=sample_contract(cell, train_s=7.5))
+    [row], [stored] = store.figures(), store.cells()
+    f, want = row["figure"], stored["figure"]
+    assert f["attempt"] == 2 and row["others"] == ["attempt 1 failed (killed)"]
+    assert (f["metrics"], f["fingerprint"]) == (want["metrics"], want["fingerprint"]) and f["metrics"]
+    assert f["timing"] == store.contract(cell["key"])["timing"] and f["timing"]["train_s"] == 7.5
+
+
 def test_same_attempt_twice_is_one_row_and_a_retry_is_a_new_attempt():
     store = Store()
     cell = sample_cell()
