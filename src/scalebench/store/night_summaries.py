@@ -130,8 +130,9 @@ class SummaryQueries:
                        since: str | None = None, before: str | None = None, batch: int = 2000) -> Iterator[tuple]:
         """A benchmark's summaries from `since` to before `before`, oldest first, each as its `extra`
         columns' values and then the JSON text of an array of its `fields` (columns, JSON ones
-        embedded as JSON), the text written by the database (SQLite's json_array, PostgreSQL's
-        json_build_array): a stream of years of nights that Python only passes on."""
+        embedded as JSON as stored), the text written by the database (SQLite's json_array,
+        PostgreSQL's json_build_array): a stream of years of nights that the history page passes on
+        as it is and the history CSV decodes once a row."""
         t = NightSummaryRow.__table__
         array: Any
         if self.engine.dialect.name == "postgresql":
